@@ -1,0 +1,362 @@
+"""Typed, validated configuration under Hudi's ``hoodie.*`` names and defaults.
+
+:class:`TableConfig` is what ``.hoodie/hoodie.properties`` holds: fixed when the table is created.
+:class:`WriteConfig` is what a writer may set per write (sizing, index settings, log format); its
+table-wide part (index type, bucket count) is stored in ``hoodie.properties`` too so every writer
+of the table agrees. Plain ``dict[str, str]`` appears only at the edges (from_options/to_properties).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from lakehouse.errors import ConfigError
+
+
+class TableType(enum.StrEnum):
+    COPY_ON_WRITE = "COPY_ON_WRITE"
+    MERGE_ON_READ = "MERGE_ON_READ"
+
+
+class MergeMode(enum.StrEnum):
+    COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+    EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
+    PARTIAL_UPDATE = "PARTIAL_UPDATE"
+
+    @property
+    def payload_class(self) -> str:
+        return _PAYLOAD_CLASSES[self]
+
+    @classmethod
+    def from_payload_class(cls, name: str | None) -> "MergeMode":
+        for mode, cls_name in _PAYLOAD_CLASSES.items():
+            if name == cls_name:
+                return mode
+        if not name:
+            return cls.EVENT_TIME_ORDERING
+        raise ConfigError(f"payload class {name!r} is not supported",
+                          help="supported: " + ", ".join(_PAYLOAD_CLASSES.values()))
+
+
+_PAYLOAD_CLASSES = {
+    MergeMode.COMMIT_TIME_ORDERING: "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
+    MergeMode.EVENT_TIME_ORDERING: "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+    MergeMode.PARTIAL_UPDATE: "org.apache.hudi.common.model.PartialUpdateAvroPayload",
+}
+
+
+class IndexType(enum.StrEnum):
+    BUCKET = "BUCKET"
+    BLOOM = "BLOOM"
+    SIMPLE = "SIMPLE"
+    GLOBAL_BLOOM = "GLOBAL_BLOOM"
+    GLOBAL_SIMPLE = "GLOBAL_SIMPLE"
+
+    @property
+    def is_global(self) -> bool:
+        return self in (IndexType.GLOBAL_BLOOM, IndexType.GLOBAL_SIMPLE)
+
+
+class KeyGeneratorType(enum.StrEnum):
+    SIMPLE = "SIMPLE"
+    COMPLEX = "COMPLEX"
+    NON_PARTITION = "NON_PARTITION"
+    TIMESTAMP = "TIMESTAMP"
+
+    @property
+    def java_class(self) -> str:
+        return _KEYGEN_CLASSES[self]
+
+    @classmethod
+    def from_class(cls, name: str) -> "KeyGeneratorType":
+        short = name.rsplit(".", 1)[-1]
+        for t, c in _KEYGEN_CLASSES.items():
+            if c.rsplit(".", 1)[-1] in (short, short.replace("Avro", "")):
+                return t
+        raise ConfigError(f"key generator {name!r} is not supported",
+                          help="supported: " + ", ".join(_KEYGEN_CLASSES.values()))
+
+
+_KEYGEN_CLASSES = {
+    KeyGeneratorType.SIMPLE: "org.apache.hudi.keygen.SimpleKeyGenerator",
+    KeyGeneratorType.COMPLEX: "org.apache.hudi.keygen.ComplexKeyGenerator",
+    KeyGeneratorType.NON_PARTITION: "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+    KeyGeneratorType.TIMESTAMP: "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+}
+
+
+class LogBlockFormat(enum.StrEnum):
+    AVRO = "avro"
+    PARQUET = "parquet"
+
+
+# --- typed option parsing -------------------------------------------------------------------
+
+
+def _bool(key: str, v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{key}={v!r} is not a boolean", help=f"set {key} to true or false")
+
+
+def _int(minimum: int = 0) -> Callable[[str, Any], int]:
+    def parse(key: str, v: Any) -> int:
+        try:
+            n = int(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}={v!r} is not an integer",
+                              help=f"set {key} to a whole number") from None
+        if n < minimum:
+            raise ConfigError(f"{key}={n} is below its minimum {minimum}",
+                              help=f"set {key} to at least {minimum}")
+        return n
+    return parse
+
+
+def _float_between(lo: float, hi: float) -> Callable[[str, Any], float]:
+    def parse(key: str, v: Any) -> float:
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}={v!r} is not a number", help=f"set {key} to a number") from None
+        if not lo < x < hi:
+            raise ConfigError(f"{key}={x} is outside ({lo}, {hi})",
+                              help=f"set {key} between {lo} and {hi}")
+        return x
+    return parse
+
+
+def _enum(e: type[enum.StrEnum]) -> Callable[[str, Any], Any]:
+    def parse(key: str, v: Any) -> Any:
+        s = str(v).strip()
+        for member in e:
+            if s.upper() == member.value.upper():
+                return member
+        raise ConfigError(f"{key}={v!r} is not one of {', '.join(m.value for m in e)}",
+                          help=f"set {key} to one of the listed values")
+    return parse
+
+
+def _str(key: str, v: Any) -> str:
+    return str(v)
+
+
+def _fields(key: str, v: Any) -> tuple[str, ...]:
+    if isinstance(v, (list, tuple)):
+        items = [str(x).strip() for x in v]
+    else:
+        items = [x.strip() for x in str(v).split(",")] if v is not None else []
+    items = [x for x in items if x]
+    if len(set(items)) != len(items):
+        raise ConfigError(f"{key}={v!r} names a field twice", help="list each field once")
+    return tuple(items)
+
+
+def opt(key: str, default: Any, parse: Callable[[str, Any], Any], doc: str = "") -> Any:
+    return field(default=default, metadata={"key": key, "parse": parse, "doc": doc})
+
+
+def _option_fields(cls: type) -> dict[str, dataclasses.Field]:
+    return {f.metadata["key"]: f for f in dataclasses.fields(cls) if "key" in f.metadata}
+
+
+def _build(cls: type, options: Mapping[str, Any], *, strict: bool, **fixed: Any) -> Any:
+    by_key = _option_fields(cls)
+    kwargs: dict[str, Any] = dict(fixed)
+    for k, v in options.items():
+        f = by_key.get(k)
+        if f is None:
+            if strict and k.startswith("hoodie.") and k not in _PASSTHROUGH_KEYS:
+                raise ConfigError(f"unknown option {k!r}",
+                                  help="check the spelling; `lakehouse options` lists every option")
+            continue
+        kwargs[f.name] = f.metadata["parse"](k, v) if v is not None else f.default
+    return cls(**kwargs)
+
+
+def _to_props(obj: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, f in _option_fields(type(obj)).items():
+        v = getattr(obj, f.name)
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            out[key] = "true" if v else "false"
+        elif isinstance(v, tuple):
+            out[key] = ",".join(v)
+        else:
+            out[key] = str(v)
+    return out
+
+
+# Options Hudi writes or accepts that lakehouse keeps but does not interpret.
+_PASSTHROUGH_KEYS = frozenset({
+    "hoodie.table.metadata.partitions", "hoodie.table.metadata.partitions.inflight",
+    "hoodie.compaction.record.merger.strategy", "hoodie.table.keygenerator.type",
+    "hoodie.table.cdc.enabled", "hoodie.table.initial.version", "hoodie.record.merge.mode",
+    "hoodie.datasource.write.table.type", "hoodie.table.base.file.format",
+})
+
+
+# --- hoodie.properties ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """The content of ``hoodie.properties``: what every reader and writer of the table agrees on."""
+
+    name: str = opt("hoodie.table.name", "", _str)
+    table_type: TableType = opt("hoodie.table.type", TableType.COPY_ON_WRITE, _enum(TableType))
+    version: int = opt("hoodie.table.version", 6, _int(0))
+    timeline_layout_version: int = opt("hoodie.timeline.layout.version", 1, _int(0))
+    database_name: str = opt("hoodie.database.name", "default", _str)
+    archive_folder: str = opt("hoodie.archivelog.folder", "archived", _str)
+    record_key_fields: tuple[str, ...] = opt("hoodie.table.recordkey.fields", (), _fields)
+    partition_fields: tuple[str, ...] = opt("hoodie.table.partition.fields", (), _fields)
+    ordering_field: str | None = opt("hoodie.table.precombine.field", None, _str)
+    populate_meta_fields: bool = opt("hoodie.populate.meta.fields", True, _bool)
+    key_generator_class: str = opt("hoodie.table.keygenerator.class",
+                                   KeyGeneratorType.SIMPLE.java_class, _str)
+    hive_style_partitioning: bool = opt("hoodie.datasource.write.hive_style_partitioning", False, _bool)
+    url_encode_partitions: bool = opt("hoodie.datasource.write.partitionpath.urlencode", False, _bool)
+    drop_partition_columns: bool = opt("hoodie.datasource.write.drop.partition.columns", False, _bool)
+    payload_class: str = opt("hoodie.compaction.payload.class",
+                             MergeMode.EVENT_TIME_ORDERING.payload_class, _str)
+    create_schema: str | None = opt("hoodie.table.create.schema", None, _str)
+    timeline_timezone: str = opt("hoodie.table.timeline.timezone", "UTC", _str)
+    checksum: int | None = opt("hoodie.table.checksum", None, _int(0))
+    # Table-wide write settings every writer must share.
+    index_type: IndexType = opt("hoodie.index.type", IndexType.SIMPLE, _enum(IndexType))
+    bucket_num: int = opt("hoodie.bucket.index.num.buckets", 256, _int(1))
+    bucket_hash_fields: tuple[str, ...] = opt("hoodie.bucket.index.hash.field", (), _fields)
+    timestamp_type: str | None = opt("hoodie.keygen.timebased.timestamp.type", None, _str)
+    timestamp_input_format: str | None = opt("hoodie.keygen.timebased.input.dateformat", None, _str)
+    timestamp_output_format: str | None = opt("hoodie.keygen.timebased.output.dateformat", None, _str)
+    timestamp_timezone: str | None = opt("hoodie.keygen.timebased.timezone", None, _str)
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.key_generator_type is KeyGeneratorType.NON_PARTITION and self.partition_fields:
+            raise ConfigError("a non-partitioned key generator cannot have partition fields",
+                              help="drop partition_by or use the SIMPLE/COMPLEX key generator")
+
+    @property
+    def key_generator_type(self) -> KeyGeneratorType:
+        return KeyGeneratorType.from_class(self.key_generator_class)
+
+    @property
+    def merge_mode(self) -> MergeMode:
+        return MergeMode.from_payload_class(self.payload_class)
+
+    @property
+    def is_mor(self) -> bool:
+        return self.table_type is TableType.MERGE_ON_READ
+
+    @property
+    def is_partitioned(self) -> bool:
+        return bool(self.partition_fields)
+
+    def expected_checksum(self) -> int:
+        return table_checksum(self.database_name, self.name)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> "TableConfig":
+        known = _option_fields(cls)
+        extra = {k: v for k, v in props.items() if k not in known}
+        return _build(cls, {k: v for k, v in props.items() if k in known}, strict=False,
+                      extra=extra)
+
+    def to_properties(self) -> dict[str, str]:
+        props = dict(self.extra)
+        props.update(_to_props(self))
+        props["hoodie.table.checksum"] = str(self.expected_checksum())
+        props.setdefault("hoodie.table.base.file.format", "PARQUET")
+        return props
+
+    def replace(self, **changes: Any) -> "TableConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def table_checksum(database: str, table: str) -> int:
+    """Hudi's ``hoodie.table.checksum``: CRC32 of ``"<database>.<table>"``."""
+    return zlib.crc32(f"{database}.{table}".encode("utf-8"))
+
+
+TABLE_OPTION_KEYS = frozenset(_option_fields(TableConfig))
+
+
+# --- per-write settings ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriteConfig:
+    small_file_limit: int = opt("hoodie.parquet.small.file.limit", 104857600, _int(0),
+                                "base files below this size receive new inserts")
+    max_file_size: int = opt("hoodie.parquet.max.file.size", 125829120, _int(1),
+                             "target size of a base file")
+    record_size_estimate: int = opt("hoodie.copyonwrite.record.size.estimate", 1024, _int(1),
+                                    "bytes per record until earlier commits tell better")
+    insert_split_size: int = opt("hoodie.copyonwrite.insert.split.size", 500000, _int(1))
+    auto_split_inserts: bool = opt("hoodie.copyonwrite.insert.auto.split", True, _bool)
+    log_max_size: int = opt("hoodie.logfile.max.size", 1073741824, _int(1),
+                            "a log file rolls over to a new version past this size")
+    log_block_format: LogBlockFormat = opt("hoodie.logfile.data.block.format", LogBlockFormat.AVRO,
+                                           _enum(LogBlockFormat))
+    # Hudi 0.14 defaults to gzip; snappy costs a little space and is several times faster to
+    # write and read, which is what an upsert path bound by CPU on two cores needs.
+    parquet_codec: str = opt("hoodie.parquet.compression.codec", "snappy", _str)
+    parquet_row_group_size: int = opt("hoodie.parquet.block.size", 125829120, _int(1))
+    combine_before_insert: bool = opt("hoodie.combine.before.insert", False, _bool)
+    combine_before_upsert: bool = opt("hoodie.combine.before.upsert", True, _bool)
+    bloom_num_entries: int = opt("hoodie.index.bloom.num_entries", 60000, _int(1))
+    bloom_fpp: float = opt("hoodie.index.bloom.fpp", 0.000000001, _float_between(0.0, 1.0))
+    bloom_filter_type: str = opt("hoodie.bloom.index.filter.type", "DYNAMIC_V0", _str)
+    bloom_max_entries: int = opt("hoodie.bloom.index.filter.dynamic.max.entries", 100000, _int(1))
+    bloom_update_partition_path: bool = opt("hoodie.bloom.index.update.partition.path", True, _bool)
+    simple_update_partition_path: bool = opt("hoodie.simple.index.update.partition.path", True, _bool)
+    index_logs: bool = opt("hoodie.index.log.inserts", False, _bool,
+                           "MOR: inserts may go to log files of small file groups")
+    allow_duplicates_on_insert: bool = opt("hoodie.merge.allow.duplicate.on.inserts", False, _bool)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "WriteConfig":
+        options = dict(options or {})
+        unknown = [k for k in options if k.startswith("hoodie.") and k not in WRITE_OPTION_KEYS
+                   and k not in TABLE_OPTION_KEYS and k not in _PASSTHROUGH_KEYS]
+        if unknown:
+            raise ConfigError(f"unknown option(s) {', '.join(sorted(unknown))}",
+                              help="check the spelling; `lakehouse options` lists every option")
+        cfg = _build(cls, {k: v for k, v in options.items() if k in WRITE_OPTION_KEYS}, strict=True)
+        if cfg.small_file_limit > cfg.max_file_size:
+            raise ConfigError(
+                f"hoodie.parquet.small.file.limit ({cfg.small_file_limit}) exceeds "
+                f"hoodie.parquet.max.file.size ({cfg.max_file_size})",
+                help="the small-file limit must not exceed the max file size")
+        return cfg
+
+    def to_properties(self) -> dict[str, str]:
+        return _to_props(self)
+
+
+WRITE_OPTION_KEYS = frozenset(_option_fields(WriteConfig))
+
+
+def option_docs() -> list[tuple[str, str, str]]:
+    """(key, default, doc) of every option, for ``lakehouse options`` and the docs."""
+    rows = []
+    for cls in (TableConfig, WriteConfig):
+        for key, f in _option_fields(cls).items():
+            default = f.default if f.default is not dataclasses.MISSING else ""
+            if isinstance(default, tuple):
+                default = ",".join(default)
+            rows.append((key, "" if default is None else str(default), f.metadata.get("doc", "")))
+    return rows

@@ -1,0 +1,80 @@
+"""The one error hierarchy of lakehouse.
+
+Every error says what happened and, on a ``Help:`` line, what to do about it. Errors that mean
+"this definitely did not happen" (nothing was written, or what was written is invisible and will be
+rolled back) are kept apart from :class:`CommitOutcomeUnknownError`, where the caller must check
+the timeline before retrying.
+"""
+
+from __future__ import annotations
+
+
+class LakehouseError(Exception):
+    """Root of every error raised by lakehouse."""
+
+    def __init__(self, message: str, *, help: str | None = None) -> None:
+        self.message = message
+        self.help = help
+        super().__init__(message if help is None else f"{message}\nHelp: {help}")
+
+
+class ConfigError(LakehouseError, ValueError):
+    """An option is unknown, ill-typed or out of range."""
+
+
+class TableNotFoundError(LakehouseError, FileNotFoundError):
+    """The path holds no table (no ``.hoodie/hoodie.properties``)."""
+
+
+class TableExistsError(LakehouseError, FileExistsError):
+    """A table already exists where one was to be created."""
+
+
+class UnsupportedTableError(LakehouseError):
+    """The table uses a version or feature that lakehouse does not read or write."""
+
+
+class SchemaError(LakehouseError, ValueError):
+    """A batch does not fit the table schema, or a schema change is incompatible."""
+
+
+class RecordKeyError(LakehouseError, ValueError):
+    """Record keys, ordering values or partition values are missing or null."""
+
+
+class CorruptFileError(LakehouseError):
+    """A file of the table cannot be parsed. The message names the file."""
+
+    def __init__(self, path: str, reason: str, *, help: str | None = None) -> None:
+        self.path = path
+        super().__init__(f"{path}: {reason}", help=help or "restore the file from a backup or "
+                         "roll back the instant that wrote it; lakehouse never skips a corrupt "
+                         "completed instant silently")
+
+
+class StorageError(LakehouseError, OSError):
+    """The storage layer failed to carry out an operation."""
+
+
+class FileAlreadyExistsError(StorageError, FileExistsError):
+    """An atomic create found the file already present."""
+
+
+class TimelineError(LakehouseError):
+    """The timeline is not in a state that allows the requested transition."""
+
+
+class InstantNotFoundError(TimelineError, LookupError):
+    """The named instant is not on the timeline."""
+
+
+class WriteError(LakehouseError):
+    """A write failed and nothing of it is visible; it will be rolled back by the next writer."""
+
+
+class CommitConflictError(WriteError):
+    """Another writer committed an overlapping change first."""
+
+
+class CommitOutcomeUnknownError(LakehouseError):
+    """The commit may or may not have landed: check the timeline before retrying."""

@@ -1,0 +1,82 @@
+"""Base files, log files, file slices and file groups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lakehouse.file_group.naming import BaseFileName, LogFileName, join
+
+
+@dataclass(frozen=True, slots=True)
+class BaseFile:
+    partition: str
+    name: BaseFileName
+    size: int
+
+    @property
+    def path(self) -> str:
+        return join(self.partition, str(self.name))
+
+    @property
+    def file_id(self) -> str:
+        return self.name.file_id
+
+    @property
+    def commit_time(self) -> str:
+        return self.name.instant_time
+
+
+@dataclass(frozen=True, slots=True)
+class LogFile:
+    partition: str
+    name: LogFileName
+    size: int
+
+    @property
+    def path(self) -> str:
+        return join(self.partition, str(self.name))
+
+    @property
+    def file_id(self) -> str:
+        return self.name.file_id
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """A base file (maybe none) and the log files written against its base instant."""
+
+    partition: str
+    file_id: str
+    base_instant: str
+    base_file: BaseFile | None = None
+    log_files: tuple[LogFile, ...] = ()
+    # For a slice whose base instant is a pending compaction: the slice the compaction reads,
+    # which a reader must merge under this one.
+    previous: "FileSlice | None" = None
+
+    @property
+    def has_logs(self) -> bool:
+        return bool(self.log_files)
+
+    @property
+    def total_log_size(self) -> int:
+        return sum(f.size for f in self.log_files)
+
+    @property
+    def base_size(self) -> int:
+        return self.base_file.size if self.base_file else 0
+
+    def with_logs(self, logs: tuple[LogFile, ...]) -> "FileSlice":
+        return FileSlice(self.partition, self.file_id, self.base_instant, self.base_file,
+                         tuple(sorted(logs, key=lambda f: f.name.sort_key)), self.previous)
+
+
+@dataclass(frozen=True)
+class FileGroup:
+    partition: str
+    file_id: str
+    slices: tuple[FileSlice, ...] = field(default_factory=tuple)  # oldest first
+
+    @property
+    def latest(self) -> FileSlice | None:
+        return self.slices[-1] if self.slices else None

@@ -1,0 +1,113 @@
+"""Java ``.properties`` files, as Hudi writes ``hoodie.properties`` and ``.hoodie_partition_metadata``.
+
+Java escapes ``:``, ``=``, ``#``, ``!`` and backslashes and writes non-Latin-1 characters as
+``\\uXXXX``; a reader must undo all of that (and line continuations) or schemas stored in the file
+come back mangled.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str) -> list[str]:
+    lines: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f") if pending else raw
+        if not pending and (not line.strip() or line.lstrip()[0] in "#!"):
+            continue
+        # An odd number of trailing backslashes continues the line.
+        stripped = line.rstrip("\\")
+        if (len(line) - len(stripped)) % 2 == 1:
+            pending += line[:-1]
+            continue
+        lines.append(pending + line)
+        pending = ""
+    if pending:
+        lines.append(pending)
+    return lines
+
+
+def _unescape(s: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n == "u" and i + 6 <= len(s):
+                out.append(chr(int(s[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        line = line.lstrip(" \t\f")
+        # The key ends at the first unescaped '=', ':' or whitespace.
+        i = 0
+        while i < len(line):
+            c = line[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c in "=: \t\f":
+                break
+            i += 1
+        key = line[:i]
+        rest = line[i:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        props[_unescape(key)] = _unescape(rest)
+    return props
+
+
+def _escape(s: str, *, is_key: bool) -> str:
+    out: list[str] = []
+    for idx, c in enumerate(s):
+        if c == "\\":
+            out.append("\\\\")
+        elif c in "=:#!":
+            out.append("\\" + c)
+        elif c == " " and (is_key or idx == 0):
+            out.append("\\ ")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\r":
+            out.append("\\r")
+        elif c == "\f":
+            out.append("\\f")
+        elif ord(c) < 0x20 or ord(c) > 0x7E:
+            out.extend(f"\\u{u:04x}" for u in _utf16_units(c))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _utf16_units(c: str) -> list[int]:
+    b = c.encode("utf-16-be")
+    return [int.from_bytes(b[i:i + 2], "big") for i in range(0, len(b), 2)]
+
+
+def format_properties(props: dict[str, str], *, comment: str | None = None,
+                      now: datetime | None = None) -> str:
+    now = now or datetime.now(timezone.utc)
+    lines = []
+    if comment:
+        lines.append(f"#{comment}")
+    lines.append("#" + now.strftime("%a %b %d %H:%M:%S UTC %Y"))
+    for k in sorted(props):
+        lines.append(f"{_escape(k, is_key=True)}={_escape(props[k], is_key=False)}")
+    return "\n".join(lines) + "\n"

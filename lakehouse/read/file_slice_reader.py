@@ -1,0 +1,194 @@
+"""Reading one file slice: its base file merged with the committed blocks of its log files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakehouse.errors import CorruptFileError
+from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.log.block import BlockType, LogBlock
+from lakehouse.log.block import decode_avro_data_block, decode_delete_block, decode_parquet_data_block
+from lakehouse.log.reader import read_log_blocks
+from lakehouse.read.merge import DELETE, HELPER_COLUMNS, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, resolve
+from lakehouse.schema import conform_table
+from lakehouse.storage.base import Storage
+
+RECORD_KEY_FIELD = "_hoodie_record_key"
+
+KeyFunction = Callable[[pa.Table], pa.ChunkedArray]
+
+
+@dataclass
+class SliceReadContext:
+    storage: Storage
+    schema: pa.Schema  # full output schema, meta fields included
+    spec: MergeSpec
+    is_visible: Callable[[str], bool]  # is an instant's data visible to this read
+    columns: list[str] | None = None
+    row_filter: pc.Expression | None = None
+    key_of: KeyFunction | None = None  # for tables without meta fields
+    read_logs: bool = True
+    stats: dict[str, int] = field(default_factory=lambda: {"log_blocks": 0, "corrupt_blocks": 0})
+
+    def needed_columns(self) -> list[str]:
+        """Columns a merge must see: the projection plus key, ordering and delete markers."""
+        if self.columns is None or self.spec.mode.value == "PARTIAL_UPDATE":
+            return self.schema.names
+        want = set(self.columns)
+        want.add(RECORD_KEY_FIELD)
+        if self.spec.ordering_field:
+            want.add(self.spec.ordering_field)
+        want.add("_hoodie_is_deleted")
+        if self.row_filter is not None:
+            want |= _expression_fields(self.row_filter, self.schema)
+        return [n for n in self.schema.names if n in want]
+
+
+def _expression_fields(expr: pc.Expression, schema: pa.Schema) -> set[str]:
+    text = str(expr)
+    return {n for n in schema.names if n in text}
+
+
+def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None,
+                   row_filter: pc.Expression | None = None) -> pa.Table:
+    try:
+        with storage.open_input(path) as f:
+            pf = pq.ParquetFile(f)
+            present = set(pf.schema_arrow.names)
+            cols = [c for c in (columns or schema.names) if c in present]
+            table = pf.read(columns=cols)
+    except (pa.ArrowInvalid, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise CorruptFileError(storage.uri(path), f"not a readable parquet file ({e})") from e
+    target = pa.schema([schema.field(c) for c in (columns or schema.names)])
+    table = conform_table(table, target, extra="ignore")
+    if row_filter is not None:
+        table = table.filter(row_filter)
+    return table
+
+
+@dataclass
+class _LogContent:
+    data: list[tuple[int, pa.Table]]  # (block sequence, records)
+    deletes: list[tuple[int, pa.Table]]
+
+
+def _collect_logs(fs: FileSlice, ctx: SliceReadContext, prev: FileSlice | None) -> _LogContent:
+    blocks: list[LogBlock] = []
+    for lf in (prev.log_files if prev else ()) + fs.log_files:
+        data = ctx.storage.read(lf.path)
+        blocks.extend(read_log_blocks(data, ctx.storage.uri(lf.path)))
+    rolled_back: set[str] = set()
+    for b in blocks:
+        if b.block_type is BlockType.COMMAND and b.target_instant_time:
+            rolled_back.add(b.target_instant_time)
+    out = _LogContent([], [])
+    for seq, b in enumerate(blocks, start=1):
+        if b.block_type is BlockType.CORRUPT:
+            ctx.stats["corrupt_blocks"] += 1
+            continue
+        if b.block_type is BlockType.COMMAND:
+            continue
+        t = b.instant_time
+        if t is None or t in rolled_back or not ctx.is_visible(t):
+            continue
+        ctx.stats["log_blocks"] += 1
+        if b.block_type is BlockType.AVRO_DATA:
+            out.data.append((seq, decode_avro_data_block(b)))
+        elif b.block_type is BlockType.PARQUET_DATA:
+            out.data.append((seq, decode_parquet_data_block(b)))
+        elif b.block_type is BlockType.DELETE:
+            out.deletes.append((seq, decode_delete_block(b)))
+    return out
+
+
+def _with_helpers(table: pa.Table, keys: pa.ChunkedArray | pa.Array, seq_base: int,
+                  is_delete: pa.ChunkedArray | pa.Array, unconditional) -> pa.Table:
+    n = table.num_rows
+    seq = pa.array(range(seq_base, seq_base + n), pa.int64()) if n else pa.array([], pa.int64())
+    return (table.append_column(KEY, keys).append_column(SEQ, seq)
+            .append_column(DELETE, is_delete).append_column(UNCONDITIONAL, unconditional))
+
+
+def read_file_slice(fs: FileSlice, ctx: SliceReadContext) -> pa.Table:
+    """The visible records of a file slice, projected to ``ctx.columns`` and filtered."""
+    out_cols = ctx.columns or ctx.schema.names
+    prev = fs.previous
+    base_file = fs.base_file or (prev.base_file if prev else None)
+    logs = _collect_logs(fs, ctx, prev) if ctx.read_logs else _LogContent([], [])
+    if not logs.data and not logs.deletes:
+        if base_file is None:
+            return ctx.schema.empty_table().select(out_cols)
+        base = read_base_file(ctx.storage, base_file.path, ctx.schema, None if ctx.columns is None
+                              else ctx.needed_columns())
+        base = base.filter(pc.invert(delete_flags(base)))
+        if ctx.row_filter is not None:
+            base = base.filter(ctx.row_filter)
+        return base.select(out_cols)
+
+    needed = ctx.needed_columns()
+    target = pa.schema([ctx.schema.field(c) for c in needed])
+    parts: list[pa.Table] = []
+    seq_base = 0
+    ordering = ctx.spec.ordering_field
+    if base_file is not None:
+        base = read_base_file(ctx.storage, base_file.path, ctx.schema, needed)
+        keys = _keys(base, ctx)
+        parts.append(_with_helpers(base, keys, 0, delete_flags(base), pa.repeat(False, base.num_rows)))
+        seq_base = base.num_rows
+    block_size = 1 << 32
+    for seq, rows in logs.data:
+        rows = conform_table(rows, target, extra="ignore")
+        keys = _keys(rows, ctx)
+        parts.append(_with_helpers(rows, keys, seq * block_size, delete_flags(rows),
+                                   pa.repeat(False, rows.num_rows)))
+    for seq, dels in logs.deletes:
+        n = dels.num_rows
+        rows = target.empty_table()
+        cols = {}
+        if ordering and ordering in target.names and "ordering_value" in dels.column_names:
+            try:
+                cols[ordering] = pc.cast(dels.column("ordering_value"), target.field(ordering).type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                cols[ordering] = pa.nulls(n, target.field(ordering).type)
+        arrays = [cols.get(f.name, pa.nulls(n, f.type)) if f.name != RECORD_KEY_FIELD
+                  else dels.column("record_key") for f in target]
+        rows = pa.Table.from_arrays(arrays, schema=target)
+        uncond = dels.column("unconditional") if "unconditional" in dels.column_names \
+            else pa.repeat(True, n)
+        parts.append(_with_helpers(rows, dels.column("record_key"), seq * block_size,
+                                   pa.repeat(True, n), uncond))
+
+    log_parts = parts[1:] if base_file is not None else parts
+    log_keys = pa.concat_arrays([p.column(KEY).combine_chunks() for p in log_parts]) if log_parts \
+        else pa.array([], pa.string())
+    if base_file is not None:
+        base_part = parts[0]
+        touched = pc.is_in(base_part.column(KEY), value_set=log_keys)
+        untouched = base_part.filter(pc.invert(touched))
+        merge_in = [base_part.filter(touched)] + log_parts
+    else:
+        untouched = None
+        merge_in = log_parts
+    merged = resolve(pa.concat_tables(merge_in, promote_options="permissive"), ctx.spec)
+    result_parts = [merged.drop_columns(list(HELPER_COLUMNS))]
+    if untouched is not None:
+        untouched = untouched.filter(pc.invert(untouched.column(DELETE)))
+        result_parts.append(untouched.drop_columns(list(HELPER_COLUMNS)))
+    result = pa.concat_tables(result_parts, promote_options="permissive")
+    if ctx.row_filter is not None:
+        result = result.filter(ctx.row_filter)
+    return result.select(out_cols)
+
+
+def _keys(table: pa.Table, ctx: SliceReadContext) -> pa.ChunkedArray:
+    if ctx.key_of is not None:
+        return ctx.key_of(table)
+    return table.column(RECORD_KEY_FIELD)
+

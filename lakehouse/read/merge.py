@@ -1,0 +1,148 @@
+"""Record merging under a table's merge mode, vectorised over Arrow.
+
+All versions of the records being merged sit in one table with three helper columns: the record
+key, an arrival sequence (base file first, then log blocks in order, then rows in order) and a
+delete flag. The winner per key is then found with one sort, the same way for a reader merging
+base and log files and for a writer pre-combining duplicates in a batch:
+
+* commit-time ordering: the last arrival wins.
+* event-time ordering: the highest ordering value wins, a tie goes to the later arrival. A delete
+  without an ordering value (Hudi's ``IntWrapper(0)``) removes every earlier version whatever its
+  ordering value; later versions may bring the record back.
+* partial update: as event-time ordering, but a null field of the winner takes the value of the
+  latest version below it that has one (PartialUpdateAvroPayload).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse.config import MergeMode
+
+KEY = "__lh_key"
+SEQ = "__lh_seq"
+DELETE = "__lh_delete"
+UNCONDITIONAL = "__lh_unconditional"
+RANK = "__lh_rank"
+HELPER_COLUMNS = (KEY, SEQ, DELETE, UNCONDITIONAL)
+IS_DELETED_FIELD = "_hoodie_is_deleted"
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    mode: MergeMode
+    ordering_field: str | None
+
+    @property
+    def uses_ordering(self) -> bool:
+        return self.mode is not MergeMode.COMMIT_TIME_ORDERING and self.ordering_field is not None
+
+
+def _last_of_each_run(keys: pa.Array) -> np.ndarray:
+    """Positions of the last element of every run of equal keys in a sorted array."""
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if n == 1:
+        return np.zeros(1, dtype=np.int64)
+    differs = pc.not_equal(keys.slice(0, n - 1), keys.slice(1)).to_numpy(zero_copy_only=False)
+    last = np.flatnonzero(differs)
+    return np.append(last, n - 1)
+
+
+def _forward_fill_in_groups(col: pa.Array, group_start: np.ndarray) -> pa.Array:
+    """Fill nulls from the nearest earlier non-null value in the same group (sorted order)."""
+    if col.null_count == 0:
+        return col
+    n = len(col)
+    valid = ~col.is_null().to_numpy(zero_copy_only=False)
+    idx = np.where(valid, np.arange(n), -1)
+    np.maximum.accumulate(idx, out=idx)
+    # A fill from before the group's first row would leak another key's value.
+    idx = np.where(idx >= group_start, idx, np.arange(n))
+    return col.take(pa.array(idx))
+
+
+def resolve(versions: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) -> pa.Table:
+    """The winning version of each key. Helper columns stay on the result.
+
+    ``versions`` must carry KEY, SEQ and DELETE; UNCONDITIONAL is optional (default: deletes
+    without an ordering value are unconditional).
+    """
+    if versions.num_rows == 0:
+        return versions
+    table = versions
+    ordering = spec.ordering_field if spec.uses_ordering else None
+    if ordering is not None and ordering not in table.column_names:
+        ordering = None
+
+    if ordering is not None:
+        uncond = (table.column(UNCONDITIONAL) if UNCONDITIONAL in table.column_names
+                  else pc.and_(table.column(DELETE), pc.is_null(table.column(ordering))))
+        uncond = pc.fill_null(uncond, False)
+        if pc.any(uncond).as_py():
+            cut = (table.filter(uncond).group_by(KEY)
+                   .aggregate([(SEQ, "max")]).rename_columns([KEY, "__lh_cut"]))
+            table = table.join(cut, KEY, join_type="left outer")
+            keep = pc.or_kleene(pc.is_null(table.column("__lh_cut")),
+                                pc.greater_equal(table.column(SEQ), table.column("__lh_cut")))
+            table = table.filter(keep).drop_columns(["__lh_cut"])
+            # The cutting delete itself must lose to anything that arrives after it.
+            uncond_now = pc.fill_null(
+                table.column(UNCONDITIONAL) if UNCONDITIONAL in table.column_names
+                else pc.and_(table.column(DELETE), pc.is_null(table.column(ordering))), False)
+        else:
+            uncond_now = None
+        # Rank: a cutting delete lowest, then versions without an ordering value, then the rest.
+        has_ord = pc.is_valid(table.column(ordering))
+        rank = pc.if_else(has_ord, pa.scalar(2, pa.int8()), pa.scalar(1, pa.int8()))
+        if uncond_now is not None:
+            rank = pc.if_else(uncond_now, pa.scalar(0, pa.int8()), rank)
+        table = table.append_column(RANK, rank)
+        sort_keys = [(KEY, "ascending"), (RANK, "ascending"), (ordering, "ascending"), (SEQ, "ascending")]
+    else:
+        sort_keys = [(KEY, "ascending"), (SEQ, "ascending")]
+
+    order = pc.sort_indices(table, sort_keys=sort_keys)
+    table = table.take(order).combine_chunks()
+    if RANK in table.column_names:
+        table = table.drop_columns([RANK])
+    keys = table.column(KEY).chunk(0) if table.column(KEY).num_chunks else pa.array([], pa.string())
+    last = _last_of_each_run(keys)
+
+    if spec.mode is MergeMode.PARTIAL_UPDATE:
+        starts = np.zeros(table.num_rows, dtype=np.int64)
+        first = np.concatenate([[0], last[:-1] + 1])
+        starts[first] = first
+        np.maximum.accumulate(starts, out=starts)
+        # Deleted versions break the chain: nothing before a delete may fill the record after it.
+        dele = table.column(DELETE).chunk(0).to_numpy(zero_copy_only=False).astype(bool)
+        if dele.any():
+            brk = np.where(dele, np.arange(table.num_rows), -1)
+            np.maximum.accumulate(brk, out=brk)
+            starts = np.maximum(starts, brk)
+        cols = []
+        for name in table.column_names:
+            col = table.column(name).chunk(0) if table.column(name).num_chunks else table.column(name)
+            if name in HELPER_COLUMNS or name == ordering:
+                cols.append(col)
+            else:
+                cols.append(_forward_fill_in_groups(col, starts))
+        table = pa.Table.from_arrays(cols, schema=table.schema)
+
+    winners = table.take(pa.array(last))
+    if not keep_deletes:
+        winners = winners.filter(pc.invert(pc.fill_null(winners.column(DELETE), False)))
+    return winners
+
+
+def delete_flags(table: pa.Table) -> pa.ChunkedArray:
+    """Soft deletes: a true ``_hoodie_is_deleted`` marks the record as a delete."""
+    if IS_DELETED_FIELD in table.column_names:
+        return pc.fill_null(pc.cast(table.column(IS_DELETED_FIELD), pa.bool_()), False)
+    return pa.chunked_array([pa.repeat(False, table.num_rows)], pa.bool_()) if table.num_rows \
+        else pa.chunked_array([], pa.bool_())

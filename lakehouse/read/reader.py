@@ -1,0 +1,232 @@
+"""Table reads: snapshot, read-optimized, time travel and incremental, returning Arrow tables."""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakehouse.config import KeyGeneratorType, TableConfig
+from lakehouse.errors import ConfigError, SchemaError
+from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.file_group.view import FileSystemView
+from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
+from lakehouse.read.merge import MergeSpec
+from lakehouse.schema import HOODIE_META_FIELDS, avro_to_arrow_schema
+from lakehouse.storage.base import Storage
+from lakehouse.timeline.active import ActiveTimeline, Timeline
+from lakehouse.timeline.instant import Action
+from lakehouse.write.keygen import KeyGenerator
+
+Filter = tuple[str, str, Any]
+
+META_SCHEMA = pa.schema([pa.field(n, pa.string()) for n in HOODIE_META_FIELDS])
+
+
+def with_meta_fields(schema: pa.Schema) -> pa.Schema:
+    fields = [f for f in META_SCHEMA]
+    fields += [f for f in schema if f.name not in HOODIE_META_FIELDS]
+    return pa.schema(fields)
+
+
+def filters_to_expression(filters: Sequence[Filter] | pc.Expression | None,
+                          schema: pa.Schema) -> pc.Expression | None:
+    if filters is None:
+        return None
+    if isinstance(filters, pc.Expression):
+        return filters
+    filters = list(filters)
+    if not filters:
+        return None
+    for f in filters:
+        if not (isinstance(f, (tuple, list)) and len(f) == 3):
+            raise ConfigError(f"filter {f!r} is not a (column, op, value) triple",
+                              help="write filters as [('city', '=', 'sf'), ('fare', '>', 10)]")
+        if f[0] not in schema.names:
+            raise SchemaError(f"filter column {f[0]!r} is not in the table schema",
+                              help=f"columns are: {', '.join(schema.names)}")
+    try:
+        return pq.filters_to_expression([tuple(f) for f in filters])
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"bad filter {filters!r}: {e}",
+                          help="ops are =, ==, !=, <, <=, >, >=, in, not in") from None
+
+
+class TableReader:
+    def __init__(self, storage: Storage, config: TableConfig, active: ActiveTimeline,
+                 timeline: Timeline | None = None) -> None:
+        self.storage = storage
+        self.config = config
+        self.active = active
+        self.timeline = timeline if timeline is not None else active.load()
+
+    # --- schema ----------------------------------------------------------------------------
+
+    def avro_schema(self, as_of: str | None = None) -> str | None:
+        writes = self.timeline.completed_writes()
+        if as_of is not None:
+            writes = writes.before_or_on(as_of)
+        for inst in reversed(writes.instants):
+            schema = self.active.commit_metadata(inst).schema
+            if schema:
+                return schema
+        return self.config.create_schema
+
+    def schema(self, as_of: str | None = None) -> pa.Schema:
+        avro = self.avro_schema(as_of)
+        if avro:
+            return with_meta_fields(avro_to_arrow_schema(json.loads(avro)))
+        return META_SCHEMA
+
+    # --- slices ----------------------------------------------------------------------------
+
+    def view(self) -> FileSystemView:
+        return FileSystemView.load(self.storage, self.timeline, self.active)
+
+    def _partition_values(self, partition: str) -> dict[str, str] | None:
+        fields = self.config.partition_fields
+        if not fields or self.config.key_generator_type is KeyGeneratorType.TIMESTAMP:
+            return None
+        parts = partition.split("/") if partition else []
+        if len(parts) != len(fields):
+            return None
+        values = {}
+        for f, p in zip(fields, parts):
+            if self.config.hive_style_partitioning:
+                k, _, v = p.partition("=")
+                if k != f:
+                    return None
+                p = v
+            values[f] = p
+        return values
+
+    def prune_partitions(self, partitions: Iterable[str], filters: Sequence[Filter] | None,
+                         schema: pa.Schema) -> set[str] | None:
+        """Partitions that may hold rows passing the filters on partition columns (None: all)."""
+        if not filters or isinstance(filters, pc.Expression):
+            return None
+        pfields = set(self.config.partition_fields)
+        terms = [f for f in filters if f[0] in pfields]
+        if not terms:
+            return None
+        parts = sorted(set(partitions))
+        values = [self._partition_values(p) for p in parts]
+        if any(v is None for v in values):
+            return None
+        cols = {}
+        for f in pfields:
+            col = pa.array([v[f] for v in values], pa.string())
+            target = schema.field(f).type if f in schema.names else pa.string()
+            try:
+                cols[f] = col.cast(target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return None
+        table = pa.table(cols)
+        mask = table.filter(pq.filters_to_expression([tuple(t) for t in terms]))
+        keep_idx = set()
+        # Map surviving partition value rows back to paths.
+        survivors = mask.to_pylist()
+        for i, v in enumerate(values):
+            row = {f: cols[f][i].as_py() for f in pfields}
+            if row in survivors:
+                keep_idx.add(i)
+        return {parts[i] for i in keep_idx}
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def _context(self, schema: pa.Schema, visible: set[str], columns, row_filter,
+                 read_logs: bool) -> SliceReadContext:
+        key_of = None
+        if not self.config.populate_meta_fields:
+            kg = KeyGenerator(self.config)
+            key_of = kg.record_keys
+        first = self.timeline.first
+        first_time = first.time if first else None
+
+        def is_visible(t: str) -> bool:
+            return t in visible or (first_time is not None and t < first_time
+                                    and not self.timeline.get(t))
+
+        return SliceReadContext(storage=self.storage, schema=schema,
+                                spec=MergeSpec(self.config.merge_mode, self.config.ordering_field),
+                                is_visible=is_visible, columns=columns, row_filter=row_filter,
+                                key_of=key_of, read_logs=read_logs)
+
+    def _check_columns(self, columns: Sequence[str] | None, schema: pa.Schema) -> list[str] | None:
+        if columns is None:
+            return None
+        missing = [c for c in columns if c not in schema.names]
+        if missing:
+            raise SchemaError(f"columns {missing} are not in the table schema",
+                              help=f"columns are: {', '.join(schema.names)}")
+        return list(columns)
+
+    def read_slices(self, slices: list[FileSlice], ctx: SliceReadContext) -> pa.Table:
+        out_cols = ctx.columns or ctx.schema.names
+        if not slices:
+            return ctx.schema.empty_table().select(out_cols)
+        workers = min(len(slices), os.cpu_count() or 1, 8)
+        if workers <= 1:
+            tables = [read_file_slice(s, ctx) for s in slices]
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                tables = list(pool.map(lambda s: read_file_slice(s, ctx), slices))
+        target = pa.schema([ctx.schema.field(c) for c in out_cols])
+        return pa.concat_tables([t.cast(target) if t.schema != target else t for t in tables])
+
+    def snapshot(self, *, as_of: str | None = None, columns: Sequence[str] | None = None,
+                 filters: Sequence[Filter] | None = None, read_optimized: bool = False) -> pa.Table:
+        if as_of is not None:
+            as_of = str(as_of)
+        schema = self.schema(as_of)
+        columns = self._check_columns(columns, schema)
+        row_filter = filters_to_expression(filters, schema)
+        view = self.view()
+        partitions = self.prune_partitions(view.all_partitions(), filters, schema)
+        slices = view.latest_slices(as_of=as_of, partitions=partitions)
+        committed = set(self.timeline.completed_write_times)
+        visible = {t for t in committed if as_of is None or t <= as_of}
+        if read_optimized:
+            slices = [s.previous if s.base_file is None and s.previous else s for s in slices]
+            slices = [FileSlice(s.partition, s.file_id, s.base_instant, s.base_file)
+                      for s in slices if s.base_file is not None]
+        ctx = self._context(schema, visible, columns, row_filter, read_logs=not read_optimized)
+        return self.read_slices(slices, ctx)
+
+    def changes(self, start: str | None, end: str | None = None, *,
+                columns: Sequence[str] | None = None,
+                filters: Sequence[Filter] | None = None) -> pa.Table:
+        """Latest state of the records written by commits in (start, end]."""
+        writes = self.timeline.completed_writes()
+        in_range = [i for i in writes if (start is None or i.time > start)
+                    and (end is None or i.time <= end)]
+        schema = self.schema(end)
+        columns = self._check_columns(columns, schema)
+        out_cols = columns or schema.names
+        if not in_range:
+            return schema.empty_table().select(out_cols)
+        touched: set[tuple[str, str]] = set()
+        for inst in in_range:
+            meta = self.active.commit_metadata(inst)
+            touched |= meta.file_ids()
+            if inst.action is Action.REPLACE_COMMIT:
+                touched |= meta.file_ids()
+        read_cols = None if columns is None else list(dict.fromkeys([*columns, "_hoodie_commit_time"]))
+        row_filter = filters_to_expression(filters, schema)
+        view = self.view()
+        as_of = end
+        slices = [s for s in view.latest_slices(as_of=as_of)
+                  if (s.partition, s.file_id) in touched]
+        visible = {t for t in self.timeline.completed_write_times if as_of is None or t <= as_of}
+        ctx = self._context(schema, visible, read_cols, row_filter, read_logs=True)
+        table = self.read_slices(slices, ctx)
+        ct = table.column("_hoodie_commit_time")
+        mask = pc.greater(ct, start) if start is not None else pc.is_valid(ct)
+        if end is not None:
+            mask = pc.and_(mask, pc.less_equal(ct, end))
+        return table.filter(mask).select(out_cols)

@@ -1,0 +1,167 @@
+"""Rollback of failed (or the latest completed) writes, as a ``rollback`` instant.
+
+The plan (``<r>.rollback.requested``) lists every file the target instant may have written: its
+markers, plus the write stats it recorded on the timeline. Executing the plan is idempotent (a
+missing file counts as deleted), so an interrupted rollback is simply executed again. Order:
+
+1. plan requested, 2. inflight, 3. data files removed, 4. the target's timeline files removed
+(for a completed target, its completed file goes *first*, so its data turns invisible before any
+file disappears), 5. ``<r>.rollback`` completed, 6. markers removed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from lakehouse.errors import CorruptFileError, TimelineError
+from lakehouse.file_group.naming import BaseFileName, LogFileName
+from lakehouse.log.block import encode_rollback_command_block
+from lakehouse.storage.base import Storage
+from lakehouse.timeline.active import ActiveTimeline, Timeline
+from lakehouse.timeline.avro_files import (InstantInfo, RollbackMetadata, RollbackPartitionMetadata,
+                                           RollbackPlan, RollbackRequest)
+from lakehouse.timeline.commit_metadata import CommitMetadata
+from lakehouse.timeline.instant import Action, Instant, State
+from lakehouse.write.markers import Markers, MarkerType
+
+ROLLBACKABLE = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    rollback_instant: str
+    target: str
+    files_deleted: int
+    already_done: bool = False
+
+
+def _fid(name: str) -> str:
+    bn = BaseFileName.parse(name)
+    if bn:
+        return bn.file_id
+    ln = LogFileName.parse(name)
+    return ln.file_id if ln else ""
+
+
+def _written_files(active: ActiveTimeline, target: Instant) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(files to delete, log files to mark rolled back) by partition."""
+    delete: dict[str, set[str]] = defaultdict(set)
+    append: dict[str, set[str]] = defaultdict(set)
+    for m in Markers(active.storage, target.time).all():
+        if m.type is MarkerType.APPEND:
+            append[m.partition].add(m.file_name)
+        else:
+            delete[m.partition].add(m.file_name)
+    # Write stats recorded on the timeline cover the case where markers are already gone.
+    for state in (State.COMPLETED, State.INFLIGHT):
+        inst = target.with_state(state)
+        if not active.storage.exists(active.path(inst)):
+            continue
+        try:
+            meta = CommitMetadata.from_bytes(active.read(inst), active.path(inst))
+        except CorruptFileError:
+            continue  # a torn inflight file of a crashed writer: markers cover it
+        for s in meta.write_stats():
+            name = s.file_name
+            created = name.endswith(".parquet") or (LogFileName.parse(name) is not None
+                                                    and s.log_offset in (0, None))
+            (delete if created else append)[s.partition_path].add(name)
+    for p in delete:
+        append[p] -= delete[p]
+    return delete, append
+
+
+def plan_rollback(active: ActiveTimeline, target: Instant) -> RollbackPlan:
+    delete, append = _written_files(active, target)
+    requests = []
+    for p in sorted(set(delete) | set(append)):
+        paths = sorted(f"{p}/{n}" if p else n for n in delete.get(p, ()))
+        logs = {(f"{p}/{n}" if p else n): 0 for n in sorted(append.get(p, ()))}
+        if paths:
+            requests.append(RollbackRequest(partition_path=p, file_id="", latest_base_instant="",
+                                            files_to_be_deleted=tuple(paths)))
+        for path, size in logs.items():
+            requests.append(RollbackRequest(partition_path=p, file_id=_fid(path.rsplit("/", 1)[-1]),
+                                            latest_base_instant="", log_blocks_to_be_deleted={path: size}))
+    return RollbackPlan(instant_to_rollback=InstantInfo(commit_time=target.time, action=str(target.action)),
+                        rollback_requests=tuple(requests))
+
+
+def _execute(storage: Storage, plan: RollbackPlan, rollback_time: str) -> dict[str, RollbackPartitionMetadata]:
+    target = plan.instant_to_rollback.commit_time
+    by_partition: dict[str, dict] = defaultdict(lambda: {"ok": [], "logs": {}})
+    for req in plan.rollback_requests:
+        for path in req.files_to_be_deleted:
+            storage.delete(path)
+            by_partition[req.partition_path]["ok"].append(path)
+        for path in req.log_blocks_to_be_deleted:
+            if storage.exists(path) and storage.supports_append:
+                storage.append(path, encode_rollback_command_block(rollback_time, target))
+            if storage.exists(path):
+                by_partition[req.partition_path]["logs"][path] = storage.size(path)
+    return {p: RollbackPartitionMetadata(partition_path=p, success_delete_files=tuple(v["ok"]),
+                                         rollback_log_files=v["logs"])
+            for p, v in by_partition.items()}
+
+
+def _finish(active: ActiveTimeline, inflight: Instant, plan: RollbackPlan, started: float) -> RollbackResult:
+    storage = active.storage
+    target_time = plan.instant_to_rollback.commit_time
+    target_action = Action(plan.instant_to_rollback.action)
+    partitions = _execute(storage, plan, inflight.time)
+    # A completed target loses its completed file before anything else of its own.
+    active.delete_instant(target_time, target_action, include_completed=True)
+    meta = RollbackMetadata(
+        start_rollback_time=inflight.time, time_taken_in_millis=int((time.time() - started) * 1000),
+        total_files_deleted=sum(len(p.success_delete_files) for p in partitions.values()),
+        commits_rollback=(target_time,), partition_metadata=partitions,
+        instants_rollback=(InstantInfo(commit_time=target_time, action=str(target_action)),))
+    active.transition(inflight, State.COMPLETED, meta.to_bytes())
+    Markers(storage, target_time).delete_all()
+    return RollbackResult(inflight.time, target_time, meta.total_files_deleted)
+
+
+def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline | None = None) -> RollbackResult:
+    """Roll back one pending write, or the latest completed one."""
+    timeline = timeline if timeline is not None else active.load()
+    if target.action not in ROLLBACKABLE:
+        raise TimelineError(f"{target} cannot be rolled back here",
+                            help="only commits, delta commits and replace commits roll back")
+    if target.is_completed:
+        later = [i for i in timeline.completed_writes() if i.time > target.time]
+        if later:
+            raise TimelineError(
+                f"{target.time} is not the latest completed write ({later[-1].time} came after it)",
+                help="roll back the later instants first, newest first")
+    started = time.time()
+    plan = plan_rollback(active, target)
+    requested = active.create_requested(Action.ROLLBACK, plan.to_bytes())
+    inflight = active.transition(requested, State.INFLIGHT)
+    return _finish(active, inflight, plan, started)
+
+
+def resume_pending_rollbacks(active: ActiveTimeline, timeline: Timeline) -> list[RollbackResult]:
+    """Finish rollbacks a crashed process left requested or inflight."""
+    out = []
+    for inst in timeline.pending().filter(actions=[Action.ROLLBACK]):
+        started = time.time()
+        plan = RollbackPlan.from_bytes(active.read(inst.with_state(State.REQUESTED)),
+                                       active.storage.uri(active.path(inst.with_state(State.REQUESTED))))
+        inflight = inst if inst.is_inflight else active.transition(inst, State.INFLIGHT)
+        out.append(_finish(active, inflight, plan, started))
+    return out
+
+
+def rollback_failed_writes(active: ActiveTimeline, timeline: Timeline | None = None, *,
+                           keep: set[str] = frozenset()) -> list[RollbackResult]:
+    """Single-writer recovery: every pending write on the timeline is a failed one."""
+    timeline = timeline if timeline is not None else active.load()
+    results = resume_pending_rollbacks(active, timeline)
+    if results:
+        timeline = active.load()
+    pending = [i for i in timeline.pending().filter(actions=ROLLBACKABLE) if i.time not in keep]
+    for inst in sorted(pending, reverse=True):
+        results.append(rollback_instant(active, inst, timeline))
+    return results

@@ -1,0 +1,24 @@
+"""Storage chosen by URI scheme."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from lakehouse.errors import ConfigError
+from lakehouse.storage.base import FileInfo, Storage
+from lakehouse.storage.local import LocalStorage
+
+__all__ = ["FileInfo", "Storage", "LocalStorage", "get_storage"]
+
+
+def get_storage(uri: str, options: dict[str, str] | None = None) -> Storage:
+    """The storage for a table URI: a plain path or ``file://`` now; other schemes come later."""
+    if isinstance(uri, Storage):
+        return uri
+    uri = str(uri)
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and uri[1:3] in (":\\", ":/")):
+        return LocalStorage(parsed.path if parsed.scheme == "file" else uri)
+    raise ConfigError(
+        f"unsupported storage scheme {parsed.scheme!r} in {uri!r}",
+        help="use a local path or a file:// URI")

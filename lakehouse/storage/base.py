@@ -1,0 +1,99 @@
+"""The storage interface: every byte lakehouse reads or writes goes through a :class:`Storage`.
+
+Paths are relative to the storage's base URI and always use ``/``. Storage knows nothing of tables.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    path: str  # relative to the storage base, '/'-separated
+    size: int
+    is_dir: bool
+    mtime_ns: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+class Storage(abc.ABC):
+    """File access bound to a base URI."""
+
+    base_uri: str
+
+    @abc.abstractmethod
+    def read(self, path: str) -> bytes: ...
+
+    @abc.abstractmethod
+    def read_range(self, path: str, offset: int, length: int) -> bytes: ...
+
+    @abc.abstractmethod
+    def open_input(self, path: str) -> pa.NativeFile:
+        """A random-access file, as pyarrow.parquet wants it."""
+
+    @abc.abstractmethod
+    def write(self, path: str, data: bytes) -> None:
+        """Write (or replace) the whole file; readers see the old or the new content, never a mix."""
+
+    @abc.abstractmethod
+    def create(self, path: str, data: bytes) -> None:
+        """Atomically create ``path`` with ``data`` if it does not exist.
+
+        Raises :class:`~lakehouse.errors.FileAlreadyExistsError` when it exists. Two racing creators
+        never both succeed, and nobody ever sees a partial file.
+        """
+
+    @abc.abstractmethod
+    def open_output(self, path: str) -> BinaryIO:
+        """A stream that creates ``path``; for large data files guarded by markers."""
+
+    @property
+    @abc.abstractmethod
+    def supports_append(self) -> bool: ...
+
+    @abc.abstractmethod
+    def append(self, path: str, data: bytes) -> int:
+        """Append to ``path`` (created when absent); returns the offset the data starts at."""
+
+    @abc.abstractmethod
+    def list(self, path: str = "", *, recursive: bool = False) -> list[FileInfo]:
+        """Entries under a directory; an absent directory lists as empty."""
+
+    @abc.abstractmethod
+    def info(self, path: str) -> FileInfo | None: ...
+
+    def exists(self, path: str) -> bool:
+        return self.info(path) is not None
+
+    def size(self, path: str) -> int:
+        info = self.info(path)
+        if info is None:
+            raise FileNotFoundError(self.uri(path))
+        return info.size
+
+    @abc.abstractmethod
+    def delete(self, path: str, *, missing_ok: bool = True) -> bool:
+        """Delete a file; True if it existed."""
+
+    @abc.abstractmethod
+    def delete_dir(self, path: str) -> None: ...
+
+    @abc.abstractmethod
+    def mkdirs(self, path: str) -> None: ...
+
+    def uri(self, path: str = "") -> str:
+        if not path:
+            return self.base_uri
+        return f"{self.base_uri.rstrip('/')}/{path.lstrip('/')}"
+
+    def child(self, path: str) -> "Storage":
+        """A storage rooted at a sub-path of this one."""
+        raise NotImplementedError

@@ -1,0 +1,268 @@
+"""The Table API: create or open a table, write batches, read it back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, KeyGeneratorType,
+                              MergeMode, TableConfig, TableType, WriteConfig)
+from lakehouse.errors import (ConfigError, CorruptFileError, FileAlreadyExistsError, TableExistsError,
+                              TableNotFoundError, UnsupportedTableError)
+from lakehouse.file_group.view import FileSystemView
+from lakehouse.properties import format_properties, parse_properties
+from lakehouse.read.reader import Filter, TableReader
+from lakehouse.schema import arrow_to_avro_schema
+from lakehouse.storage import Storage, get_storage
+from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
+from lakehouse.timeline.instant import Action
+
+PROPERTIES = f"{METAFOLDER}/hoodie.properties"
+
+
+def _read_config(storage: Storage) -> TableConfig:
+    try:
+        raw = storage.read(PROPERTIES)
+    except FileNotFoundError:
+        raise TableNotFoundError(f"{storage.uri()} is not a table: {PROPERTIES} is missing",
+                                 help="check the path, or create the table with "
+                                      "lakehouse.create_table / `lakehouse create`") from None
+    try:
+        props = parse_properties(raw.decode("utf-8", errors="strict"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise CorruptFileError(storage.uri(PROPERTIES), f"not a properties file ({e})") from None
+    config = TableConfig.from_properties(props)
+    if not config.name:
+        raise CorruptFileError(storage.uri(PROPERTIES), "hoodie.table.name is missing")
+    if config.version not in (5, 6):
+        raise UnsupportedTableError(
+            f"{storage.uri()} has table version {config.version}; lakehouse reads and writes version 6",
+            help="use Apache Hudi to downgrade the table to version 6, or read it with Hudi")
+    if config.checksum is not None and config.checksum != config.expected_checksum():
+        raise CorruptFileError(storage.uri(PROPERTIES),
+                               f"hoodie.table.checksum {config.checksum} does not match the table "
+                               f"name (expected {config.expected_checksum()})")
+    return config
+
+
+@dataclass(frozen=True)
+class TableStats:
+    file_groups: int
+    base_files: int
+    base_bytes: int
+    log_files: int
+    log_bytes: int
+    partitions: int
+    pending_compactions: int
+    last_commit: str | None
+
+
+class Table:
+    def __init__(self, storage: Storage, config: TableConfig) -> None:
+        self.storage = storage
+        self.config = config
+        self.active = ActiveTimeline(storage)
+
+    @property
+    def path(self) -> str:
+        return self.storage.uri()
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.active.load()
+
+    def _reader(self) -> TableReader:
+        return TableReader(self.storage, self.config, self.active)
+
+    def schema(self, as_of: str | None = None) -> pa.Schema:
+        return self._reader().schema(as_of)
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def _client(self, options: Mapping[str, Any] | None):
+        from lakehouse.write.client import WriteClient
+        return WriteClient(self, options)
+
+    def write(self, batch: pa.Table, operation: str = "upsert", *, commit: bool = True,
+              options: Mapping[str, Any] | None = None,
+              extra_metadata: Mapping[str, str] | None = None) -> str:
+        return self._client(options).write(batch, operation, commit=commit, extra_metadata=extra_metadata)
+
+    def insert(self, batch: pa.Table, **kw: Any) -> str:
+        return self.write(batch, "insert", **kw)
+
+    def upsert(self, batch: pa.Table, **kw: Any) -> str:
+        return self.write(batch, "upsert", **kw)
+
+    def bulk_insert(self, batch: pa.Table, **kw: Any) -> str:
+        return self.write(batch, "bulk_insert", **kw)
+
+    def insert_overwrite(self, batch: pa.Table, **kw: Any) -> str:
+        return self.write(batch, "insert_overwrite", **kw)
+
+    def delete(self, keys: pa.Table, **kw: Any) -> str:
+        return self.write(keys, "delete", **kw)
+
+    def commit(self, instant_time: str, *, extra_metadata: Mapping[str, str] | None = None):
+        """Phase 2 of a write whose phase 1 ran with ``commit=False``."""
+        return self._client(None).commit(instant_time, extra_metadata=extra_metadata)
+
+    def rollback(self, instant_time: str | None = None):
+        """Roll back a pending write, or the latest completed one (the default)."""
+        from lakehouse.errors import InstantNotFoundError
+        from lakehouse.services.rollback import rollback_instant
+        timeline = self.timeline
+        if instant_time is None:
+            writes = timeline.completed_writes()
+            pend = timeline.pending().filter(actions=[Action.COMMIT, Action.DELTA_COMMIT,
+                                                      Action.REPLACE_COMMIT])
+            cands = list(pend) or list(writes)
+            if not cands:
+                raise InstantNotFoundError("the table has no write to roll back",
+                                           help="nothing to do")
+            inst = cands[-1]
+        else:
+            inst = timeline.get(str(instant_time))
+            if inst is None:
+                raise InstantNotFoundError(f"instant {instant_time} is not on the timeline",
+                                           help="`lakehouse timeline` lists the instants")
+        return rollback_instant(self.active, inst, timeline)
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def read(self, as_of: str | None = None, columns: Sequence[str] | None = None,
+             filters: Sequence[Filter] | None = None, read_optimized: bool = False) -> pa.Table:
+        return self._reader().snapshot(as_of=as_of, columns=columns, filters=filters,
+                                       read_optimized=read_optimized)
+
+    def read_changes(self, start: str | None, end: str | None = None,
+                     columns: Sequence[str] | None = None,
+                     filters: Sequence[Filter] | None = None) -> pa.Table:
+        return self._reader().changes(start, end, columns=columns, filters=filters)
+
+    def file_system_view(self) -> FileSystemView:
+        return FileSystemView.load(self.storage, self.timeline, self.active)
+
+    def stats(self) -> TableStats:
+        timeline = self.timeline
+        view = FileSystemView.load(self.storage, timeline, self.active)
+        slices = view.latest_slices_for_write()
+        last = timeline.completed_writes().last
+        return TableStats(
+            file_groups=len(slices),
+            base_files=sum(1 for s in slices if s.base_file),
+            base_bytes=sum(s.base_size for s in slices),
+            log_files=sum(len(s.log_files) for s in slices),
+            log_bytes=sum(s.total_log_size for s in slices),
+            partitions=len({s.partition for s in slices}),
+            pending_compactions=len(timeline.pending_compactions()),
+            last_commit=last.time if last else None)
+
+
+def open_table(path: str | Storage) -> Table:
+    storage = get_storage(path)
+    return Table(storage, _read_config(storage))
+
+
+def _pick_keygen(record_key: tuple[str, ...], partition_by: tuple[str, ...],
+                 options: Mapping[str, Any]) -> KeyGeneratorType:
+    explicit = options.get("hoodie.table.keygenerator.class") or options.get(
+        "hoodie.datasource.write.keygenerator.class")
+    if explicit:
+        return KeyGeneratorType.from_class(str(explicit))
+    if options.get("hoodie.keygen.timebased.output.dateformat"):
+        return KeyGeneratorType.TIMESTAMP
+    if not partition_by:
+        return KeyGeneratorType.NON_PARTITION
+    if len(record_key) == 1 and len(partition_by) == 1:
+        return KeyGeneratorType.SIMPLE
+    return KeyGeneratorType.COMPLEX
+
+
+def _fields(v: str | Sequence[str] | None, what: str) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    items = [v] if isinstance(v, str) else list(v)
+    out = tuple(x.strip() for s in items for x in str(s).split(",") if x.strip())
+    if len(set(out)) != len(out):
+        raise ConfigError(f"{what} names a column twice: {out}", help="list each column once")
+    return out
+
+
+def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[str],
+                 table_type: str = "MERGE_ON_READ", partition_by: str | Sequence[str] | None = None,
+                 ordering_field: str | None = None, merge_mode: str = "EVENT_TIME_ORDERING",
+                 index: str = "SIMPLE", schema: pa.Schema | None = None,
+                 hive_style_partitioning: bool = False, database: str = "default",
+                 options: Mapping[str, Any] | None = None, **more_options: Any) -> Table:
+    """Create an empty table. ``options`` (or keyword arguments) take Hudi's ``hoodie.*`` names."""
+    opts = {**(options or {}), **more_options}
+    unknown = [k for k in opts if k not in TABLE_OPTION_KEYS and k not in WRITE_OPTION_KEYS
+               and k != "hoodie.datasource.write.keygenerator.class"]
+    if unknown:
+        raise ConfigError(f"unknown option(s): {', '.join(sorted(unknown))}",
+                          help="options take Hudi's hoodie.* names; `lakehouse options` lists them")
+    if not name or not str(name).replace("_", "").isalnum():
+        raise ConfigError(f"table name {name!r} must be letters, digits and underscores",
+                          help="pick a name like trips or sales_2024")
+    try:
+        ttype = TableType(str(table_type).upper())
+        mode = MergeMode(str(merge_mode).upper())
+        itype = IndexType(str(index).upper())
+    except ValueError as e:
+        raise ConfigError(str(e), help="table_type: MERGE_ON_READ or COPY_ON_WRITE; merge_mode: "
+                          "EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING or PARTIAL_UPDATE; index: "
+                          "BUCKET, BLOOM, SIMPLE, GLOBAL_BLOOM or GLOBAL_SIMPLE") from None
+    keys = _fields(record_key, "record_key")
+    parts = _fields(partition_by, "partition_by")
+    if not keys:
+        raise ConfigError("record_key is required", help="name the column(s) that identify a record")
+    if mode is not MergeMode.COMMIT_TIME_ORDERING and not ordering_field:
+        raise ConfigError(f"merge mode {mode} needs an ordering field",
+                          help="pass ordering_field=<column>, or use COMMIT_TIME_ORDERING")
+    kg = _pick_keygen(keys, parts, opts)
+    storage = get_storage(path)
+    if schema is not None:
+        missing = [c for c in (*keys, *parts, *([ordering_field] if ordering_field else []))
+                   if c not in schema.names]
+        if missing:
+            raise ConfigError(f"columns {missing} are not in the given schema",
+                              help="fix the column names or the schema")
+    table_opts = {k: v for k, v in opts.items() if k in TABLE_OPTION_KEYS}
+    write_opts = {k: str(v) for k, v in opts.items() if k in WRITE_OPTION_KEYS}
+    WriteConfig.from_options(write_opts)  # validate now, not at the first write
+    base = TableConfig(name=name, table_type=ttype, record_key_fields=keys, partition_fields=parts,
+                       ordering_field=ordering_field, key_generator_class=kg.java_class,
+                       hive_style_partitioning=hive_style_partitioning,
+                       payload_class=mode.payload_class, index_type=itype, database_name=database,
+                       extra=write_opts)
+    props = base.to_properties()
+    props.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in table_opts.items()})
+    if schema is not None:
+        from lakehouse.write.validate import data_schema
+        props["hoodie.table.create.schema"] = json.dumps(
+            arrow_to_avro_schema(data_schema(schema), name, with_meta_fields=False), separators=(",", ":"))
+    config = TableConfig.from_properties(props)
+    if config.key_generator_type is KeyGeneratorType.TIMESTAMP:
+        from lakehouse.write.keygen import KeyGenerator
+        KeyGenerator(config)  # validates the timestamp options
+    props = config.to_properties()
+    if storage.exists(PROPERTIES):
+        raise TableExistsError(f"a table already exists at {storage.uri()}",
+                               help="open it with lakehouse.open_table, or pick another path")
+    for d in (".aux", ".temp", "archived", ".schema"):
+        storage.mkdirs(f"{METAFOLDER}/{d}")
+    try:
+        storage.create(PROPERTIES, format_properties(props, comment="Properties saved by lakehouse").encode())
+    except FileAlreadyExistsError:
+        raise TableExistsError(f"a table already exists at {storage.uri()}",
+                               help="open it with lakehouse.open_table, or pick another path") from None
+    return Table(storage, config)
+

@@ -1,0 +1,192 @@
+"""The active timeline: the instants under ``.hoodie/`` and the only code that changes them.
+
+:class:`Timeline` is an immutable snapshot; :class:`ActiveTimeline` performs state transitions,
+each one a single atomic file create, so a crash leaves every instant in a well-defined state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable
+
+from lakehouse.errors import FileAlreadyExistsError, InstantNotFoundError, TimelineError
+from lakehouse.storage.base import Storage
+from lakehouse.timeline.commit_metadata import CommitMetadata
+from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+from lakehouse.timeline.instant_time import DEFAULT_GENERATOR, InstantTimeGenerator
+
+METAFOLDER = ".hoodie"
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Every instant time on the active timeline in its latest state, oldest first."""
+
+    instants: tuple[Instant, ...]
+    # Times whose completed commit came from a compaction plan.
+    compaction_times: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def from_file_names(cls, names: Iterable[str]) -> "Timeline":
+        latest: dict[str, Instant] = {}
+        compactions: set[str] = set()
+        for name in names:
+            inst = Instant.parse(name)
+            if inst is None:
+                continue
+            if inst.action is Action.COMPACTION:
+                compactions.add(inst.time)
+            cur = latest.get(inst.time)
+            if cur is None or inst.state > cur.state:
+                latest[inst.time] = inst
+        return cls(tuple(sorted(latest.values())), frozenset(compactions))
+
+    def __iter__(self):
+        return iter(self.instants)
+
+    def __len__(self) -> int:
+        return len(self.instants)
+
+    def filter(self, *, actions: Iterable[Action] | None = None,
+               states: Iterable[State] | None = None) -> "Timeline":
+        acts = set(actions) if actions is not None else None
+        sts = set(states) if states is not None else None
+        return Timeline(tuple(i for i in self.instants
+                              if (acts is None or i.action in acts) and (sts is None or i.state in sts)),
+                        self.compaction_times)
+
+    def completed(self) -> "Timeline":
+        return self.filter(states=[State.COMPLETED])
+
+    def pending(self) -> "Timeline":
+        return self.filter(states=[State.REQUESTED, State.INFLIGHT])
+
+    def write_timeline(self) -> "Timeline":
+        """Instants that carry data: commits, delta commits, replace commits and compactions."""
+        return self.filter(actions=WRITE_ACTIONS | {Action.COMPACTION})
+
+    def completed_writes(self) -> "Timeline":
+        return self.write_timeline().completed()
+
+    def pending_compactions(self) -> "Timeline":
+        return self.filter(actions=[Action.COMPACTION], states=[State.REQUESTED, State.INFLIGHT])
+
+    def before_or_on(self, time: str) -> "Timeline":
+        return Timeline(tuple(i for i in self.instants if i.time <= time), self.compaction_times)
+
+    def after(self, time: str) -> "Timeline":
+        return Timeline(tuple(i for i in self.instants if i.time > time), self.compaction_times)
+
+    @cached_property
+    def _by_time(self) -> dict[str, Instant]:
+        return {i.time: i for i in self.instants}
+
+    def get(self, time: str) -> Instant | None:
+        return self._by_time.get(time)
+
+    def is_completed(self, time: str) -> bool:
+        i = self._by_time.get(time)
+        return i is not None and i.is_completed
+
+    @cached_property
+    def completed_write_times(self) -> frozenset[str]:
+        return frozenset(i.time for i in self.completed_writes())
+
+    @property
+    def last(self) -> Instant | None:
+        return self.instants[-1] if self.instants else None
+
+    @property
+    def first(self) -> Instant | None:
+        return self.instants[0] if self.instants else None
+
+    def is_compaction(self, time: str) -> bool:
+        return time in self.compaction_times
+
+
+class ActiveTimeline:
+    """Reads and changes ``.hoodie/`` of one table."""
+
+    def __init__(self, storage: Storage, generator: InstantTimeGenerator = DEFAULT_GENERATOR) -> None:
+        self.storage = storage
+        self.generator = generator
+        self._metadata_cache: dict[str, CommitMetadata] = {}
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def load(self) -> Timeline:
+        return Timeline.from_file_names(
+            info.name for info in self.storage.list(METAFOLDER) if not info.is_dir)
+
+    def path(self, instant: Instant) -> str:
+        return f"{METAFOLDER}/{instant.file_name}"
+
+    def read(self, instant: Instant) -> bytes:
+        try:
+            return self.storage.read(self.path(instant))
+        except FileNotFoundError:
+            raise InstantNotFoundError(f"{self.path(instant)} does not exist",
+                                       help="reload the timeline; the instant may have been "
+                                            "rolled back or archived") from None
+
+    def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        """Commit metadata of a completed write (cached: completed files never change)."""
+        if instant.is_completed:
+            cached = self._metadata_cache.get(instant.time)
+            if cached is not None:
+                return cached
+        meta = CommitMetadata.from_bytes(self.read(instant), self.storage.uri(self.path(instant)))
+        if instant.is_completed:
+            self._metadata_cache[instant.time] = meta
+        return meta
+
+    # --- changing --------------------------------------------------------------------------
+
+    def new_instant_time(self, timeline: Timeline | None = None) -> str:
+        timeline = timeline if timeline is not None else self.load()
+        last = timeline.last
+        return self.generator.next(after=last.time if last else None)
+
+    def create_requested(self, action: Action, content: bytes = b"", *,
+                         time: str | None = None) -> Instant:
+        """Put a new instant on the timeline; retries on a racing writer's identical time."""
+        for _ in range(100):
+            t = time or self.new_instant_time()
+            inst = Instant(t, action, State.REQUESTED)
+            try:
+                self.storage.create(self.path(inst), content)
+                return inst
+            except FileAlreadyExistsError:
+                if time is not None:
+                    raise TimelineError(f"instant {t} already exists",
+                                        help="pick a new instant time") from None
+        raise TimelineError("could not allocate a new instant time after 100 attempts",
+                            help="check the clock and whether other writers are looping")
+
+    def transition(self, instant: Instant, to: State, content: bytes = b"") -> Instant:
+        """Move ``instant`` to the next state by creating that state's file atomically."""
+        if to <= instant.state:
+            raise TimelineError(f"cannot move {instant} back to {to.name}",
+                                help="states only move requested -> inflight -> completed")
+        nxt = instant.with_state(to)
+        try:
+            self.storage.create(self.path(nxt), content)
+        except FileAlreadyExistsError:
+            raise TimelineError(f"{self.path(nxt)} already exists: {instant.time} was moved to "
+                                f"{to.name} by another process",
+                                help="reload the timeline before acting on this instant") from None
+        return nxt
+
+    def delete_instant(self, time: str, action: Action, *, include_completed: bool = False) -> None:
+        """Remove a (failed) instant's files; requested last, so a crash leaves it discoverable."""
+        states = [State.COMPLETED] if include_completed else []
+        for state in states + [State.INFLIGHT, State.REQUESTED]:
+            self.storage.delete(self.path(Instant(time, action, state)))
+
+    def overwrite(self, instant: Instant, content: bytes) -> None:
+        """Replace a non-completed state file (used to record results on an inflight instant)."""
+        if instant.is_completed:
+            raise TimelineError(f"{instant} is completed and immutable",
+                                help="completed instants never change")
+        self.storage.write(self.path(instant), content)

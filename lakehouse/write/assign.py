@@ -1,0 +1,233 @@
+"""Bucket assignment: which file group each record goes to, and with which handle.
+
+Updates and deletes go to the file group the index found. Inserts first fill small file groups
+(base file under ``hoodie.parquet.small.file.limit``) up to ``hoodie.parquet.max.file.size``,
+with the record size estimated from earlier commits; the rest go to new file groups of at most
+that many records. On MOR tables, updates append to logs; a small file group without logs takes
+its inserts through a merge (its base file is rewritten), as Hudi does when the index cannot
+index log files; the bucket index can, so there everything appends.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse.config import WriteConfig
+from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.file_group.naming import bucket_file_id, new_file_id
+from lakehouse.read.merge import DELETE, HELPER_COLUMNS, KEY, SEQ, UNCONDITIONAL
+from lakehouse.timeline.commit_metadata import WriteStat
+from lakehouse.write.handles import HandleContext, append_log, create_base_file, merge_base_file
+from lakehouse.write.index.bucket import bucket_ids, existing_buckets, hash_columns
+from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_PARTITION
+
+if TYPE_CHECKING:
+    from lakehouse.write.client import WriteClient, _Target
+
+PARTITION = "__lh_partition"
+
+
+def _target(partition, file_id, slice_, base_instant, kind):
+    from lakehouse.write.client import _Target
+    return _Target(partition, file_id, slice_, base_instant, kind)
+
+
+def _records_per_file(avg_size: int, config: WriteConfig) -> int:
+    if not config.auto_split_inserts:
+        return config.insert_split_size
+    return max(1, config.max_file_size // max(1, avg_size))
+
+
+def bulk_targets(rows: pa.Table, avg_size: int, config: WriteConfig) -> list["_Target"]:
+    """New file groups only, records sorted by partition and key (bulk insert's sort mode)."""
+    if rows.num_rows == 0:
+        return []
+    rows = rows.sort_by([(PARTITION, "ascending"), (KEY, "ascending")])
+    per_file = _records_per_file(avg_size, config)
+    targets = []
+    parts = rows.column(PARTITION).combine_chunks()
+    bounds = np.flatnonzero(pc.not_equal(parts.slice(0, len(parts) - 1), parts.slice(1))
+                            .to_numpy(zero_copy_only=False)) + 1 if len(parts) > 1 else np.array([], int)
+    starts = np.concatenate([[0], bounds]).astype(int)
+    ends = np.concatenate([bounds, [len(parts)]]).astype(int)
+    for s, e in zip(starts, ends):
+        partition = parts[int(s)].as_py()
+        nfiles = math.ceil((e - s) / per_file)
+        size = math.ceil((e - s) / nfiles)
+        for off in range(int(s), int(e), size):
+            tg = _target(partition, new_file_id(), None, None, "create")
+            tg.rows.append(rows.slice(off, min(size, int(e) - off)))
+            tg.inserts = min(size, int(e) - off)
+            targets.append(tg)
+    return targets
+
+
+def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending: dict) -> list["_Target"]:
+    cfg = client.config
+    complex_keys = len(cfg.record_key_fields) > 1 or cfg.key_generator_type.value == "COMPLEX"
+    cols = hash_columns(rows, rows.column(KEY), cfg.bucket_hash_fields, cfg.record_key_fields, complex_keys)
+    buckets = bucket_ids(cols, cfg.bucket_num)
+    rows = rows.append_column("__lh_bucket", pa.array(buckets))
+    existing = existing_buckets(list(latest.values()))
+    targets = []
+    for (partition, bucket), part in _split(rows, [PARTITION, "__lh_bucket"]):
+        fs = existing.get((partition, bucket))
+        part = part.drop_columns(["__lh_bucket"])
+        if fs is None:
+            live = part.filter(pc.invert(part.column(DELETE)))
+            if live.num_rows == 0:
+                continue
+            tg = _target(partition, bucket_file_id(bucket), None, None, "create")
+            tg.rows.append(live)
+            tg.inserts = live.num_rows
+        elif cfg.is_mor:
+            base_instant = pending.get((partition, fs.file_id), fs.base_instant)
+            tg = _target(partition, fs.file_id, fs, base_instant, "append")
+            tg.rows.append(part)
+        else:
+            tg = _target(partition, fs.file_id, fs, None, "merge")
+            tg.rows.append(part)
+        targets.append(tg)
+    return targets
+
+
+def _split(rows: pa.Table, by: list[str]):
+    """(group key, rows) per distinct value of the ``by`` columns."""
+    if rows.num_rows == 0:
+        return []
+    idx = rows.append_column("__lh_i", pa.array(np.arange(rows.num_rows)))
+    groups = idx.group_by(by, use_threads=False).aggregate([("__lh_i", "list")])
+    out = []
+    for g in groups.to_pylist():
+        key = tuple(g[c] for c in by)
+        out.append((key if len(key) > 1 else key[0], rows.take(pa.array(g["__lh_i_list"]))))
+    return out
+
+
+def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest: dict[tuple[str, str], FileSlice],
+                   pending: dict, avg_size: int) -> list["_Target"]:
+    cfg = client.config
+    wc = client.write_config
+    loc_p = loc.column(LOC_PARTITION)
+    loc_f = loc.column(LOC_FILE_ID)
+    found = pc.is_valid(loc_f)
+    moved = pc.and_(found, pc.not_equal(loc_p, rows.column(PARTITION)))
+    moved = pc.fill_null(moved, False)
+    extra_deletes = None
+    if pc.any(moved).as_py():
+        update_path = (wc.bloom_update_partition_path if cfg.index_type.value.endswith("BLOOM")
+                       else wc.simple_update_partition_path)
+        if update_path:
+            # Delete from the old partition, insert into the new one.
+            old = rows.filter(moved)
+            extra_deletes = (old.set_column(old.schema.get_field_index(PARTITION), PARTITION,
+                                            loc_p.filter(moved))
+                             .set_column(old.schema.get_field_index(DELETE), DELETE,
+                                         pa.repeat(True, old.num_rows))
+                             .set_column(old.schema.get_field_index(UNCONDITIONAL), UNCONDITIONAL,
+                                         pa.repeat(True, old.num_rows))
+                             .append_column("__lh_fid", loc_f.filter(moved)))
+            loc_f = pc.if_else(moved, pa.scalar(None, pa.string()), loc_f)
+            found = pc.is_valid(loc_f)
+        else:
+            rows = rows.set_column(rows.schema.get_field_index(PARTITION), PARTITION,
+                                   pc.if_else(moved, loc_p, rows.column(PARTITION)))
+    rows = rows.append_column("__lh_fid", loc_f)
+    updates = rows.filter(found)
+    inserts = rows.filter(pc.and_(pc.invert(found), pc.invert(rows.column(DELETE))))
+    if extra_deletes is not None:
+        updates = pa.concat_tables([updates, extra_deletes.cast(updates.schema)])
+
+    targets: dict[tuple[str, str], "_Target"] = {}
+
+    def target_for(partition: str, fid: str) -> "_Target":
+        tg = targets.get((partition, fid))
+        if tg is None:
+            fs = latest.get((partition, fid))
+            if cfg.is_mor:
+                base_instant = pending.get((partition, fid), fs.base_instant if fs else None)
+                kind = "append"
+            else:
+                base_instant, kind = None, "merge"
+            tg = targets[(partition, fid)] = _target(partition, fid, fs, base_instant, kind)
+        return tg
+
+    for (partition, fid), part in _split(updates, [PARTITION, "__lh_fid"]):
+        target_for(partition, fid).rows.append(part.drop_columns(["__lh_fid"]))
+
+    per_file = _records_per_file(avg_size, wc)
+    new_targets: list["_Target"] = []
+    for partition, part in _split(inserts, [PARTITION]):
+        part = part.drop_columns(["__lh_fid"])
+        offset = 0
+        # Small files first, fullest last so they fill up and stop being small.
+        small = [s for (p, f), s in latest.items()
+                 if p == partition and s.base_file is not None and (p, f) not in pending
+                 and s.base_file.size < wc.small_file_limit and (not cfg.is_mor or not s.log_files)]
+        for s in sorted(small, key=lambda s: s.base_file.size):
+            if offset >= part.num_rows:
+                break
+            room = (wc.max_file_size - s.base_file.size) // max(1, avg_size)
+            if room <= 0:
+                continue
+            take = min(room, part.num_rows - offset)
+            tg = target_for(partition, s.file_id)
+            if cfg.is_mor:
+                tg.kind = "merge"
+                tg.base_instant = None
+            tg.rows.append(part.slice(offset, take))
+            tg.inserts += take
+            offset += take
+        remaining = part.num_rows - offset
+        if remaining > 0:
+            nfiles = math.ceil(remaining / per_file)
+            size = math.ceil(remaining / nfiles)
+            for off in range(offset, part.num_rows, size):
+                take = min(size, part.num_rows - off)
+                tg = _target(partition, new_file_id(), None, None, "create")
+                tg.rows.append(part.slice(off, take))
+                tg.inserts = take
+                new_targets.append(tg)
+    return list(targets.values()) + new_targets
+
+
+def run_target(client: "WriteClient", ctx: HandleContext, tg: "_Target", rows: pa.Table,
+               task: int) -> list[WriteStat]:
+    data_cols = [c for c in rows.column_names if c not in HELPER_COLUMNS and c not in (PARTITION, "__lh_fid")]
+    if tg.kind == "create":
+        live = rows.filter(pc.invert(rows.column(DELETE)))
+        if live.num_rows == 0:
+            return []
+        return [create_base_file(ctx, partition=tg.partition, file_id=tg.file_id,
+                                 records=live.select(data_cols), keys=live.column(KEY), task=task)]
+    if tg.kind == "merge":
+        if tg.slice is None or tg.slice.base_file is None:
+            live = rows.filter(pc.invert(rows.column(DELETE)))
+            if live.num_rows == 0:
+                return []
+            return [create_base_file(ctx, partition=tg.partition, file_id=tg.file_id,
+                                     records=live.select(data_cols), keys=live.column(KEY), task=task)]
+        incoming = rows.select(data_cols + [KEY, SEQ, DELETE, UNCONDITIONAL])
+        return [merge_base_file(ctx, base_slice=tg.slice, incoming=incoming, task=task)]
+    # append: data records to a data block, deletes to a delete block
+    is_del = rows.column(DELETE)
+    live = rows.filter(pc.invert(is_del))
+    dels = rows.filter(is_del)
+    deletes = None
+    if dels.num_rows:
+        ordering = ctx.spec.ordering_field if ctx.spec.uses_ordering else None
+        uncond = dels.column(UNCONDITIONAL)
+        cols = {"record_key": dels.column(KEY), "partition_path": dels.column(PARTITION)}
+        if ordering and ordering in dels.column_names:
+            cols["ordering_value"] = pc.if_else(uncond, pa.scalar(None, dels.column(ordering).type),
+                                                dels.column(ordering))
+        deletes = pa.table(cols)
+    return append_log(ctx, slice_=tg.slice, partition=tg.partition, file_id=tg.file_id,
+                      base_instant=tg.base_instant or ctx.instant_time,
+                      records=live.select(data_cols), record_keys=live.column(KEY),
+                      deletes=deletes, task=task, num_inserts=tg.inserts)

@@ -1,0 +1,347 @@
+"""The write client: one operation on a batch, as one instant, in two phases.
+
+Phase 1 validates the batch (before any file exists), rolls back failed writes, puts the instant
+on the timeline, looks records up in the index, assigns them to file groups and writes data files
+(each after its marker), then records the write results on the inflight instant. Phase 2
+(:meth:`WriteClient.commit`) checks those results and completes the instant atomically.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse.config import IndexType, WriteConfig
+from lakehouse.errors import FileAlreadyExistsError, RecordKeyError, SchemaError, TimelineError, WriteError
+from lakehouse.file_group.file_slice import BaseFile, FileSlice
+from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_metadata_content
+from lakehouse.file_group.view import FileSystemView
+from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, resolve
+from lakehouse.read.reader import TableReader
+from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
+from lakehouse.services.rollback import rollback_failed_writes
+from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
+from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
+from lakehouse.timeline.instant import Action, State
+from lakehouse.write import assign
+from lakehouse.write.handles import HandleContext, schema_json
+from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_PARTITION, bloom_lookup, simple_lookup
+from lakehouse.write.keygen import KeyGenerator
+from lakehouse.write.markers import Markers
+from lakehouse.write.validate import conform, reconcile
+
+if TYPE_CHECKING:
+    from lakehouse.table import Table
+
+RESULTS_KEY = "lakehouse.write.results"
+PARTITION = "__lh_partition"
+
+
+class Operation(enum.StrEnum):
+    INSERT = "insert"
+    UPSERT = "upsert"
+    BULK_INSERT = "bulk_insert"
+    DELETE = "delete"
+    INSERT_OVERWRITE = "insert_overwrite"
+
+    @property
+    def operation_type(self) -> str:
+        return self.name
+
+
+@dataclass
+class Prepared:
+    operation: Operation
+    rows: pa.Table  # data columns + KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL
+    data_schema: pa.Schema
+    schema_changed: bool
+
+
+@dataclass
+class _Target:
+    partition: str
+    file_id: str
+    slice: FileSlice | None
+    base_instant: str | None  # for log writes
+    kind: str  # "create" | "merge" | "append"
+    rows: list[pa.Table] = field(default_factory=list)
+    inserts: int = 0
+
+
+class WriteClient:
+    def __init__(self, table: "Table", options: Mapping[str, Any] | None = None) -> None:
+        self.table = table
+        self.config = table.config
+        self.storage = table.storage
+        self.active = table.active
+        merged = {k: v for k, v in self.config.extra.items()}
+        merged.update(options or {})
+        self.write_config = WriteConfig.from_options(
+            {k: v for k, v in merged.items() if k.startswith("hoodie.")
+             and k not in ("hoodie.index.type",)})
+        self.spec = MergeSpec(self.config.merge_mode, self.config.ordering_field)
+        self.keygen = KeyGenerator(self.config)
+
+    # --- phase 0: validation --------------------------------------------------------------
+
+    def prepare(self, batch: pa.Table, op: Operation) -> Prepared:
+        if not isinstance(batch, pa.Table):
+            if isinstance(batch, pa.RecordBatch):
+                batch = pa.Table.from_batches([batch])
+            else:
+                raise SchemaError(f"expected a pyarrow.Table, got {type(batch).__name__}",
+                                  help="convert with pyarrow.Table.from_pandas / from_pylist")
+        reader = TableReader(self.storage, self.config, self.active)
+        current = reader.avro_schema()
+        table_schema = avro_to_arrow_schema(json.loads(current)) if current else None
+        if op is Operation.DELETE:
+            if table_schema is None:
+                raise SchemaError("the table has no data to delete from",
+                                  help="write data first")
+            data_schema = table_schema
+            keys_needed = self.keygen.required_columns()
+            missing = [c for c in keys_needed if c not in batch.column_names]
+            if missing:
+                raise RecordKeyError(f"delete keys lack column(s) {missing}",
+                                     help=f"pass a table with the key columns {keys_needed}")
+            sub = {c: batch.column(c) for c in batch.column_names if c in data_schema.names}
+            batch = conform(pa.table(sub) if sub else pa.table({}), pa.schema(
+                [data_schema.field(c) for c in sub])) if sub else batch
+            rows = conform(batch, data_schema)
+            changed = False
+        else:
+            data_schema = reconcile(batch.schema, table_schema)
+            changed = table_schema is None or data_schema != table_schema
+            if changed:
+                arrow_to_avro_schema(data_schema, self.config.name, with_meta_fields=True)
+            rows = conform(batch, data_schema)
+        n = rows.num_rows
+        keys = self.keygen.record_keys(rows)
+        partitions = self.keygen.partition_paths(rows)
+        ordering = self.config.ordering_field
+        if self.spec.uses_ordering and op is not Operation.DELETE:
+            if ordering not in batch.column_names:
+                raise RecordKeyError(f"ordering field {ordering!r} is missing from the batch",
+                                     help="add the column; event-time merging needs it on every record")
+            if rows.column(ordering).null_count:
+                raise RecordKeyError(f"ordering field {ordering!r} has "
+                                     f"{rows.column(ordering).null_count} null value(s)",
+                                     help="give every record an ordering value")
+        if op is Operation.DELETE:
+            is_delete = pa.chunked_array([pa.repeat(True, n)], pa.bool_()) if n else pa.chunked_array([], pa.bool_())
+            uncond = is_delete
+        else:
+            is_delete = delete_flags(rows)
+            uncond = pa.chunked_array([pa.repeat(False, n)], pa.bool_()) if n else pa.chunked_array([], pa.bool_())
+        rows = (rows.append_column(KEY, keys).append_column(PARTITION, partitions)
+                .append_column(SEQ, pa.array(np.arange(1, n + 1, dtype=np.int64)))
+                .append_column(DELETE, is_delete).append_column(UNCONDITIONAL, uncond))
+        combine = {Operation.UPSERT: self.write_config.combine_before_upsert,
+                   Operation.DELETE: True}.get(op, self.write_config.combine_before_insert)
+        if combine and n > 1:
+            rows = self._precombine(rows)
+        return Prepared(op, rows, data_schema, changed)
+
+    def _precombine(self, rows: pa.Table) -> pa.Table:
+        global_ = self.config.index_type.is_global
+        dedup_key = rows.column(KEY) if global_ else pc.binary_join_element_wise(
+            rows.column(PARTITION), rows.column(KEY), "\x00")
+        if pc.count_distinct(dedup_key).as_py() == rows.num_rows:
+            return rows
+        original_key = rows.column(KEY)
+        tmp = rows.set_column(rows.schema.get_field_index(KEY), KEY, dedup_key).append_column(
+            "__lh_orig_key", original_key)
+        out = resolve(tmp, self.spec, keep_deletes=True)
+        out = out.set_column(out.schema.get_field_index(KEY), KEY, out.column("__lh_orig_key"))
+        return out.drop_columns(["__lh_orig_key"]).sort_by(SEQ)
+
+    # --- phase 1 ---------------------------------------------------------------------------
+
+    def write(self, batch: pa.Table, op: Operation | str, *, commit: bool = True,
+              extra_metadata: Mapping[str, str] | None = None) -> str:
+        op = Operation(op)
+        prepared = self.prepare(batch, op)
+        instant = self.write_prepared(prepared, extra_metadata=extra_metadata)
+        if commit:
+            self.commit(instant)
+        return instant
+
+    def _action(self, op: Operation) -> Action:
+        if op is Operation.INSERT_OVERWRITE:
+            return Action.REPLACE_COMMIT
+        return Action.DELTA_COMMIT if self.config.is_mor else Action.COMMIT
+
+    def write_prepared(self, prepared: Prepared, *, extra_metadata: Mapping[str, str] | None = None) -> str:
+        rollback_failed_writes(self.active)
+        timeline = self.active.load()
+        op = prepared.operation
+        action = self._action(op)
+        requested_content = b""
+        if action is Action.REPLACE_COMMIT:
+            requested_content = RequestedReplaceMetadata(operation_type="INSERT_OVERWRITE").to_bytes()
+        instant = self.active.create_requested(action, requested_content)
+        t = instant.time
+        avro = arrow_to_avro_schema(prepared.data_schema, self.config.name, with_meta_fields=False)
+        base_meta = CommitMetadata(operation_type=op.operation_type,
+                                   extra_metadata={"schema": schema_json(avro), **(extra_metadata or {})})
+        inflight = self.active.transition(instant, State.INFLIGHT, base_meta.to_bytes())
+        try:
+            stats, replaced = self._write_files(prepared, t, timeline)
+        except Exception as e:
+            try:
+                from lakehouse.services.rollback import rollback_instant
+                rollback_instant(self.active, inflight)
+            except Exception:
+                pass  # the next writer rolls it back
+            if isinstance(e, (SchemaError, RecordKeyError)):
+                raise
+            raise WriteError(f"writing instant {t} failed: {e}",
+                             help="nothing of it is visible; fix the cause and write again") from e
+        by_partition: dict[str, list[WriteStat]] = {}
+        for s in stats:
+            by_partition.setdefault(s.partition_path, []).append(s)
+        meta = CommitMetadata(
+            partition_to_write_stats={p: tuple(v) for p, v in by_partition.items()},
+            operation_type=op.operation_type, compacted=False,
+            extra_metadata={**base_meta.extra_metadata, RESULTS_KEY: "complete"},
+            partition_to_replace_file_ids=replaced if action is Action.REPLACE_COMMIT else None)
+        self.active.overwrite(inflight, meta.to_bytes())
+        return t
+
+    # --- phase 2 ---------------------------------------------------------------------------
+
+    def commit(self, instant_time: str, *, extra_metadata: Mapping[str, str] | None = None) -> CommitMetadata:
+        timeline = self.active.load()
+        inst = timeline.get(instant_time)
+        if inst is None:
+            raise TimelineError(f"instant {instant_time} is not on the timeline",
+                                help="it may have been rolled back; write the batch again")
+        if inst.is_completed:
+            return self.active.commit_metadata(inst)
+        if not inst.is_inflight or inst.action not in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT):
+            raise TimelineError(f"{inst} is not an inflight write", help="run phase 1 first")
+        meta = CommitMetadata.from_bytes(self.active.read(inst), self.active.path(inst))
+        if meta.extra_metadata.get(RESULTS_KEY) != "complete":
+            raise WriteError(f"instant {instant_time} has no complete write results; its writer "
+                             "did not finish phase 1",
+                             help="roll it back (the next write does so) and write the batch again")
+        for s in meta.write_stats():
+            size = self.storage.info(s.path)
+            if size is None or size.size != s.file_size_in_bytes:
+                raise WriteError(f"instant {instant_time}: {s.path} is "
+                                 f"{'missing' if size is None else f'{size.size} bytes, expected {s.file_size_in_bytes}'}",
+                                 help="roll the instant back and write the batch again")
+        extra = {k: v for k, v in meta.extra_metadata.items() if k != RESULTS_KEY}
+        extra.update(extra_metadata or {})
+        final = CommitMetadata(meta.partition_to_write_stats, meta.operation_type, meta.compacted,
+                               extra, meta.partition_to_replace_file_ids)
+        self.active.transition(inst, State.COMPLETED, final.to_bytes())
+        Markers(self.storage, instant_time).delete_all()
+        return final
+
+    # --- file writing ----------------------------------------------------------------------
+
+    def _pending_compaction_fgs(self, timeline) -> dict[tuple[str, str], str]:
+        out: dict[tuple[str, str], str] = {}
+        for inst in timeline.pending_compactions():
+            req = inst.with_state(State.REQUESTED)
+            plan = CompactionPlan.from_bytes(self.active.read(req), self.active.path(req))
+            for o in plan.operations:
+                out[(o.partition_path, o.file_id)] = inst.time
+        return out
+
+    def _write_files(self, prepared: Prepared, t: str, timeline) -> tuple[list[WriteStat], dict]:
+        op = prepared.operation
+        rows = prepared.rows
+        view = FileSystemView.load(self.storage, timeline, self.active)
+        pending = self._pending_compaction_fgs(timeline)
+        groups = view.file_groups()
+        latest: dict[tuple[str, str], FileSlice] = {}
+        base_files: dict[tuple[str, str], BaseFile] = {}
+        for g in groups:
+            latest[(g.partition, g.file_id)] = g.slices[-1]
+            for s in reversed(g.slices):
+                if s.base_file is not None:
+                    base_files[(g.partition, g.file_id)] = s.base_file
+                    break
+        avro = arrow_to_avro_schema(prepared.data_schema, self.config.name, with_meta_fields=True)
+        from lakehouse.read.reader import with_meta_fields
+        ctx = HandleContext(storage=self.storage, markers=Markers(self.storage, t), instant_time=t,
+                            schema=with_meta_fields(prepared.data_schema), avro_schema=avro,
+                            avro_schema_json=schema_json(avro), config=self.write_config, spec=self.spec)
+        replaced: dict[str, tuple[str, ...]] = {}
+        if op in (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE):
+            live = rows.filter(pc.invert(rows.column(DELETE)))
+            targets = assign.bulk_targets(live, self._avg_record_size(timeline), self.write_config)
+            if op is Operation.INSERT_OVERWRITE:
+                parts = set(pc.unique(rows.column(PARTITION)).to_pylist())
+                for (p, fid) in latest:
+                    if p in parts:
+                        replaced.setdefault(p, ())
+                        replaced[p] = replaced[p] + (fid,)
+        else:
+            targets = self._assign(rows, op, latest, base_files, pending, timeline)
+        return self._run(ctx, targets), replaced
+
+    def _avg_record_size(self, timeline) -> int:
+        for inst in reversed(timeline.completed_writes().instants):
+            meta = self.active.commit_metadata(inst)
+            stats = [s for s in meta.write_stats() if s.path.endswith(".parquet") and s.num_writes > 0]
+            n = sum(s.num_writes for s in stats)
+            if n:
+                return max(1, sum(s.file_size_in_bytes for s in stats) // n)
+        return self.write_config.record_size_estimate
+
+    def _assign(self, rows, op, latest, base_files, pending, timeline) -> list[_Target]:
+        index = self.config.index_type
+        n = rows.num_rows
+        if n == 0:
+            return []
+        keys = rows.column(KEY).combine_chunks()
+        partitions = rows.column(PARTITION).combine_chunks()
+        if index is IndexType.BUCKET:
+            return assign.bucket_targets(self, rows, latest, pending)
+        if op is Operation.INSERT:
+            loc = pa.table({LOC_PARTITION: pa.nulls(n, pa.string()), LOC_FILE_ID: pa.nulls(n, pa.string())})
+        else:
+            files = list(base_files.values())
+            lookup = bloom_lookup if index in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM) else simple_lookup
+            loc = lookup(self.storage, files, keys, partitions, global_=index.is_global)
+        return assign.assign_targets(self, rows, loc, latest, pending, self._avg_record_size(timeline))
+
+    def _ensure_partitions(self, partitions: set[str], instant_time: str) -> None:
+        """Java Hudi only treats a folder holding ``.hoodie_partition_metadata`` as a partition."""
+        for p in partitions:
+            path = join(p, PARTITION_METAFILE)
+            if self.storage.exists(path):
+                continue
+            depth = len(p.split("/")) if p else 0
+            try:
+                self.storage.create(path, partition_metadata_content(instant_time, depth))
+            except FileAlreadyExistsError:
+                pass
+
+    def _run(self, ctx: HandleContext, targets: list[_Target]) -> list[WriteStat]:
+        self._ensure_partitions({tg.partition for tg in targets}, ctx.instant_time)
+        def run(item: tuple[int, _Target]) -> list[WriteStat]:
+            task, tg = item
+            rows = pa.concat_tables(tg.rows) if len(tg.rows) > 1 else tg.rows[0]
+            return assign.run_target(self, ctx, tg, rows, task)
+
+        items = list(enumerate(targets))
+        workers = min(len(items), os.cpu_count() or 1, 8)
+        if workers <= 1:
+            results = [run(i) for i in items]
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                results = list(pool.map(run, items))
+        return [s for r in results for s in r]
+

@@ -1,0 +1,235 @@
+"""Write handles: create a base file, merge into a base file (COW), append to a log file (MOR).
+
+Every handle creates its marker before its data file, fills the meta columns, and returns the
+:class:`WriteStat` that phase 2 verifies and the commit records.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakehouse.config import LogBlockFormat, WriteConfig
+from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.file_group.naming import BaseFileName, LogFileName, join
+from lakehouse.log.block import encode_avro_data_block, encode_delete_block, encode_parquet_data_block
+from lakehouse.read.file_slice_reader import read_base_file
+from lakehouse.read.merge import DELETE, HELPER_COLUMNS, KEY, SEQ, UNCONDITIONAL, MergeSpec, resolve
+from lakehouse.schema import HOODIE_META_FIELDS
+from lakehouse.storage.base import Storage
+from lakehouse.timeline.commit_metadata import WriteStat
+from lakehouse.write.index.bloom_filter import BloomFilter
+from lakehouse.write.markers import Markers, MarkerType
+
+COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME = HOODIE_META_FIELDS
+
+
+@dataclass
+class HandleContext:
+    storage: Storage
+    markers: Markers
+    instant_time: str
+    schema: pa.Schema  # full table schema with meta fields
+    avro_schema: dict  # with meta fields
+    avro_schema_json: str
+    config: WriteConfig
+    spec: MergeSpec
+
+
+def with_meta(records: pa.Table, *, instant_time: str, task: int, partition: str,
+              file_name: str, keys: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.Table:
+    """``records`` conformed to ``schema`` with fresh meta columns."""
+    n = records.num_rows
+    seq = pc.binary_join_element_wise(f"{instant_time}_{task}_",
+                                      pc.cast(pa.array(range(n), pa.int64()), pa.string()), "")
+    meta = {
+        COMMIT_TIME: pa.repeat(instant_time, n).cast(pa.string()) if n else pa.array([], pa.string()),
+        SEQNO: seq,
+        RECORD_KEY: keys,
+        PARTITION_PATH: pa.repeat(partition, n).cast(pa.string()) if n else pa.array([], pa.string()),
+        FILE_NAME: pa.repeat(file_name, n).cast(pa.string()) if n else pa.array([], pa.string()),
+    }
+    cols = []
+    for f in schema:
+        if f.name in meta:
+            cols.append(meta[f.name])
+        elif f.name in records.column_names:
+            col = records.column(f.name)
+            cols.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            cols.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _parquet_bytes(table: pa.Table, ctx: HandleContext) -> bytes:
+    keys = table.column(RECORD_KEY)
+    meta = {b"parquet.avro.schema": ctx.avro_schema_json.encode(), b"writer.model.name": b"avro"}
+    if table.num_rows:
+        bf = BloomFilter.create(num_entries=ctx.config.bloom_num_entries, fpp=ctx.config.bloom_fpp,
+                                filter_type=ctx.config.bloom_filter_type,
+                                max_entries=ctx.config.bloom_max_entries)
+        meta.update(bf_footer(bf, keys))
+    table = table.replace_schema_metadata(meta)
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression=ctx.config.parquet_codec,
+                   row_group_size=max(1, min(table.num_rows or 1, 1 << 20)))
+    return sink.getvalue()
+
+
+def bf_footer(bf: BloomFilter, keys: pa.ChunkedArray) -> dict[bytes, bytes]:
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    bf.add_keys(keys)
+    mm = pc.min_max(keys)
+    return {
+        b"org.apache.hudi.bloomfilter": bf.serialize().encode(),
+        b"hoodie_bloom_filter_type_code": bf.type_code.encode(),
+        b"hoodie_min_record_key": mm["min"].as_py().encode(),
+        b"hoodie_max_record_key": mm["max"].as_py().encode(),
+    }
+
+
+def create_base_file(ctx: HandleContext, *, partition: str, file_id: str, records: pa.Table,
+                     keys: pa.ChunkedArray, task: int, num_updates: int = 0) -> WriteStat:
+    name = BaseFileName(file_id, f"{task}-0-0", ctx.instant_time)
+    ctx.markers.create(partition, str(name), MarkerType.CREATE)
+    table = with_meta(records, instant_time=ctx.instant_time, task=task, partition=partition,
+                      file_name=str(name), keys=keys, schema=ctx.schema)
+    data = _parquet_bytes(table, ctx)
+    path = join(partition, str(name))
+    with ctx.storage.open_output(path) as f:
+        f.write(data)
+    return WriteStat(file_id=file_id, path=path, partition_path=partition, prev_commit="null",
+                     num_writes=table.num_rows, num_inserts=table.num_rows - num_updates,
+                     num_update_writes=num_updates, total_write_bytes=len(data),
+                     file_size_in_bytes=len(data))
+
+
+def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.Table,
+                    task: int) -> WriteStat:
+    """Rewrite a file group's base file with ``incoming`` merged in (COW merge handle).
+
+    ``incoming`` carries the helper columns KEY, SEQ (>= 1) and DELETE; rows of the old file keep
+    their meta columns unless a newer version replaces them.
+    """
+    assert base_slice.base_file is not None
+    partition, file_id = base_slice.partition, base_slice.file_id
+    name = BaseFileName(file_id, f"{task}-0-0", ctx.instant_time)
+    ctx.markers.create(partition, str(name), MarkerType.MERGE)
+    old = read_base_file(ctx.storage, base_slice.base_file.path, ctx.schema, None)
+    n_old = old.num_rows
+    old_keys = old.column(RECORD_KEY)
+    touched = pc.is_in(old_keys, value_set=incoming.column(KEY).combine_chunks())
+    kept = old.filter(pc.invert(touched))
+    old_touched = old.filter(touched)
+    old_versions = (old_touched.append_column(KEY, old_touched.column(RECORD_KEY))
+                    .append_column(SEQ, pa.repeat(pa.scalar(0, pa.int64()), old_touched.num_rows))
+                    .append_column(DELETE, pa.repeat(False, old_touched.num_rows))
+                    .append_column(UNCONDITIONAL, pa.repeat(False, old_touched.num_rows)))
+    fresh = with_meta(incoming, instant_time=ctx.instant_time, task=task, partition=partition,
+                      file_name=str(name), keys=incoming.column(KEY), schema=ctx.schema)
+    for c in (KEY, SEQ, DELETE, UNCONDITIONAL):
+        fresh = fresh.append_column(c, incoming.column(c) if c in incoming.column_names
+                                    else pa.repeat(False, incoming.num_rows))
+    old_versions = old_versions.cast(fresh.schema)
+    merged = resolve(pa.concat_tables([old_versions, fresh]), ctx.spec)
+    # Untouched winners from the old file keep their commit metadata; only the file name moves.
+    merged = merged.drop_columns(list(HELPER_COLUMNS))
+    kept = kept.set_column(kept.schema.get_field_index(FILE_NAME), FILE_NAME,
+                           pa.repeat(str(name), kept.num_rows).cast(pa.string()))
+    merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,
+                               pa.repeat(str(name), merged.num_rows).cast(pa.string()))
+    table = pa.concat_tables([kept, merged])
+    data = _parquet_bytes(table, ctx)
+    path = join(partition, str(name))
+    with ctx.storage.open_output(path) as f:
+        f.write(data)
+    in_old = pc.is_in(incoming.column(KEY), value_set=old_keys.combine_chunks())
+    inc_del = incoming.column(DELETE)
+    n_upd = pc.sum(pc.cast(pc.and_(in_old, pc.invert(inc_del)), pa.int64())).as_py() or 0
+    n_del = max(0, n_old + (incoming.num_rows - int(pc.sum(pc.cast(in_old, pa.int64())).as_py() or 0))
+                - table.num_rows - int(pc.sum(pc.cast(pc.and_(pc.invert(in_old), inc_del),
+                                                      pa.int64())).as_py() or 0))
+    n_ins = table.num_rows - n_old + n_del
+    return WriteStat(file_id=file_id, path=path, partition_path=partition,
+                     prev_commit=base_slice.base_file.commit_time, num_writes=table.num_rows,
+                     num_update_writes=n_upd, num_inserts=max(0, n_ins), num_deletes=n_del,
+                     total_write_bytes=len(data), file_size_in_bytes=len(data))
+
+
+def next_log_version(fs: FileSlice | None) -> int:
+    return max((lf.name.version for lf in fs.log_files), default=0) + 1 if fs else 1
+
+
+def append_log(ctx: HandleContext, *, slice_: FileSlice, partition: str, file_id: str,
+               base_instant: str, records: pa.Table, record_keys: pa.ChunkedArray | None,
+               deletes: pa.Table | None, task: int, num_inserts: int = 0) -> list[WriteStat]:
+    """Write this instant's records and deletes for a file group to new log file version(s).
+
+    Each instant gets a log file of its own (rolling over at ``hoodie.logfile.max.size``): a
+    crashed append can then only tear a file that rollback deletes whole, never one holding
+    committed blocks, and the layout works unchanged on object stores that cannot append.
+    """
+    # Versions count per (file group, base instant): a slice under a pending compaction starts at 1.
+    version = next_log_version(slice_) if slice_ is not None and slice_.base_instant == base_instant else 1
+    blocks: list[bytes] = []
+    n_rec = records.num_rows if records is not None else 0
+    if n_rec:
+        table = with_meta(records, instant_time=ctx.instant_time, task=task, partition=partition,
+                          file_name=file_id, keys=record_keys, schema=ctx.schema)
+        rows_per_block = max(1, int(ctx.config.log_max_size // max(1, _row_bytes(table))))
+        for start in range(0, table.num_rows, rows_per_block):
+            chunk = table.slice(start, rows_per_block)
+            if ctx.config.log_block_format is LogBlockFormat.PARQUET:
+                blocks.append(encode_parquet_data_block(chunk, ctx.avro_schema, ctx.instant_time,
+                                                        compression=ctx.config.parquet_codec))
+            else:
+                blocks.append(encode_avro_data_block(chunk, ctx.avro_schema, ctx.instant_time))
+    n_del = deletes.num_rows if deletes is not None else 0
+    if n_del:
+        ordering = deletes.column("ordering_value") if "ordering_value" in deletes.column_names else None
+        blocks.append(encode_delete_block(
+            deletes.column("record_key").to_pylist(), deletes.column("partition_path").to_pylist(),
+            ordering, ctx.instant_time, ctx.avro_schema,
+            ordering_field=ctx.spec.ordering_field if ordering is not None else None))
+    stats: list[WriteStat] = []
+    current: list[bytes] = []
+    size = 0
+    files: list[tuple[LogFileName, bytes]] = []
+    for b in blocks:
+        if current and size + len(b) > ctx.config.log_max_size:
+            files.append((LogFileName(file_id, base_instant, version, f"{task}-0-0"), b"".join(current)))
+            version += 1
+            current, size = [], 0
+        current.append(b)
+        size += len(b)
+    if current:
+        files.append((LogFileName(file_id, base_instant, version, f"{task}-0-0"), b"".join(current)))
+    base_name = (str(slice_.base_file.name) if slice_ is not None and slice_.base_file is not None
+                 and slice_.base_instant == base_instant else "")
+    for i, (name, data) in enumerate(files):
+        ctx.markers.create(partition, str(name), MarkerType.CREATE)
+        path = join(partition, str(name))
+        with ctx.storage.open_output(path) as f:
+            f.write(data)
+        first = i == 0
+        stats.append(WriteStat(
+            file_id=file_id, path=path, partition_path=partition, prev_commit=base_instant,
+            num_writes=n_rec if first else 0, num_deletes=n_del if first else 0,
+            num_update_writes=(n_rec - num_inserts) if first else 0,
+            num_inserts=num_inserts if first else 0, total_write_bytes=len(data),
+            file_size_in_bytes=len(data), total_log_blocks=len(blocks) if first else 0,
+            log_version=name.version, log_offset=0, base_file=base_name, log_files=(str(name),)))
+    return stats
+
+
+def _row_bytes(table: pa.Table) -> float:
+    return table.nbytes / max(1, table.num_rows)
+
+
+def schema_json(avro: dict) -> str:
+    return json.dumps(avro, separators=(",", ":"))

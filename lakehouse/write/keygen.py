@@ -1,0 +1,203 @@
+"""Key generators: record keys and partition paths for a batch, as Hudi's key generators make them.
+
+Record keys are computed with Arrow kernels over whole columns. Partition paths are computed per
+*distinct* partition value (a table has few), so Java-compatible date formatting stays cheap.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from urllib.parse import quote
+from zoneinfo import ZoneInfo
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse.config import KeyGeneratorType, TableConfig
+from lakehouse.errors import ConfigError, RecordKeyError
+
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+NULL_KEY = "__null__"
+EMPTY_KEY = "__empty__"
+
+
+def _as_string(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
+    t = col.type
+    if pa.types.is_string(t):
+        return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+    if pa.types.is_large_string(t) or pa.types.is_dictionary(t) or pa.types.is_string_view(t):
+        return pc.cast(col, pa.string())
+    if pa.types.is_boolean(t):
+        return pc.if_else(col, "true", "false")
+    return pc.cast(col, pa.string())
+
+
+class KeyGenerator:
+    def __init__(self, config: TableConfig) -> None:
+        self.config = config
+        self.type = config.key_generator_type
+        self.record_key_fields = config.record_key_fields
+        self.partition_fields = () if self.type is KeyGeneratorType.NON_PARTITION else config.partition_fields
+        if not self.record_key_fields:
+            raise ConfigError("the table has no record key field",
+                              help="set record_key (hoodie.table.recordkey.fields)")
+        if self.type is KeyGeneratorType.TIMESTAMP:
+            if len(self.partition_fields) != 1:
+                raise ConfigError("the timestamp-based key generator needs exactly one partition field",
+                                  help="set partition_by to the timestamp column")
+            self._ts = _TimestampFormatter(config)
+
+    def required_columns(self) -> list[str]:
+        return list(dict.fromkeys([*self.record_key_fields, *self.partition_fields]))
+
+    def record_keys(self, table: pa.Table) -> pa.ChunkedArray:
+        fields = self.record_key_fields
+        for f in fields:
+            if f not in table.column_names:
+                raise RecordKeyError(f"record key column {f!r} is missing from the batch",
+                                     help="add the column, or write to a table keyed on columns you have")
+        if len(fields) == 1 and self.type is not KeyGeneratorType.COMPLEX:
+            col = table.column(fields[0])
+            if col.null_count:
+                raise RecordKeyError(
+                    f"record key column {fields[0]!r} has {col.null_count} null value(s)",
+                    help="every record needs a key: fill or drop the rows with null keys")
+            keys = _as_string(col)
+            if pc.any(pc.equal(pc.utf8_length(keys), 0)).as_py():
+                raise RecordKeyError(f"record key column {fields[0]!r} has empty values",
+                                     help="every record needs a non-empty key")
+            return keys
+        parts = []
+        all_null = None
+        for f in fields:
+            col = table.column(f)
+            s = _as_string(col)
+            is_null = pc.is_null(col)
+            all_null = is_null if all_null is None else pc.and_(all_null, is_null)
+            s = pc.if_else(is_null, NULL_KEY, pc.if_else(pc.equal(pc.utf8_length(pc.fill_null(s, "x")), 0),
+                                                         EMPTY_KEY, s))
+            parts.append(pc.binary_join_element_wise(f"{f}:", s, ""))
+        if pc.any(all_null).as_py():
+            raise RecordKeyError(
+                f"record key columns {', '.join(fields)} are all null in "
+                f"{pc.sum(pc.cast(all_null, pa.int64())).as_py()} row(s)",
+                help="every record needs at least one non-null key column")
+        return pc.binary_join_element_wise(*parts, ",") if len(parts) > 1 else parts[0]
+
+    def partition_paths(self, table: pa.Table) -> pa.ChunkedArray:
+        n = table.num_rows
+        if not self.partition_fields:
+            return pa.chunked_array([pa.repeat("", n)], type=pa.string()) if n else pa.chunked_array([], pa.string())
+        for f in self.partition_fields:
+            if f not in table.column_names:
+                raise RecordKeyError(f"partition column {f!r} is missing from the batch",
+                                     help="add the column; every record needs its partition value")
+        parts = []
+        for f in self.partition_fields:
+            col = table.column(f)
+            if self.type is KeyGeneratorType.TIMESTAMP:
+                s = self._ts.format(col)
+            else:
+                s = _as_string(col)
+                s = pc.if_else(pc.or_(pc.is_null(s), pc.equal(pc.utf8_length(pc.fill_null(s, "")), 0)),
+                               DEFAULT_PARTITION, s)
+            if self.config.url_encode_partitions:
+                s = _map_distinct(s, lambda v: quote(v, safe=""))
+            if self.config.hive_style_partitioning:
+                s = pc.binary_join_element_wise(f"{f}=", s, "")
+            parts.append(s)
+        return pc.binary_join_element_wise(*parts, "/") if len(parts) > 1 else parts[0]
+
+
+def _map_distinct(col: pa.ChunkedArray, fn) -> pa.ChunkedArray:
+    """Apply a Python function once per distinct value and broadcast the results."""
+    enc = pc.dictionary_encode(col).combine_chunks()
+    mapped = pa.array([None if v is None else fn(v) for v in enc.dictionary.to_pylist()], pa.string())
+    return pa.chunked_array([pc.take(mapped, enc.indices)])
+
+
+# --- timestamp-based partition paths ---------------------------------------------------------
+
+_JAVA_TOKENS = [("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"),
+                ("mm", "%M"), ("ss", "%S"), ("SSS", "%f"), ("Z", "%z"), ("XXX", "%z"), ("X", "%z")]
+
+
+def java_to_strftime(fmt: str) -> str:
+    """Translate the SimpleDateFormat patterns Hudi users write into strftime/strptime ones."""
+    out = []
+    i = 0
+    while i < len(fmt):
+        if fmt[i] == "'":
+            j = fmt.index("'", i + 1) if "'" in fmt[i + 1:] else len(fmt)
+            out.append(fmt[i + 1:j].replace("%", "%%") or "'")
+            i = j + 1
+            continue
+        for tok, rep in _JAVA_TOKENS:
+            if fmt.startswith(tok, i):
+                out.append(rep)
+                i += len(tok)
+                break
+        else:
+            if fmt[i].isalpha():
+                raise ConfigError(f"date format {fmt!r} uses the pattern letter {fmt[i]!r}, which "
+                                  "lakehouse does not support",
+                                  help="use yyyy, yy, MM, dd, HH, mm, ss, SSS, Z and quoted text")
+            out.append(fmt[i].replace("%", "%%"))
+            i += 1
+    return "".join(out)
+
+
+class _TimestampFormatter:
+    _TYPES = {"UNIX_TIMESTAMP", "EPOCHMILLISECONDS", "EPOCHMICROSECONDS", "DATE_STRING", "SCALAR"}
+
+    def __init__(self, config: TableConfig) -> None:
+        ts_type = (config.timestamp_type or ("DATE_STRING" if config.timestamp_input_format
+                                             else "EPOCHMILLISECONDS")).upper()
+        if ts_type not in self._TYPES:
+            raise ConfigError(f"hoodie.keygen.timebased.timestamp.type={ts_type!r} is not one of "
+                              f"{', '.join(sorted(self._TYPES))}", help="pick one of those")
+        self.ts_type = ts_type
+        if not config.timestamp_output_format:
+            raise ConfigError("the timestamp-based key generator needs an output format",
+                              help="set hoodie.keygen.timebased.output.dateformat, e.g. yyyy/MM/dd")
+        self.out_fmt = java_to_strftime(config.timestamp_output_format)
+        self.in_fmt = (java_to_strftime(config.timestamp_input_format)
+                       if config.timestamp_input_format else None)
+        if ts_type == "DATE_STRING" and not self.in_fmt:
+            raise ConfigError("DATE_STRING timestamps need an input format",
+                              help="set hoodie.keygen.timebased.input.dateformat")
+        self.tz = ZoneInfo(config.timestamp_timezone) if config.timestamp_timezone else timezone.utc
+
+    def _to_datetime(self, v) -> datetime:
+        if isinstance(v, datetime):
+            return v if v.tzinfo else v.replace(tzinfo=timezone.utc)
+        epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+        if self.ts_type == "DATE_STRING":
+            s = str(v)
+            if s.endswith("Z") and self.in_fmt.endswith("%z"):
+                s = s[:-1] + "+0000"
+            dt = datetime.strptime(s, self.in_fmt)
+            return dt if dt.tzinfo else dt.replace(tzinfo=self.tz)
+        n = int(v)
+        if self.ts_type == "UNIX_TIMESTAMP":
+            return epoch + timedelta(seconds=n)
+        if self.ts_type == "EPOCHMICROSECONDS":
+            return epoch + timedelta(microseconds=n)
+        return epoch + timedelta(milliseconds=n)
+
+    def format(self, col: pa.ChunkedArray) -> pa.ChunkedArray:
+        def one(v) -> str:
+            try:
+                return self._to_datetime(v).astimezone(self.tz).strftime(self.out_fmt)
+            except (ValueError, TypeError) as e:
+                raise RecordKeyError(f"partition value {v!r} cannot be read as a timestamp ({e})",
+                                     help="check hoodie.keygen.timebased.* against the data") from None
+
+        if pa.types.is_timestamp(col.type):
+            col = pc.cast(col, pa.timestamp("us", tz="UTC"))
+        enc = pc.dictionary_encode(col).combine_chunks()
+        values = enc.dictionary.to_pylist()
+        mapped = pa.array([DEFAULT_PARTITION if v is None else one(v) for v in values], pa.string())
+        out = pc.take(mapped, enc.indices)
+        return pa.chunked_array([pc.fill_null(out, DEFAULT_PARTITION)])
+

@@ -1,0 +1,58 @@
+"""Markers: ``.hoodie/.temp/<instant>/<partition>/<file>.marker.<TYPE>``, one per data file a
+write creates, rewrites or appends to, always made *before* the data file so that a rollback
+finds every file a crashed writer may have left behind."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from lakehouse.storage.base import Storage
+from lakehouse.timeline.active import METAFOLDER
+
+TEMP_FOLDER = f"{METAFOLDER}/.temp"
+
+
+class MarkerType(enum.StrEnum):
+    CREATE = "CREATE"
+    MERGE = "MERGE"
+    APPEND = "APPEND"
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    partition: str
+    file_name: str
+    type: MarkerType
+
+    @property
+    def data_path(self) -> str:
+        return f"{self.partition}/{self.file_name}" if self.partition else self.file_name
+
+
+class Markers:
+    def __init__(self, storage: Storage, instant_time: str) -> None:
+        self.storage = storage
+        self.instant_time = instant_time
+        self.root = f"{TEMP_FOLDER}/{instant_time}"
+
+    def create(self, partition: str, file_name: str, type: MarkerType) -> None:
+        rel = f"{partition}/{file_name}" if partition else file_name
+        self.storage.write(f"{self.root}/{rel}.marker.{type}", b"")
+
+    def all(self) -> list[Marker]:
+        out = []
+        for info in self.storage.list(self.root, recursive=True):
+            if info.is_dir or ".marker." not in info.name:
+                continue
+            rel = info.path[len(self.root) + 1:] if info.path.startswith(self.root + "/") else info.path
+            rel, _, kind = rel.rpartition(".marker.")
+            partition, _, name = rel.rpartition("/")
+            try:
+                out.append(Marker(partition, name, MarkerType(kind)))
+            except ValueError:
+                continue
+        return out
+
+    def delete_all(self) -> None:
+        self.storage.delete_dir(self.root)

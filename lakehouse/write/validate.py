@@ -1,0 +1,121 @@
+"""Batch validation and schema evolution, done before any file is written.
+
+Allowed changes follow Avro's schema resolution as Hudi applies it: new nullable columns, widening
+numeric promotions (int -> long -> float -> double), string types among themselves. Anything
+else, such as a narrower or unrelated type, is refused with :class:`SchemaError`.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from lakehouse.errors import SchemaError
+from lakehouse.schema import HOODIE_META_FIELDS
+
+_INT_RANK = {pa.int8(): 1, pa.int16(): 2, pa.int32(): 3, pa.int64(): 4,
+             pa.uint8(): 2, pa.uint16(): 3, pa.uint32(): 4}
+_FLOAT_RANK = {pa.float16(): 5, pa.float32(): 5, pa.float64(): 6}
+
+
+def normalize_type(t: pa.DataType) -> pa.DataType:
+    """The type a table column gets for a batch type (what Avro can hold)."""
+    if pa.types.is_dictionary(t):
+        return normalize_type(t.value_type)
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t):
+        return pa.binary()
+    if t in (pa.int8(), pa.int16(), pa.uint8(), pa.uint16()):
+        return pa.int32()
+    if t == pa.uint32():
+        return pa.int64()
+    if t == pa.float16():
+        return pa.float32()
+    if pa.types.is_null(t):
+        return pa.string()
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return pa.timestamp("us", tz=t.tz)
+    if pa.types.is_timestamp(t) and t.unit == "s":
+        return pa.timestamp("ms", tz=t.tz)
+    if pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_fixed_size_list(t):
+        return pa.list_(normalize_type(t.value_type))
+    if pa.types.is_list(t):
+        return pa.list_(normalize_type(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, normalize_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(pa.string(), normalize_type(t.item_type))
+    return t
+
+
+def _compatible(src: pa.DataType, dst: pa.DataType) -> bool:
+    src = normalize_type(src)
+    if src == dst or pa.types.is_null(src):
+        return True
+    if src in _INT_RANK and dst in _INT_RANK:
+        return _INT_RANK[src] <= _INT_RANK[dst]
+    if src in _INT_RANK and dst in _FLOAT_RANK:
+        return True
+    if src in _FLOAT_RANK and dst in _FLOAT_RANK:
+        return _FLOAT_RANK[src] <= _FLOAT_RANK[dst]
+    if pa.types.is_timestamp(src) and pa.types.is_timestamp(dst):
+        order = {"s": 0, "ms": 1, "us": 2, "ns": 3}
+        return order[src.unit] <= order[dst.unit]
+    if pa.types.is_decimal(src) and pa.types.is_decimal(dst):
+        return src.scale == dst.scale and src.precision <= dst.precision
+    if pa.types.is_list(src) and pa.types.is_list(dst):
+        return _compatible(src.value_type, dst.value_type)
+    if pa.types.is_map(src) and pa.types.is_map(dst):
+        return _compatible(src.item_type, dst.item_type)
+    if pa.types.is_struct(src) and pa.types.is_struct(dst):
+        dst_fields = {f.name: f.type for f in dst}
+        return all(f.name in dst_fields and _compatible(f.type, dst_fields[f.name]) for f in src)
+    return False
+
+
+def data_schema(batch: pa.Schema) -> pa.Schema:
+    """The batch schema without meta fields, normalized, every field nullable."""
+    return pa.schema([pa.field(f.name, normalize_type(f.type), nullable=True)
+                      for f in batch if f.name not in HOODIE_META_FIELDS])
+
+
+def reconcile(batch: pa.Schema, table: pa.Schema | None) -> pa.Schema:
+    """The table schema after this batch: the old one plus any new nullable columns."""
+    incoming = data_schema(batch)
+    if table is None or len(table) == 0:
+        return incoming
+    table = pa.schema([f for f in table if f.name not in HOODIE_META_FIELDS])
+    fields = list(table)
+    names = set(table.names)
+    for f in batch:
+        if f.name in HOODIE_META_FIELDS:
+            continue
+        if f.name in names:
+            dst = table.field(f.name).type
+            if not _compatible(f.type, dst):
+                raise SchemaError(
+                    f"column {f.name!r} has type {f.type} in the batch but {dst} in the table",
+                    help="cast the column to the table's type; changing a column's type "
+                         "incompatibly needs a new table")
+        else:
+            fields.append(pa.field(f.name, normalize_type(f.type), nullable=True))
+    return pa.schema(fields)
+
+
+def conform(batch: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``batch`` with the table schema's columns (missing ones null), cast to their types."""
+    cols = []
+    names = set(batch.column_names)
+    for f in schema:
+        if f.name in names:
+            col = batch.column(f.name)
+            if col.type != f.type:
+                try:
+                    col = col.cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise SchemaError(f"column {f.name!r} cannot be cast to {f.type}: {e}",
+                                      help="fix the values or the column type") from None
+            cols.append(col)
+        else:
+            cols.append(pa.nulls(batch.num_rows, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
