@@ -198,21 +198,16 @@ def decode_avro_data_block(block: LogBlock) -> pa.Table:
     except (ValueError, SchemaError, fastavro.schema.SchemaParseException) as e:
         raise block._corrupt(f"unreadable SCHEMA header: {e}") from e
     content = block.content
-    if len(content) < 4:
-        raise block._corrupt("Avro data block content is shorter than its version field")
-    (version,) = _I32.unpack_from(content, 0)
-    pos = 4
-    count = None
-    if version >= 2:  # version 1 had no record count: records run to the end of the content
-        if len(content) < 8:
-            raise block._corrupt("Avro data block content has no record count")
-        (count,) = _I32.unpack_from(content, 4)
-        pos = 8
-    if version not in (1, 2, 3) or (count is not None and count < 0):
+    if len(content) < 8:
+        raise block._corrupt("Avro data block content is shorter than its version and count")
+    version, count = _I32_PAIR.unpack_from(content, 0)
+    if version != AVRO_BLOCK_VERSION or count < 0:
+        # Hudi 0.14/0.15 write version 3 only; older content versions are not read here.
         raise block._corrupt(f"unsupported Avro data block version {version} / count {count}")
+    pos = 8
     stream = io.BytesIO(content)
     records = []
-    while (len(records) < count) if count is not None else (pos < len(content)):
+    while len(records) < count:
         if pos + 4 > len(content):
             raise block._corrupt(f"record {len(records)} starts past the end of the content")
         (length,) = _I32.unpack_from(content, pos)
@@ -251,7 +246,8 @@ def _require_schema(block: LogBlock) -> str:
 # is gzip (every parquet block in the fixtures is GZIP). Keeping it means any reader that handles
 # Hudi's own blocks handles ours. Arrow's gzip defaults to level 9, several times slower than the
 # zlib default (6) that Hadoop's codec uses for the same size, so the level is pinned to 6.
-# "zstd" or "snappy" write ~5x faster again; Java Hudi and hudi-rs read both.
+# "zstd" or "snappy" write ~5x faster again; hudi-rs 0.5 reads them (tested), Java readers need
+# the codec on their classpath (Spark bundles both).
 DEFAULT_PARQUET_BLOCK_CODEC = "gzip"
 _DEFAULT_LEVELS = {"gzip": 6}
 

@@ -14,7 +14,8 @@ from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.log.block import BlockType, LogBlock
 from lakehouse.log.block import decode_avro_data_block, decode_delete_block, decode_parquet_data_block
 from lakehouse.log.reader import read_log_blocks
-from lakehouse.read.merge import DELETE, HELPER_COLUMNS, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, resolve
+from lakehouse.config import MergeMode
+from lakehouse.read.merge import AFTER_CUT, DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, drop_helpers, resolve
 from lakehouse.schema import conform_table
 from lakehouse.storage.base import Storage
 
@@ -168,19 +169,32 @@ def read_file_slice(fs: FileSlice, ctx: SliceReadContext) -> pa.Table:
     log_parts = parts[1:] if base_file is not None else parts
     log_keys = pa.concat_arrays([p.column(KEY).combine_chunks() for p in log_parts]) if log_parts \
         else pa.array([], pa.string())
+    # Two levels, as Hudi's readers and compactor merge: the log blocks among themselves first
+    # (a delete without ordering value cuts off what came before it in the logs), then that
+    # result against the base record by ordering value. So a lower-ordered re-insert after an
+    # unconditional delete loses to the base record, exactly as Java Hudi and hudi-rs read it.
+    logs_merged = resolve(pa.concat_tables(log_parts, promote_options="permissive"), ctx.spec,
+                          keep_deletes=True)
     if base_file is not None:
         base_part = parts[0]
         touched = pc.is_in(base_part.column(KEY), value_set=log_keys)
         untouched = base_part.filter(pc.invert(touched))
-        merge_in = [base_part.filter(touched)] + log_parts
+        base_touched = base_part.filter(touched)
+        if ctx.spec.mode is MergeMode.PARTIAL_UPDATE and AFTER_CUT in logs_merged.column_names:
+            # A partial record re-inserted after a delete must not inherit the deleted fields.
+            cut_keys = logs_merged.filter(pc.fill_null(logs_merged.column(AFTER_CUT), False)).column(KEY)
+            base_touched = base_touched.filter(pc.invert(pc.is_in(base_touched.column(KEY),
+                                                                  value_set=cut_keys.combine_chunks())))
+        merged = resolve(pa.concat_tables([base_touched, logs_merged.drop_columns(
+            [AFTER_CUT] if AFTER_CUT in logs_merged.column_names else [])],
+            promote_options="permissive"), ctx.spec)
     else:
         untouched = None
-        merge_in = log_parts
-    merged = resolve(pa.concat_tables(merge_in, promote_options="permissive"), ctx.spec)
-    result_parts = [merged.drop_columns(list(HELPER_COLUMNS))]
+        merged = logs_merged.filter(pc.invert(pc.fill_null(logs_merged.column(DELETE), False)))
+    result_parts = [drop_helpers(merged)]
     if untouched is not None:
         untouched = untouched.filter(pc.invert(untouched.column(DELETE)))
-        result_parts.append(untouched.drop_columns(list(HELPER_COLUMNS)))
+        result_parts.append(drop_helpers(untouched))
     result = pa.concat_tables(result_parts, promote_options="permissive")
     if ctx.row_filter is not None:
         result = result.filter(ctx.row_filter)

@@ -28,7 +28,8 @@ SEQ = "__lh_seq"
 DELETE = "__lh_delete"
 UNCONDITIONAL = "__lh_unconditional"
 RANK = "__lh_rank"
-HELPER_COLUMNS = (KEY, SEQ, DELETE, UNCONDITIONAL)
+AFTER_CUT = "__lh_after_cut"  # set on versions that follow an unconditional delete of their key
+HELPER_COLUMNS = (KEY, SEQ, DELETE, UNCONDITIONAL, AFTER_CUT)
 IS_DELETED_FIELD = "_hoodie_is_deleted"
 
 
@@ -90,7 +91,9 @@ def resolve(versions: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) 
             table = table.join(cut, KEY, join_type="left outer")
             keep = pc.or_kleene(pc.is_null(table.column("__lh_cut")),
                                 pc.greater_equal(table.column(SEQ), table.column("__lh_cut")))
-            table = table.filter(keep).drop_columns(["__lh_cut"])
+            after = pc.fill_null(pc.greater(table.column(SEQ), table.column("__lh_cut")), False)
+            table = table.filter(keep)
+            table = table.append_column(AFTER_CUT, after.filter(keep)).drop_columns(["__lh_cut"])
             # The cutting delete itself must lose to anything that arrives after it.
             uncond_now = pc.fill_null(
                 table.column(UNCONDITIONAL) if UNCONDITIONAL in table.column_names
@@ -121,14 +124,22 @@ def resolve(versions: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) 
         np.maximum.accumulate(starts, out=starts)
         # Deleted versions break the chain: nothing before a delete may fill the record after it.
         dele = table.column(DELETE).chunk(0).to_numpy(zero_copy_only=False).astype(bool)
+        group_first = starts.copy()
         if dele.any():
             brk = np.where(dele, np.arange(table.num_rows), -1)
             np.maximum.accumulate(brk, out=brk)
             starts = np.maximum(starts, brk)
+            # Versions after a delete of their key must not inherit fields from older layers
+            # either (the caller merges the base file under them).
+            after_delete = pa.array(brk >= group_first)
+            if AFTER_CUT in table.column_names:
+                after_delete = pc.or_(pc.fill_null(table.column(AFTER_CUT), False), after_delete)
+                table = table.drop_columns([AFTER_CUT])
+            table = table.append_column(AFTER_CUT, after_delete)
         cols = []
         for name in table.column_names:
             col = table.column(name).chunk(0) if table.column(name).num_chunks else table.column(name)
-            if name in HELPER_COLUMNS or name == ordering:
+            if name in HELPER_COLUMNS or name in (ordering, RANK):
                 cols.append(col)
             else:
                 cols.append(_forward_fill_in_groups(col, starts))
@@ -138,6 +149,10 @@ def resolve(versions: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) 
     if not keep_deletes:
         winners = winners.filter(pc.invert(pc.fill_null(winners.column(DELETE), False)))
     return winners
+
+
+def drop_helpers(table: pa.Table) -> pa.Table:
+    return table.drop_columns([c for c in HELPER_COLUMNS if c in table.column_names])
 
 
 def delete_flags(table: pa.Table) -> pa.ChunkedArray:

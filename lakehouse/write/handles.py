@@ -19,7 +19,7 @@ from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import BaseFileName, LogFileName, join
 from lakehouse.log.block import encode_avro_data_block, encode_delete_block, encode_parquet_data_block
 from lakehouse.read.file_slice_reader import read_base_file
-from lakehouse.read.merge import DELETE, HELPER_COLUMNS, KEY, SEQ, UNCONDITIONAL, MergeSpec, resolve
+from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, drop_helpers, resolve
 from lakehouse.schema import HOODIE_META_FIELDS
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.commit_metadata import WriteStat
@@ -138,7 +138,7 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
     old_versions = old_versions.cast(fresh.schema)
     merged = resolve(pa.concat_tables([old_versions, fresh]), ctx.spec)
     # Untouched winners from the old file keep their commit metadata; only the file name moves.
-    merged = merged.drop_columns(list(HELPER_COLUMNS))
+    merged = drop_helpers(merged)
     kept = kept.set_column(kept.schema.get_field_index(FILE_NAME), FILE_NAME,
                            pa.repeat(str(name), kept.num_rows).cast(pa.string()))
     merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,

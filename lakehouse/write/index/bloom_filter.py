@@ -1,34 +1,26 @@
 """Hudi's record-key bloom filters, byte-compatible with Java Hudi (table version 6).
 
-Every parquet base file Hudi writes carries, in its footer key/value metadata, a serialized bloom
-filter over the file's record keys plus the min/max record key; Hudi's bloom index reads them to
-prune files on upsert. Two filter flavours exist:
+Hudi writes into each parquet base file's footer a serialized bloom filter over the file's record
+keys plus the min/max key; its bloom index reads them to prune files. Two flavours exist:
+``SIMPLE`` (Hadoop's ``util.bloom.BloomFilter``) and ``DYNAMIC_V0`` (default,
+``HoodieDynamicBoundedBloomFilter``): a list of equal bloom filters ("rows"), a new row every
+``num_entries`` keys until ``rows * num_entries >= max_entries``, then round-robin over the rows
+(row 0 first twice: a quirk of Java's bookkeeping, reproduced so the bytes match).
 
-* ``SIMPLE`` -- Hadoop's ``org.apache.hadoop.util.bloom.BloomFilter``.
-* ``DYNAMIC_V0`` (the default) -- ``HoodieDynamicBoundedBloomFilter``: a Hadoop-style dynamic
-  filter, i.e. a list of equally sized bloom filters ("rows"). A new row is started every
-  ``num_entries`` keys until ``rows * num_entries >= max_entries``; from then on keys are spread
-  round-robin over the existing rows (starting with row 0 twice, a quirk of Java's bookkeeping that
-  we reproduce so the serialized bytes match).
+Wire format: Java ``DataOutput`` (big endian), then standard padded Base64. Filter header:
+``int32 -1`` (version), ``int32 nbHash``, ``int8 hashType`` (1 = MurmurHash), ``int32
+vectorSize``. SIMPLE: header + ``ceil(vectorSize / 8)`` bytes, bit ``i`` at ``1 << (i % 8)`` of
+byte ``i // 8``. DYNAMIC_V0: header, ``int32 nr``, ``int32 currentNbRecord`` (keys in the active
+row), ``int32 rows``, then every row as a SIMPLE filter.
 
-Wire format (Java ``DataOutput``, big endian), then standard Base64 with padding:
+Hashing: hash ``i`` of a key is Hadoop's MurmurHash (MurmurHash2, 32 bit) of its UTF-8 bytes,
+seeded with hash ``i - 1`` (0 first); the bit is ``abs(h % vectorSize)`` with Java's truncating
+``%`` on the signed value. Unlike reference MurmurHash2 (e.g. ``mmh3``), Hadoop's sign-extends the
+1-3 tail bytes (Java bytes are signed), so non-ASCII tails hash differently.
 
-* filter header: ``int32 -1`` (version), ``int32 nbHash``, ``int8 hashType`` (1 = MurmurHash),
-  ``int32 vectorSize``.
-* SIMPLE: header, then ``ceil(vectorSize / 8)`` bytes, bit ``i`` in byte ``i // 8`` at
-  ``1 << (i % 8)``.
-* DYNAMIC_V0: header, ``int32 nr`` (num_entries), ``int32 currentNbRecord`` (keys in the active
-  row), ``int32 rows``, then each row as a SIMPLE filter.
-
-Hashing: a key's bytes are its UTF-8 encoding. Hash ``i`` is Hadoop's MurmurHash (MurmurHash2,
-32-bit) of the bytes seeded with hash ``i - 1`` (seed 0 first), and the bit position is
-``abs(h % vectorSize)`` with Java's truncating ``%`` on the signed value. Hadoop's MurmurHash
-differs from the reference C MurmurHash2 in one place: the 1-3 tail bytes are *sign-extended*
-Java bytes, so non-ASCII tails hash differently than in ``mmh3``-style implementations.
-
-All hashing is vectorised with numpy over the Arrow string buffers: the per-word mixing does not
-depend on the seed, so it is computed once per key and reused for all ``nbHash`` chained rounds;
-keys are sorted by word count so each word step touches a contiguous prefix of the batch.
+Everything is vectorised with numpy over the Arrow buffers: per-word mixing does not depend on the
+seed, so it is done once per key for all ``nbHash`` chained rounds, and keys are sorted by word
+count so each word step touches a contiguous prefix of the batch.
 """
 
 from __future__ import annotations
@@ -70,10 +62,6 @@ def num_hashes(bits: int, num_entries: int) -> int:
     """Number of hash functions, as Hudi's ``BloomFilterUtils.getNumHashes``."""
     return int(math.ceil(math.log(2) * bits / num_entries))
 
-
-# ---------------------------------------------------------------------------------------------
-# Keys -> (offsets, data) numpy views over Arrow buffers
-# ---------------------------------------------------------------------------------------------
 
 def _as_chunked(keys: KeysLike) -> pa.ChunkedArray:
     """Keys as one Arrow chunked array, converting Python sequences once."""
@@ -120,10 +108,6 @@ def _chunks(parts: list[tuple[np.ndarray, np.ndarray]]) -> Iterator[tuple[np.nda
         for i in range(0, n, _CHUNK):
             yield offsets[i:min(i + _CHUNK, n) + 1], data
 
-
-# ---------------------------------------------------------------------------------------------
-# Vectorised Hadoop MurmurHash
-# ---------------------------------------------------------------------------------------------
 
 def _mix(k: np.ndarray) -> np.ndarray:
     """MurmurHash2's per-word mixing, in place (it does not involve the seed)."""
@@ -220,11 +204,8 @@ def murmur_hash(keys: KeysLike, seed: np.ndarray | int = 0) -> np.ndarray:
     for offsets, data in parts:
         batch = _MurmurBatch(offsets, data)
         m = len(batch.lens)
-        s = seeds[done:done + m]
-        if batch.order is None:
-            out[done:done + m] = batch.hash(s)
-        else:
-            out[done + batch.order] = batch.hash(s[batch.order])
+        order = slice(None) if batch.order is None else batch.order
+        out[done:done + m][order] = batch.hash(seeds[done:done + m][order])
         done += m
     return out.view(np.int32)
 
@@ -236,10 +217,6 @@ def _bit_positions(h: np.ndarray, vector_size: int) -> np.ndarray:
     """
     return np.abs(h.view(np.int32)).view(np.uint32) % np.uint32(vector_size)
 
-
-# ---------------------------------------------------------------------------------------------
-# Filters
-# ---------------------------------------------------------------------------------------------
 
 def _int32(x: int) -> int:
     """Java int overflow, for counters that Java keeps in an ``int``."""
@@ -497,10 +474,6 @@ class DynamicBoundedBloomFilter(BloomFilter):
         return bf, pos
 
 
-# ---------------------------------------------------------------------------------------------
-# Footer metadata
-# ---------------------------------------------------------------------------------------------
-
 def min_max_keys(keys: KeysLike, order: str = "utf8") -> tuple[bytes, bytes] | None:
     """Min and max record key as UTF-8 bytes, or None when there are no keys.
 
@@ -511,20 +484,16 @@ def min_max_keys(keys: KeysLike, order: str = "utf8") -> tuple[bytes, bytes] | N
     """
     if order not in ("utf8", "utf16"):
         raise ValueError("order must be 'utf8' or 'utf16'")
-    arrays = []
-    for offsets, data in _key_buffers(keys):
-        if len(offsets) > 1:
-            arrays.append(pa.LargeBinaryArray.from_buffers(
-                pa.large_binary(), len(offsets) - 1,
-                [None, pa.py_buffer(offsets), pa.py_buffer(data)]))
-    if not arrays:
+    keys = _as_chunked(keys)
+    parts = list(_key_buffers(keys))
+    if not parts:
         return None
-    arr = pa.chunked_array(arrays, pa.large_binary())
-    has_supplementary = any(np.any(np.frombuffer(a.buffers()[2], np.uint8) >= 0xF0) for a in arrays)
-    if order == "utf16" and has_supplementary:
-        strs = [s.decode("utf-8") for s in arr.to_pylist()]
-        lo = min(strs, key=lambda s: s.encode("utf-16-be"))
-        hi = max(strs, key=lambda s: s.encode("utf-16-be"))
+    arr = keys.cast(pa.large_binary())
+    # Only 4-byte UTF-8 sequences (lead byte >= 0xF0) can make the two orders disagree.
+    if order == "utf16" and any(np.any(data >= 0xF0) for _, data in parts):
+        strs = [b.decode("utf-8") for b in arr.to_pylist()]
+        lo = min(strs, key=lambda x: x.encode("utf-16-be"))
+        hi = max(strs, key=lambda x: x.encode("utf-16-be"))
         return lo.encode("utf-8"), hi.encode("utf-8")
     mm = pc.min_max(arr)
     return mm["min"].as_py(), mm["max"].as_py()
