@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from lakehouse.errors import CorruptFileError, TimelineError
+from lakehouse.faults import fault_point
 from lakehouse.file_group.naming import BaseFileName, LogFileName
 from lakehouse.log.block import encode_rollback_command_block
 from lakehouse.storage.base import Storage
@@ -95,6 +96,7 @@ def _execute(storage: Storage, plan: RollbackPlan, rollback_time: str) -> dict[s
     for req in plan.rollback_requests:
         for path in req.files_to_be_deleted:
             storage.delete(path)
+            fault_point("rollback.mid_delete")
             by_partition[req.partition_path]["ok"].append(path)
         for path in req.log_blocks_to_be_deleted:
             if storage.exists(path) and storage.supports_append:
@@ -113,6 +115,7 @@ def _finish(active: ActiveTimeline, inflight: Instant, plan: RollbackPlan, start
     partitions = _execute(storage, plan, inflight.time)
     # A completed target loses its completed file before anything else of its own.
     active.delete_instant(target_time, target_action, include_completed=True)
+    fault_point("rollback.before_complete")
     meta = RollbackMetadata(
         start_rollback_time=inflight.time, time_taken_in_millis=int((time.time() - started) * 1000),
         total_files_deleted=sum(len(p.success_delete_files) for p in partitions.values()),
@@ -138,6 +141,7 @@ def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline
     started = time.time()
     plan = plan_rollback(active, target)
     requested = active.create_requested(Action.ROLLBACK, plan.to_bytes())
+    fault_point("rollback.after_plan")
     inflight = active.transition(requested, State.INFLIGHT)
     return _finish(active, inflight, plan, started)
 

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse.config import IndexType, WriteConfig
+from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.errors import FileAlreadyExistsError, RecordKeyError, SchemaError, TimelineError, WriteError
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
 from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_metadata_content
@@ -35,7 +36,7 @@ from lakehouse.write import assign
 from lakehouse.write.handles import HandleContext, schema_json
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_PARTITION, bloom_lookup, simple_lookup
 from lakehouse.write.keygen import KeyGenerator
-from lakehouse.write.markers import Markers
+from lakehouse.write.markers import Markers, delete_stale_markers
 from lakehouse.write.validate import conform, reconcile
 
 if TYPE_CHECKING:
@@ -182,6 +183,7 @@ class WriteClient:
     def write_prepared(self, prepared: Prepared, *, extra_metadata: Mapping[str, str] | None = None) -> str:
         rollback_failed_writes(self.active)
         timeline = self.active.load()
+        delete_stale_markers(self.storage, timeline.completed_write_times)
         op = prepared.operation
         action = self._action(op)
         requested_content = b""
@@ -189,12 +191,16 @@ class WriteClient:
             requested_content = RequestedReplaceMetadata(operation_type="INSERT_OVERWRITE").to_bytes()
         instant = self.active.create_requested(action, requested_content)
         t = instant.time
+        fault_point("write.after_requested")
         avro = arrow_to_avro_schema(prepared.data_schema, self.config.name, with_meta_fields=False)
         base_meta = CommitMetadata(operation_type=op.operation_type,
                                    extra_metadata={"schema": schema_json(avro), **(extra_metadata or {})})
         inflight = self.active.transition(instant, State.INFLIGHT, base_meta.to_bytes())
         try:
             stats, replaced = self._write_files(prepared, t, timeline)
+            fault_point("write.after_data_files")
+        except InjectedFault:
+            raise
         except Exception as e:
             try:
                 from lakehouse.services.rollback import rollback_instant
@@ -214,6 +220,7 @@ class WriteClient:
             extra_metadata={**base_meta.extra_metadata, RESULTS_KEY: "complete"},
             partition_to_replace_file_ids=replaced if action is Action.REPLACE_COMMIT else None)
         self.active.overwrite(inflight, meta.to_bytes())
+        fault_point("write.after_results")
         return t
 
     # --- phase 2 ---------------------------------------------------------------------------
@@ -243,7 +250,9 @@ class WriteClient:
         extra.update(extra_metadata or {})
         final = CommitMetadata(meta.partition_to_write_stats, meta.operation_type, meta.compacted,
                                extra, meta.partition_to_replace_file_ids)
+        fault_point("commit.before_complete")
         self.active.transition(inst, State.COMPLETED, final.to_bytes())
+        fault_point("commit.after_complete")
         Markers(self.storage, instant_time).delete_all()
         return final
 

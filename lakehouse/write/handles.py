@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.config import LogBlockFormat, WriteConfig
+from lakehouse.faults import fault_point
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import BaseFileName, LogFileName, join
 from lakehouse.log.block import encode_avro_data_block, encode_delete_block, encode_parquet_data_block
@@ -93,6 +94,15 @@ def bf_footer(bf: BloomFilter, keys: pa.ChunkedArray) -> dict[bytes, bytes]:
     }
 
 
+def _write_data(ctx: HandleContext, path: str, data: bytes) -> None:
+    with ctx.storage.open_output(path) as f:
+        half = len(data) // 2
+        f.write(data[:half])
+        f.flush()
+        fault_point("write.mid_data_file")
+        f.write(data[half:])
+
+
 def create_base_file(ctx: HandleContext, *, partition: str, file_id: str, records: pa.Table,
                      keys: pa.ChunkedArray, task: int, num_updates: int = 0) -> WriteStat:
     name = BaseFileName(file_id, f"{task}-0-0", ctx.instant_time)
@@ -101,8 +111,7 @@ def create_base_file(ctx: HandleContext, *, partition: str, file_id: str, record
                       file_name=str(name), keys=keys, schema=ctx.schema)
     data = _parquet_bytes(table, ctx)
     path = join(partition, str(name))
-    with ctx.storage.open_output(path) as f:
-        f.write(data)
+    _write_data(ctx, path, data)
     return WriteStat(file_id=file_id, path=path, partition_path=partition, prev_commit="null",
                      num_writes=table.num_rows, num_inserts=table.num_rows - num_updates,
                      num_update_writes=num_updates, total_write_bytes=len(data),
@@ -146,8 +155,7 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
     table = pa.concat_tables([kept, merged])
     data = _parquet_bytes(table, ctx)
     path = join(partition, str(name))
-    with ctx.storage.open_output(path) as f:
-        f.write(data)
+    _write_data(ctx, path, data)
     in_old = pc.is_in(incoming.column(KEY), value_set=old_keys.combine_chunks())
     inc_del = incoming.column(DELETE)
     n_upd = pc.sum(pc.cast(pc.and_(in_old, pc.invert(inc_del)), pa.int64())).as_py() or 0
@@ -214,8 +222,7 @@ def append_log(ctx: HandleContext, *, slice_: FileSlice, partition: str, file_id
     for i, (name, data) in enumerate(files):
         ctx.markers.create(partition, str(name), MarkerType.CREATE)
         path = join(partition, str(name))
-        with ctx.storage.open_output(path) as f:
-            f.write(data)
+        _write_data(ctx, path, data)
         first = i == 0
         stats.append(WriteStat(
             file_id=file_id, path=path, partition_path=partition, prev_commit=base_instant,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from lakehouse.faults import fault_point
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import METAFOLDER
 
@@ -39,6 +40,7 @@ class Markers:
     def create(self, partition: str, file_name: str, type: MarkerType) -> None:
         rel = f"{partition}/{file_name}" if partition else file_name
         self.storage.write(f"{self.root}/{rel}.marker.{type}", b"")
+        fault_point("write.after_first_marker")
 
     def all(self) -> list[Marker]:
         out = []
@@ -56,3 +58,13 @@ class Markers:
 
     def delete_all(self) -> None:
         self.storage.delete_dir(self.root)
+
+
+def delete_stale_markers(storage: Storage, completed_times: set[str] | frozenset[str]) -> int:
+    """Remove marker folders of instants that completed (their writer died before cleaning up)."""
+    n = 0
+    for info in storage.list(TEMP_FOLDER):
+        if info.is_dir and info.name in completed_times:
+            storage.delete_dir(info.path)
+            n += 1
+    return n

@@ -1,0 +1,72 @@
+"""Named fault points for crash and failure tests.
+
+A test activates points through the environment (``LAKEHOUSE_FAULTS=name[:action],...``, read
+when this module is imported, so it reaches subprocesses) or :func:`activate`. Actions: ``kill``
+(SIGKILL this process: nothing is flushed or cleaned up, like a machine dying) and ``raise``
+(:class:`InjectedFault`). An inactive point costs one truth test of a module global.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "LAKEHOUSE_FAULTS"
+
+_active: dict[str, str] = {}
+_enabled = False
+
+
+class InjectedFault(RuntimeError):
+    """Raised by a fault point whose action is ``raise``."""
+
+
+def _parse(spec: str) -> dict[str, str]:
+    out = {}
+    for item in spec.split(","):
+        item = item.strip()
+        if item:
+            name, _, action = item.partition(":")
+            out[name] = action or "kill"
+    return out
+
+
+def activate(name: str, action: str = "raise") -> None:
+    global _enabled
+    _active[name] = action
+    _enabled = True
+
+
+def reset() -> None:
+    global _enabled
+    _active.clear()
+    _enabled = False
+
+
+def fault_point(name: str) -> None:
+    if not _enabled:
+        return
+    action = _active.get(name)
+    if action is None:
+        return
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise InjectedFault(f"injected fault at {name}")
+
+
+_active.update(_parse(os.environ.get(ENV, "")))
+_enabled = bool(_active)
+
+# Every point the code defines, for the reliability report.
+POINTS = (
+    "write.after_requested",       # instant requested, nothing written
+    "write.after_first_marker",    # a marker exists, its data file does not
+    "write.mid_data_file",         # a data file is half written
+    "write.after_data_files",      # every data file written, results not yet recorded
+    "write.after_results",         # phase 1 done: results on the inflight instant
+    "commit.before_complete",      # phase 2 checked the results, completed file not written
+    "commit.after_complete",       # completed, markers still present
+    "rollback.after_plan",         # rollback requested, nothing deleted
+    "rollback.mid_delete",         # some files of the failed write deleted
+    "rollback.before_complete",    # files deleted, target's instant files removed
+)
