@@ -38,6 +38,7 @@ from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_PARTITION, bloom_looku
 from lakehouse.write.keygen import KeyGenerator
 from lakehouse.write.markers import Markers, delete_stale_markers
 from lakehouse.write.validate import conform, reconcile
+from lakehouse.write.validate import data_schema as data_schema_of
 
 if TYPE_CHECKING:
     from lakehouse.table import Table
@@ -64,6 +65,7 @@ class Prepared:
     rows: pa.Table  # data columns + KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL
     data_schema: pa.Schema
     schema_changed: bool
+    record_schema: bool = True  # false for a delete on a table that has no schema yet
 
 
 @dataclass
@@ -100,14 +102,18 @@ class WriteClient:
             else:
                 raise SchemaError(f"expected a pyarrow.Table, got {type(batch).__name__}",
                                   help="convert with pyarrow.Table.from_pandas / from_pylist")
+        for col, what in [*((c, "record key") for c in self.keygen.record_key_fields),
+                          *((c, "partition") for c in self.keygen.partition_fields)]:
+            if col not in batch.column_names:
+                raise RecordKeyError(f"{what} column {col!r} is missing from the batch",
+                                     help=f"add the column; every record needs its {what} value")
         reader = TableReader(self.storage, self.config, self.active)
         current = reader.avro_schema()
         table_schema = avro_to_arrow_schema(json.loads(current)) if current else None
         if op is Operation.DELETE:
-            if table_schema is None:
-                raise SchemaError("the table has no data to delete from",
-                                  help="write data first")
-            data_schema = table_schema
+            # Deleting from a table without data commits an empty instant, as Hudi does.
+            data_schema = table_schema if table_schema is not None else data_schema_of(
+                batch.select([c for c in self.keygen.required_columns() if c in batch.column_names]).schema)
             keys_needed = self.keygen.required_columns()
             missing = [c for c in keys_needed if c not in batch.column_names]
             if missing:
@@ -149,7 +155,8 @@ class WriteClient:
                    Operation.DELETE: True}.get(op, self.write_config.combine_before_insert)
         if combine and n > 1:
             rows = self._precombine(rows)
-        return Prepared(op, rows, data_schema, changed)
+        return Prepared(op, rows, data_schema, changed, record_schema=table_schema is not None
+                        or op is not Operation.DELETE)
 
     def _precombine(self, rows: pa.Table) -> pa.Table:
         global_ = self.config.index_type.is_global
@@ -193,8 +200,9 @@ class WriteClient:
         t = instant.time
         fault_point("write.after_requested")
         avro = arrow_to_avro_schema(prepared.data_schema, self.config.name, with_meta_fields=False)
+        extra = {"schema": schema_json(avro)} if prepared.record_schema else {}
         base_meta = CommitMetadata(operation_type=op.operation_type,
-                                   extra_metadata={"schema": schema_json(avro), **(extra_metadata or {})})
+                                   extra_metadata={**extra, **(extra_metadata or {})})
         inflight = self.active.transition(instant, State.INFLIGHT, base_meta.to_bytes())
         try:
             stats, replaced = self._write_files(prepared, t, timeline)

@@ -29,6 +29,9 @@ def normalize_type(t: pa.DataType) -> pa.DataType:
         return pa.int32()
     if t == pa.uint32():
         return pa.int64()
+    if t == pa.uint64():
+        raise SchemaError("uint64 columns have no Avro type that holds every value",
+                          help="cast the column to int64 (or decimal(20, 0) for values above 2**63)")
     if t == pa.float16():
         return pa.float32()
     if pa.types.is_null(t):
