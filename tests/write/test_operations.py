@@ -1,0 +1,180 @@
+"""Write operations and layouts, each checked through lakehouse and hudi-rs."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lakehouse
+from lakehouse.file_group.naming import BaseFileName, LogFileName
+from tests.interop.hudi_oracle import hudi_read
+
+
+def rows(t, cols=("id", "v")):
+    return sorted(tuple(r[c] for c in cols) for r in t.read(columns=list(cols)).to_pylist())
+
+
+def hrows(path, cols=("id", "v")):
+    h = hudi_read(path)
+    return sorted(tuple(r[c] for c in cols) for r in h.select(list(cols)).to_pylist()) if h else []
+
+
+def files(path, pred):
+    out = []
+    for root, dirs, names in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".hoodie"]
+        out += [os.path.join(root, n) for n in names if pred(n)]
+    return out
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_insert_overwrite_replaces_only_the_batch_partitions(tmp_path, table_type):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="o", table_type=table_type, record_key="id",
+                               partition_by="city", ordering_field="ts")
+    t.upsert(pa.table({"id": ["a", "b", "c"], "city": ["sf", "sf", "la"], "ts": [1, 1, 1], "v": [1, 2, 3]}))
+    instant = t.insert_overwrite(pa.table({"id": ["z"], "city": ["sf"], "ts": [2], "v": [9]}))
+    assert t.timeline.get(instant).action == "replacecommit"
+    assert rows(t) == [("c", 3), ("z", 9)]
+    assert hrows(p) == rows(t)
+    first = t.timeline.completed_writes().first.time
+    assert rows(t.__class__(t.storage, t.config)) == rows(t)
+    assert sorted(r["id"] for r in t.read(as_of=first, columns=["id"]).to_pylist()) == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("index", ["GLOBAL_SIMPLE", "GLOBAL_BLOOM"])
+def test_global_index_moves_a_record_whose_partition_changes(tmp_path, index):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="g", table_type="MERGE_ON_READ", record_key="id",
+                               partition_by="city", ordering_field="ts", index=index)
+    t.upsert(pa.table({"id": ["a", "b"], "city": ["sf", "sf"], "ts": [1, 1], "v": [1, 2]}))
+    t.upsert(pa.table({"id": ["a"], "city": ["la"], "ts": [2], "v": [10]}))
+    assert rows(t, ("id", "city", "v")) == [("a", "la", 10), ("b", "sf", 2)]
+    assert hrows(p, ("id", "city", "v")) == rows(t, ("id", "city", "v"))
+
+
+def test_global_index_without_partition_update_keeps_the_old_partition(tmp_path):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="g", table_type="COPY_ON_WRITE", record_key="id",
+                               partition_by="city", ordering_field="ts", index="GLOBAL_SIMPLE",
+                               options={"hoodie.simple.index.update.partition.path": "false"})
+    t.upsert(pa.table({"id": ["a"], "city": ["sf"], "ts": [1], "v": [1]}))
+    t.upsert(pa.table({"id": ["a"], "city": ["la"], "ts": [2], "v": [10]}))
+    got = t.read(columns=["id", "v", "_hoodie_partition_path"]).to_pylist()
+    assert got == [{"id": "a", "v": 10, "_hoodie_partition_path": "sf"}]
+
+
+def test_non_global_index_keeps_one_record_per_partition(tmp_path):
+    t = lakehouse.create_table(str(tmp_path / "t"), name="g", record_key="id", partition_by="city",
+                               ordering_field="ts", index="SIMPLE")
+    t.upsert(pa.table({"id": ["a"], "city": ["sf"], "ts": [1], "v": [1]}))
+    t.upsert(pa.table({"id": ["a"], "city": ["la"], "ts": [2], "v": [10]}))
+    assert rows(t, ("id", "city", "v")) == [("a", "la", 10), ("a", "sf", 1)]
+
+
+def test_bulk_insert_sorts_and_sizes_files(tmp_path):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="b", table_type="MERGE_ON_READ", record_key="id",
+                               partition_by="city", ordering_field="ts",
+                               options={"hoodie.parquet.max.file.size": 20_000,
+                                        "hoodie.parquet.small.file.limit": 10_000,
+                                        "hoodie.copyonwrite.record.size.estimate": 100})
+    n = 1000
+    ids = [f"id{(i * 7919) % n:05d}" for i in range(n)]
+    t.bulk_insert(pa.table({"id": ids, "city": ["sf" if i % 2 else "la" for i in range(n)],
+                            "ts": list(range(n)), "v": list(range(n))}))
+    bases = files(p, lambda n: n.endswith(".parquet"))
+    assert len(bases) >= 4, "200 records per file at 100 bytes each means several files per partition"
+    for f in bases:
+        keys = pq.read_table(f, columns=["_hoodie_record_key"]).column(0).to_pylist()
+        assert keys == sorted(keys), "bulk insert writes each file sorted by key"
+    assert len(rows(t)) == n and hrows(p) == rows(t)
+
+
+def test_inserts_fill_small_files_before_new_file_groups(tmp_path):
+    p = tmp_path / "t"
+    # Hudi-sized footers (the bloom filter alone is ~430 KB) make every tiny file a few hundred KB.
+    opts = {"hoodie.parquet.max.file.size": 5_000_000, "hoodie.parquet.small.file.limit": 4_000_000}
+    t = lakehouse.create_table(str(p), name="s", table_type="COPY_ON_WRITE", record_key="id",
+                               ordering_field="ts", options=opts)
+    t.insert(pa.table({"id": [f"a{i}" for i in range(100)], "ts": [1] * 100, "v": list(range(100))}))
+    first = files(p, lambda n: n.endswith(".parquet"))
+    assert len(first) == 1
+    t.insert(pa.table({"id": [f"b{i}" for i in range(100)], "ts": [1] * 100, "v": list(range(100))}))
+    fids = {BaseFileName.parse(os.path.basename(f)).file_id for f in files(p, lambda n: n.endswith(".parquet"))}
+    assert len(fids) == 1, "the second batch went into the small file group, not a new one"
+    assert len(rows(t)) == 200 and hrows(p) == rows(t)
+
+
+def test_log_files_roll_over_at_the_max_size(tmp_path):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="r", table_type="MERGE_ON_READ", record_key="id",
+                               ordering_field="ts", index="BUCKET",
+                               options={"hoodie.bucket.index.num.buckets": 1,
+                                        "hoodie.logfile.max.size": 4096})
+    t.upsert(pa.table({"id": [f"k{i}" for i in range(300)], "ts": [1] * 300, "v": list(range(300))}))
+    t.upsert(pa.table({"id": [f"k{i}" for i in range(300)], "ts": [2] * 300, "v": [i + 1000 for i in range(300)]}))
+    logs = [LogFileName.parse(os.path.basename(f)) for f in files(p, lambda n: ".log." in n)]
+    assert len(logs) > 1 and sorted(l.version for l in logs) == list(range(1, len(logs) + 1))
+    assert all(os.path.getsize(f) <= 4096 * 2 for f in files(p, lambda n: ".log." in n))
+    assert rows(t) == sorted((f"k{i}", i + 1000) for i in range(300)) == hrows(p)
+
+
+def test_torn_last_log_block_is_skipped(tmp_path):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="r", table_type="MERGE_ON_READ", record_key="id",
+                               ordering_field="ts", index="BUCKET", options={"hoodie.bucket.index.num.buckets": 1})
+    t.upsert(pa.table({"id": ["a"], "ts": [1], "v": [1]}))
+    t.upsert(pa.table({"id": ["a"], "ts": [2], "v": [2]}))
+    (log,) = files(p, lambda n: ".log." in n)
+    good = open(log, "rb").read()
+    with open(log, "ab") as f:  # a later writer died mid-append: half a block follows
+        f.write(good[: len(good) // 2])
+    assert rows(lakehouse.open_table(str(p))) == [("a", 2)]
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_complex_keys_and_timestamp_partitions(tmp_path, table_type):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="c", table_type=table_type, record_key=["id", "name"],
+                               partition_by="event_ms", ordering_field="ts", hive_style_partitioning=False,
+                               options={"hoodie.keygen.timebased.timestamp.type": "EPOCHMILLISECONDS",
+                                        "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd"})
+    day = 1_700_000_000_000
+    t.upsert(pa.table({"id": [1, 1, 2], "name": ["x", "y", "x"], "event_ms": [day, day, day + 86_400_000],
+                       "ts": [1, 1, 1], "v": [1, 2, 3]}))
+    t.upsert(pa.table({"id": [1], "name": ["y"], "event_ms": [day], "ts": [2], "v": [20]}))
+    got = rows(t, ("_hoodie_record_key", "_hoodie_partition_path", "v"))
+    assert got == [("id:1,name:x", "2023/11/14", 1), ("id:1,name:y", "2023/11/14", 20),
+                   ("id:2,name:x", "2023/11/15", 3)]
+    assert hrows(p, ("_hoodie_record_key", "_hoodie_partition_path", "v")) == got
+    assert os.path.exists(p / "2023" / "11" / "14" / ".hoodie_partition_metadata")
+
+
+def test_non_partitioned_table(tmp_path):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="n", table_type="MERGE_ON_READ", record_key="id",
+                               ordering_field="ts")
+    t.upsert(pa.table({"id": ["a", "b"], "ts": [1, 1], "v": [1, 2]}))
+    t.upsert(pa.table({"id": ["b"], "ts": [2], "v": [3]}))
+    assert rows(t) == [("a", 1), ("b", 3)] == hrows(p)
+    assert (p / ".hoodie_partition_metadata").read_text().count("partitionDepth=0") == 1
+    assert t.config.key_generator_type.value == "NON_PARTITION"
+
+
+def test_duplicates_in_a_batch_are_precombined_by_ordering_value(tmp_path):
+    t = lakehouse.create_table(str(tmp_path / "t"), name="d", record_key="id", ordering_field="ts",
+                               table_type="COPY_ON_WRITE")
+    t.upsert(pa.table({"id": ["a", "a", "a"], "ts": [5, 9, 7], "v": [5, 9, 7]}))
+    assert rows(t) == [("a", 9)]
+
+
+def test_commit_time_ordering_takes_the_last_write(tmp_path):
+    t = lakehouse.create_table(str(tmp_path / "t"), name="d", record_key="id", ordering_field="ts",
+                               merge_mode="COMMIT_TIME_ORDERING", table_type="MERGE_ON_READ")
+    t.upsert(pa.table({"id": ["a"], "ts": [9], "v": [1]}))
+    t.upsert(pa.table({"id": ["a"], "ts": [1], "v": [2]}))
+    assert rows(t) == [("a", 2)] == hrows(tmp_path / "t")
