@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.config import IndexType, WriteConfig
+from lakehouse.config import TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, WriteConfig
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.errors import FileAlreadyExistsError, RecordKeyError, SchemaError, TimelineError, WriteError
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
@@ -85,11 +85,12 @@ class WriteClient:
         self.config = table.config
         self.storage = table.storage
         self.active = table.active
-        merged = {k: v for k, v in self.config.extra.items()}
+        # Table-level defaults stored at creation, then this write's own options (validated:
+        # a misspelt option is an error). Other keys of hoodie.properties are not write options.
+        merged = {k: v for k, v in self.config.extra.items() if k in WRITE_OPTION_KEYS}
         merged.update(options or {})
         self.write_config = WriteConfig.from_options(
-            {k: v for k, v in merged.items() if k.startswith("hoodie.")
-             and k not in ("hoodie.index.type",)})
+            {k: v for k, v in merged.items() if k not in TABLE_OPTION_KEYS})
         self.spec = MergeSpec(self.config.merge_mode, self.config.ordering_field)
         self.keygen = KeyGenerator(self.config)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401
 import pytest
 
 import lakehouse
@@ -76,3 +78,29 @@ def test_partition_filters_prune_and_filter(fixture_tables):
     rows = t.read(columns=["id", "name", "isActive"], filters=[("byteField", "=", 10)])
     assert sorted(rows.to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, "name": "Alice", "isActive": False}, {"id": 3, "name": "Carol", "isActive": True}]
+
+
+@pytest.mark.parametrize("name", [
+    "quickstart_trips_table/mor/avro/v6_trips_8i1u",
+    "sample_table/cow/v6_complexkeygen_hivestyle",
+    "sample_table/mor/parquet/v6_nonpartitioned_rollback",
+])
+def test_writing_into_a_table_written_by_hudi(tmp_path, fixture_tables, name):
+    import shutil
+
+    from lakehouse.schema import HOODIE_META_FIELDS
+
+    path = tmp_path / "t"
+    shutil.copytree(fixture_tables[name], path)
+    table = lakehouse.open_table(str(path))
+    rows = table.read().drop_columns(HOODIE_META_FIELDS)
+    ordering = table.config.ordering_field
+    changed = rows.slice(0, 2)
+    if ordering:
+        changed = changed.set_column(changed.schema.get_field_index(ordering), ordering,
+                                     pa.compute.add(changed.column(ordering), 1_000_000))
+    instant = table.upsert(changed)
+    assert table.timeline.get(instant).is_completed
+    assert_same_rows(table.read(), hudi_read(path), f"{name} after our upsert")
+    keys = [r["_hoodie_record_key"] for r in table.read(columns=["_hoodie_record_key"]).to_pylist()]
+    assert len(keys) == len(set(keys)) == rows.num_rows
