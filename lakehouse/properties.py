@@ -7,17 +7,23 @@ come back mangled.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+# Java ends lines at \n, \r or \r\n only; str.splitlines() would also split at \f, \x1c-\x1e,
+# \x85, \u2028 and \u2029, which Java keeps inside a value.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def _logical_lines(text: str) -> list[str]:
     lines: list[str] = []
     pending = ""
-    for raw in text.splitlines():
+    for raw in _LINE_BREAK.split(text):
         line = raw.lstrip(" \t\f") if pending else raw
-        if not pending and (not line.strip() or line.lstrip()[0] in "#!"):
+        # Only ' ', '\t' and '\f' are whitespace to Java here, not all of str.isspace().
+        body = line.lstrip(" \t\f")
+        if not pending and (not body or body[0] in "#!"):
             continue
         # An odd number of trailing backslashes continues the line.
         stripped = line.rstrip("\\")
@@ -47,7 +53,8 @@ def _unescape(s: str) -> str:
             continue
         out.append(c)
         i += 1
-    return "".join(out)
+    # Java escapes a character outside the BMP as two \uXXXX UTF-16 units: pair them back up.
+    return "".join(out).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -90,7 +97,7 @@ def _escape(s: str, *, is_key: bool) -> str:
         elif c == "\f":
             out.append("\\f")
         elif ord(c) < 0x20 or ord(c) > 0x7E:
-            out.extend(f"\\u{u:04x}" for u in _utf16_units(c))
+            out.extend(f"\\u{u:04X}" for u in _utf16_units(c))
         else:
             out.append(c)
     return "".join(out)

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, KeyGeneratorType,
                               MergeMode, TableConfig, TableType, WriteConfig)
-from lakehouse.errors import (ConfigError, CorruptFileError, FileAlreadyExistsError, TableExistsError,
+from lakehouse.errors import (ConfigError, CorruptFileError, FileAlreadyExistsError, StorageError, TableExistsError,
                               TableNotFoundError, UnsupportedTableError)
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.properties import format_properties, parse_properties
@@ -26,7 +26,7 @@ PROPERTIES = f"{METAFOLDER}/hoodie.properties"
 def _read_config(storage: Storage) -> TableConfig:
     try:
         raw = storage.read(PROPERTIES)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError, StorageError):
         raise TableNotFoundError(f"{storage.uri()} is not a table: {PROPERTIES} is missing",
                                  help="check the path, or create the table with "
                                       "lakehouse.create_table / `lakehouse create`") from None

@@ -298,15 +298,20 @@ class WriteClient:
         replaced: dict[str, tuple[str, ...]] = {}
         if op in (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE):
             live = rows.filter(pc.invert(rows.column(DELETE)))
-            targets = assign.bulk_targets(live, self._avg_record_size(timeline), self.write_config)
+            keep = latest
             if op is Operation.INSERT_OVERWRITE:
                 parts = set(pc.unique(rows.column(PARTITION)).to_pylist())
                 for (p, fid) in latest:
                     if p in parts:
-                        replaced.setdefault(p, ())
-                        replaced[p] = replaced[p] + (fid,)
+                        replaced[p] = replaced.get(p, ()) + (fid,)
+                keep = {k: v for k, v in latest.items() if k[0] not in parts}
+            if self.config.index_type is IndexType.BUCKET:
+                # A bucket's records must land in the bucket's file group, or later lookups
+                # (a hash, nothing more) would miss them.
+                targets = assign.bucket_targets(self, live.sort_by([(KEY, "ascending")]), keep, pending)
+            else:
+                targets = assign.bulk_targets(live, self._avg_record_size(timeline), self.write_config)
         else:
-            targets = self._assign(rows, op, latest, base_files, pending, timeline)
         return self._run(ctx, targets), replaced
 
     def _avg_record_size(self, timeline) -> int:

@@ -77,7 +77,8 @@ def _parquet_bytes(table: pa.Table, ctx: HandleContext) -> bytes:
         meta.update(bf_footer(bf, keys))
     table = table.replace_schema_metadata(meta)
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression=ctx.config.parquet_codec,
+    # store_schema=False: the Arrow schema copy would carry the bloom filter a second time.
+    pq.write_table(table, sink, compression=ctx.config.parquet_codec, store_schema=False,
                    row_group_size=max(1, min(table.num_rows or 1, 1 << 20)))
     return sink.getvalue()
 

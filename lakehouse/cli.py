@@ -1,0 +1,568 @@
+"""The ``lakehouse`` command: create, write, read and inspect tables from a shell.
+
+Every command but ``options`` takes the table path as its first argument. What a script consumes
+(instant times, JSON, rows) goes to stdout; progress notes and errors go to stderr, so
+``T=$(lakehouse write PATH batch.parquet)`` captures just the instant time.
+
+Exit codes, stable for scripts:
+
+* 0 success
+* 1 a lakehouse error; ``error: <message>`` and a ``Help:`` line are printed on stderr
+* 2 usage error: unknown flag, missing argument, malformed value
+* 3 the path holds no table
+* 4 commit conflict, or the commit outcome is unknown: check ``lakehouse timeline`` before retrying
+
+Run it as ``lakehouse ...`` or ``python -m lakehouse.cli ...``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import datetime as dt
+import decimal
+import json
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.json as pjson
+import pyarrow.parquet as pq
+
+from lakehouse import __version__
+from lakehouse.config import IndexType, MergeMode, TableType, option_docs
+from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, CorruptFileError,
+                              LakehouseError, SchemaError, TableNotFoundError)
+from lakehouse.schema import HOODIE_META_FIELDS
+from lakehouse.table import Table, create_table, open_table
+from lakehouse.timeline.commit_metadata import CommitMetadata
+from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+
+EXIT_LAKEHOUSE_ERROR, EXIT_USAGE, EXIT_TABLE_NOT_FOUND, EXIT_COMMIT_UNCERTAIN = 1, 2, 3, 4
+
+_EPILOG = """\b
+Exit codes:
+  0  success
+  1  lakehouse error (message and a Help: line on stderr)
+  2  usage error (bad flag, argument or value)
+  3  table not found at PATH
+  4  commit conflict or unknown commit outcome (check `lakehouse timeline`)"""
+
+OPERATIONS = ("upsert", "insert", "bulk_insert", "delete", "insert_overwrite")
+_INPUT_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl",
+                   ".json": "jsonl", ".csv": "csv"}
+# Console print of a read without --limit stays short; --output or --limit get everything asked.
+DEFAULT_SHOWN_ROWS = 20
+
+
+def exit_code_for(err: LakehouseError) -> int:
+    if isinstance(err, (CommitConflictError, CommitOutcomeUnknownError)):
+        return EXIT_COMMIT_UNCERTAIN
+    return EXIT_TABLE_NOT_FOUND if isinstance(err, TableNotFoundError) else EXIT_LAKEHOUSE_ERROR
+
+
+class _LakehouseGroup(click.Group):
+    """Turns lakehouse errors into a two-line message and a documented exit code. Anything else
+    propagates with its traceback: an unexpected exception is a bug to see."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LakehouseError as e:
+            if ctx.params.get("debug"):
+                raise
+            click.echo(f"error: {e.message}", err=True)
+            if e.help:
+                click.echo(f"Help: {e.help}", err=True)
+            raise click.exceptions.Exit(exit_code_for(e)) from None
+
+
+def _note(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+def _console():
+    from rich.console import Console
+    return Console()  # made per command: it must write to the sys.stdout of the moment
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, dt.datetime):
+        s = v.isoformat(sep=" ", timespec="milliseconds" if v.microsecond else "seconds")
+        return s.removesuffix("+00:00") + ("Z" if v.utcoffset() == dt.timedelta(0) else "")
+    return str(v)
+
+
+def _rich_table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[Any]],
+                caption: str | None = None, right: Sequence[str] = (), nowrap: Sequence[str] = ()):
+    from rich.table import Table as RichTable
+    from rich.text import Text
+    t = RichTable(title=title, caption=caption)
+    for h in headers:
+        t.add_column(h, justify="right" if h in right else "left", overflow="fold",
+                     no_wrap=h in nowrap)
+    for r in rows:
+        # Text() keeps values such as "[x]" from being read as rich markup.
+        t.add_row(*(Text("null", style="dim") if v is None else Text(_cell(v)) for v in r))
+    return t
+
+
+def _human_bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    exp = min(3, (n.bit_length() - 1) // 10)
+    return f"{n / 1024 ** exp:.1f} {('KiB', 'MiB', 'GiB')[exp - 1]}"
+
+
+def _split_names(value: str | None) -> list[str]:
+    return [x.strip() for x in (value or "").split(",") if x.strip()]
+
+
+def _instant_arg(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Instant times as the timeline shows them, or an ISO date-time taken as UTC."""
+    if value is None:
+        return None
+    v = value.strip()
+    if v.isdigit() and len(v) in (14, 17):
+        return v
+    try:
+        t = dt.datetime.fromisoformat(v)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither an instant time (17 digits, "
+                                 "yyyyMMddHHmmssSSS) nor an ISO date-time") from None
+    if t.tzinfo is not None:
+        t = t.astimezone(dt.timezone.utc)
+    return t.strftime("%Y%m%d%H%M%S") + f"{t.microsecond // 1000:03d}"
+
+
+def _options_arg(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> dict[str, str]:
+    if bad := [v for v in values if not v.partition("=")[0].strip() or "=" not in v]:
+        raise click.BadParameter(f"{bad[0]!r} is not KEY=VALUE")
+    return {k.strip(): v.strip() for k, _, v in (x.partition("=") for x in values)}
+
+
+# --- reading input files ------------------------------------------------------------------
+
+
+def _input_format(path: str, fmt: str) -> str:
+    # pyarrow decompresses by suffix, so trips.csv.gz is a CSV file.
+    name = re.sub(r"\.(gz|bz2|zst)$", "", path.lower())
+    found = fmt if fmt != "auto" else _INPUT_SUFFIXES.get(Path(name).suffix)
+    if found is None:
+        raise click.BadParameter(f"cannot tell the format of {path} from its name",
+                                 param_hint="--format")
+    return found
+
+
+def _strings_as_table_types(data: pa.Table, types: dict[str, pa.DataType]) -> pa.Table:
+    """JSON has no timestamp, date or decimal: such values arrive as strings."""
+    for i, f in enumerate(data.schema):
+        want = types.get(f.name)
+        if want is not None and pa.types.is_string(f.type) and want != f.type:
+            col = data.column(i)
+            # A zoned column takes zone-less strings as UTC (Arrow's cast needs an offset).
+            zoned = pa.types.is_timestamp(want) and want.tz
+            for via in [None] + ([pa.timestamp(want.unit)] if zoned else []):
+                with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    data = data.set_column(i, f.name, (col.cast(via) if via else col).cast(want))
+                    break
+            # Anything not cast stays a string: the write's schema check names the column.
+    return data
+
+
+def read_input(path: str, fmt: str, table_schema: pa.Schema | None = None) -> pa.Table:
+    """One input file as Arrow. Text formats carry no (or few) types, so columns the table
+    already has are read as the table's types: a CSV key "007" would otherwise become 7."""
+    fmt = _input_format(path, fmt)
+    types = {f.name: f.type for f in table_schema or () if f.name not in HOODIE_META_FIELDS}
+    try:
+        if fmt == "parquet":
+            return pq.read_table(path)
+        if fmt == "jsonl":
+            return _strings_as_table_types(pjson.read_json(path), types)
+        return pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(column_types=types))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
+        raise LakehouseError(f"cannot read {path} as {fmt}: {e}",
+                             help="check the file, or name its format with --format") from None
+
+
+def read_inputs(files: Sequence[str], fmt: str, table_schema: pa.Schema | None) -> pa.Table:
+    # Typed files go first so that CSV files of the same batch can borrow their column types.
+    order = sorted(range(len(files)), key=lambda i: _input_format(files[i], fmt) == "csv")
+    known, read = list(table_schema or ()), {}
+    for i in order:
+        read[i] = read_input(files[i], fmt, pa.schema(known) if known else None)
+        known += [f for f in read[i].schema if f.name not in {k.name for k in known}]
+    tables = [read[i] for i in range(len(files))]
+    if len(tables) == 1:
+        return tables[0]
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise SchemaError(f"the input files do not share a schema: {e}",
+                          help="write files with different column types in separate writes") from None
+
+
+# --- filters and output of reads ----------------------------------------------------------
+
+_CMP_RE = re.compile(r"^\s*([^\s=!<>]+)\s*(==|!=|<=|>=|=|<|>)\s*(.*?)\s*$")
+_IN_RE = re.compile(r"^\s*(\S+)\s+(not\s+in|in)\s+(.*?)\s*$", re.IGNORECASE)
+
+
+def coerce_value(raw: str, typ: pa.DataType | None, column: str) -> Any:
+    """A filter value typed after its column, so `id = 007` on a string column stays "007"."""
+    s = raw.strip()
+    quoted = len(s) >= 2 and s[0] == s[-1] and s[0] in "'\""
+    s = s[1:-1] if quoted else s
+    try:
+        if typ is None:  # a column the schema lacks: the read reports it; guess meanwhile
+            for conv in () if quoted else (int, float):
+                with contextlib.suppress(ValueError):
+                    return conv(s)
+            return s
+        if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+            return s
+        if pa.types.is_boolean(typ):
+            return {"true": True, "1": True, "false": False, "0": False}[s.lower()]
+        for check, conv in ((pa.types.is_integer, int), (pa.types.is_floating, float),
+                            (pa.types.is_decimal, decimal.Decimal),
+                            (pa.types.is_date, dt.date.fromisoformat)):
+            if check(typ):
+                return conv(s)
+        if pa.types.is_timestamp(typ):
+            t = dt.datetime.fromisoformat(s)
+            # Instant times and event times are UTC here; a bare "2024-06-01" means UTC too.
+            return t.replace(tzinfo=dt.timezone.utc) if typ.tz and t.tzinfo is None else t
+        return pa.scalar(s).cast(typ).as_py()
+    except (KeyError, ValueError, decimal.InvalidOperation, pa.ArrowInvalid,
+            pa.ArrowNotImplementedError):
+        raise click.BadParameter(f"{raw!r} is not a valid {typ} value for column {column!r}",
+                                 param_hint="--filter") from None
+
+
+def parse_filter(text: str, schema: pa.Schema | None) -> tuple[str, str, Any]:
+    """``"col op value"`` as the (column, op, value) triple Table.read takes."""
+    m = _IN_RE.match(text) or _CMP_RE.match(text)
+    if not m or not m.group(3):
+        raise click.BadParameter(f"{text!r} is not 'COLUMN OP VALUE' "
+                                 "(ops: = != < <= > >= in, not in)", param_hint="--filter")
+    col, op, raw = m.group(1), " ".join(m.group(2).lower().split()), m.group(3)
+    typ = schema.field(col).type if schema is not None and col in schema.names else None
+    if op not in ("in", "not in"):
+        value = coerce_value(raw, typ, col)
+        # A Python datetime compared with a zoned timestamp column needs the column's type.
+        return col, "=" if op == "==" else op, pa.scalar(value, typ) if typ is not None else value
+    inner = raw[1:-1] if raw[:1] in "([" and raw[-1:] in ")]" else raw
+    # csv splitting lets a quoted value hold a comma: city in "Washington, D.C.",nyc
+    items = [coerce_value(x, typ, col) for x in next(csv.reader([inner], skipinitialspace=True), [])
+             if x.strip()]
+    if not items:
+        raise click.BadParameter(f"{text!r} lists no values", param_hint="--filter")
+    return col, op, pa.array(items, type=typ)
+
+
+def _output_format(path: str) -> str:
+    fmt = _INPUT_SUFFIXES.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise click.BadParameter(f"{path}: use a .parquet, .csv or .jsonl file name",
+                                 param_hint="--output")
+    return fmt
+
+
+def write_output(data: pa.Table, path: str) -> None:
+    fmt = _output_format(path)
+    if fmt != "jsonl":
+        (pq.write_table if fmt == "parquet" else pcsv.write_csv)(data, path)
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        for row in data.to_pylist():
+            f.write(json.dumps(row, default=lambda o: o.isoformat() if hasattr(o, "isoformat")
+                               else o.hex() if isinstance(o, bytes) else str(o)) + "\n")
+
+
+# --- commands -----------------------------------------------------------------------------
+
+
+@click.group("lakehouse", cls=_LakehouseGroup, epilog=_EPILOG,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="lakehouse")
+@click.option("--debug", is_flag=True, help="Show the traceback of lakehouse errors too.")
+def main(debug: bool) -> None:
+    """Apache Hudi (table version 6) tables, Copy-On-Write and Merge-On-Read, from the shell.
+
+    PATH is the table's root folder (a local path or file:// URI).
+    """
+
+
+@main.command()
+@click.argument("path")
+@click.option("--name", help="Table name (letters, digits, underscores). Default: the folder name.")
+@click.option("--type", "table_type", default="MERGE_ON_READ", show_default=True,
+              type=click.Choice([t.value for t in TableType], case_sensitive=False))
+@click.option("--record-key", multiple=True, required=True,
+              help="Record key column; repeat or give a comma list for a composite key.")
+@click.option("--partition-by", multiple=True, help="Partition column(s); repeat or comma list.")
+@click.option("--ordering-field", help="Column whose highest value wins among versions of a record.")
+@click.option("--merge-mode", default=MergeMode.EVENT_TIME_ORDERING.value, show_default=True,
+              type=click.Choice([m.value for m in MergeMode], case_sensitive=False))
+@click.option("--index", default=IndexType.SIMPLE.value, show_default=True,
+              type=click.Choice([i.value for i in IndexType], case_sensitive=False))
+@click.option("--hive-style/--no-hive-style", default=False, show_default=True,
+              help="Partition folders as col=value.")
+@click.option("--schema-from", type=click.Path(exists=True, dir_okay=False),
+              help="Take the column types from this data file (so CSV input is typed from the start).")
+@click.option("--option", "options", multiple=True, callback=_options_arg, metavar="KEY=VALUE",
+              help="Any hoodie.* option (repeatable); `lakehouse options` lists them.")
+def create(path: str, name: str | None, table_type: str, record_key: tuple[str, ...],
+           partition_by: tuple[str, ...], ordering_field: str | None, merge_mode: str, index: str,
+           hive_style: bool, schema_from: str | None, options: dict[str, str]) -> str:
+    """Create an empty table at PATH."""
+    name = name or Path(path.removeprefix("file://").rstrip("/")).name
+    schema = read_input(schema_from, "auto").schema if schema_from else None
+    table = create_table(path, name=name, record_key=list(record_key), table_type=table_type,
+                         partition_by=list(partition_by) or None, ordering_field=ordering_field,
+                         merge_mode=merge_mode, index=index, hive_style_partitioning=hive_style,
+                         schema=schema, options=options)
+    c = table.config
+    parts = ", ".join(c.partition_fields) or "nothing (not partitioned)"
+    _note(f"created {c.table_type} table {c.name} at {table.path}\n"
+          f"  record key {', '.join(c.record_key_fields)}; partitioned by {parts}; "
+          f"{c.merge_mode}{f' on {c.ordering_field}' if c.ordering_field else ''}; "
+          f"{c.index_type} index")
+    return table.path
+
+
+@main.command(short_help="Write parquet, JSON lines or CSV files as one instant.")
+@click.argument("path")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--op", "operation", default="upsert", show_default=True,
+              type=click.Choice(OPERATIONS, case_sensitive=False))
+@click.option("--format", "fmt", default="auto", show_default=True,
+              type=click.Choice(["auto", "parquet", "jsonl", "csv"], case_sensitive=False),
+              help="Input format; auto goes by the file suffix.")
+@click.option("--no-commit", is_flag=True,
+              help="Run phase 1 only (files written, instant left inflight); finish with "
+                   "`lakehouse commit`. The next write rolls back an uncommitted instant.")
+@click.option("--option", "options", multiple=True, callback=_options_arg, metavar="KEY=VALUE",
+              help="A hoodie.* write option for this write (repeatable).")
+def write(path: str, files: tuple[str, ...], operation: str, fmt: str, no_commit: bool,
+          options: dict[str, str]) -> str:
+    """Write FILE... (parquet, JSON lines or CSV) to the table as one instant.
+
+    Prints the instant time on stdout. For --op delete the files need only the key columns
+    (and the partition columns for a non-global index).
+    """
+    table = open_table(path)
+    current = table.schema()
+    batch = read_inputs(files, fmt.lower(), current if len(current) > len(HOODIE_META_FIELDS) else None)
+    instant = table.write(batch, operation.lower(), commit=not no_commit, options=options or None)
+    what = f"{operation.lower()} of {batch.num_rows:,} records from {len(files)} file(s)"
+    _note(f"{what}: phase 1 done, {instant} is inflight; complete it with `lakehouse commit "
+          f"{path} {instant}`" if no_commit else f"{what} committed as instant {instant}")
+    click.echo(instant)
+    return instant
+
+
+@main.command()
+@click.argument("path")
+@click.argument("instant", callback=_instant_arg)
+def commit(path: str, instant: str) -> str:
+    """Complete INSTANT, an inflight write left by `write --no-commit` (phase 2)."""
+    table = open_table(path)
+    meta = table.commit(instant)
+    _note(f"committed {instant}: {meta.operation_type.lower()}, "
+          f"{meta.total('num_writes'):,} records written, {meta.total('num_deletes'):,} deleted")
+    click.echo(instant)
+    return instant
+
+
+@main.command()
+@click.argument("path")
+@click.option("--as-of", callback=_instant_arg, help="Time travel: the table as of this instant.")
+@click.option("--columns", help="Comma list of columns to return.")
+@click.option("--filter", "filters", multiple=True, metavar='"COL OP VALUE"',
+              help="Row filter (repeatable, all must hold); ops = != < <= > >= in 'not in'; "
+                   "e.g. \"city = sf\", \"fare >= 10.5\", \"city in sf,nyc\".")
+@click.option("--read-optimized", is_flag=True, help="Base files only (MOR logs not merged).")
+@click.option("--changes-from", callback=_instant_arg,
+              help="Incremental read: records written by commits after this instant.")
+@click.option("--changes-to", callback=_instant_arg, help="Incremental read up to this instant.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Write rows to FILE (.parquet, .csv or .jsonl) instead of printing them.")
+@click.option("--limit", type=click.IntRange(min=0), help="At most N rows.")
+@click.option("--sort", "sort_by", help="Comma list of columns to sort by (ascending).")
+@click.option("--no-meta", is_flag=True, help="Leave out the _hoodie_* columns not named in --columns.")
+def read(path: str, as_of: str | None, columns: str | None, filters: tuple[str, ...],
+         read_optimized: bool, changes_from: str | None, changes_to: str | None,
+         output: str | None, limit: int | None, sort_by: str | None, no_meta: bool) -> pa.Table:
+    """Read the table: a snapshot (default), as of an instant, or the changes in a range."""
+    incremental = changes_from is not None or changes_to is not None
+    if incremental and (as_of is not None or read_optimized):
+        raise click.UsageError("--changes-from/--changes-to cannot be combined with "
+                               "--as-of or --read-optimized")
+    if output:
+        _output_format(output)  # fail on a bad name before reading anything
+    table = open_table(path)
+    cols = _split_names(columns) or None
+    schema = table.schema(changes_to if incremental else as_of)
+    flts = [parse_filter(f, schema) for f in filters] or None
+    if incremental:
+        data = table.read_changes(changes_from, changes_to, columns=cols, filters=flts)
+    else:
+        data = table.read(as_of=as_of, columns=cols, filters=flts, read_optimized=read_optimized)
+    if no_meta:
+        data = data.drop_columns([c for c in data.column_names
+                                  if c in HOODIE_META_FIELDS and c not in (cols or ())])
+    if sort_by:
+        keys = _split_names(sort_by)
+        if missing := [k for k in keys if k not in data.column_names]:
+            raise click.BadParameter(f"{missing} not among the columns read", param_hint="--sort")
+        data = data.sort_by([(k, "ascending") for k in keys])
+    total = data.num_rows
+    if output:
+        data = data if limit is None else data.slice(0, limit)
+        write_output(data, output)
+        _note(f"wrote {data.num_rows:,} of {total:,} rows to {output}")
+        return data
+    shown = data.slice(0, DEFAULT_SHOWN_ROWS if limit is None else limit)
+    caption = f"{total:,} rows" if shown.num_rows == total else f"{shown.num_rows:,} of {total:,} rows"
+    numeric = [f.name for f in shown.schema
+               if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)]
+    _console().print(_rich_table(None, shown.column_names,
+                                 [tuple(r.values()) for r in shown.to_pylist()], caption, numeric))
+    return data
+
+
+def _instant_details(table: Table, inst: Instant) -> dict[str, Any]:
+    row: dict[str, Any] = {"time": inst.time, "action": str(inst.action),
+                           "state": inst.state.name.lower()}
+    if inst.action in WRITE_ACTIONS and inst.state is not State.REQUESTED:
+        try:  # phase 1 records its results on the inflight file, so those are shown too
+            meta = table.active.commit_metadata(inst) if inst.is_completed else \
+                CommitMetadata.from_bytes(table.active.read(inst), table.active.path(inst))
+        except CorruptFileError:
+            if inst.is_completed:
+                raise
+            return row  # a crashed writer's torn inflight file says nothing reliable
+        if meta.operation_type != "UNKNOWN":
+            row["operation"] = meta.operation_type.lower()
+        if meta.write_stats() or inst.is_completed:
+            row.update(records_written=meta.total("num_writes"),
+                       records_inserted=meta.total("num_inserts"),
+                       records_updated=meta.total("num_update_writes"),
+                       records_deleted=meta.total("num_deletes"),
+                       files_written=len(meta.write_stats()))
+    elif inst.action is Action.ROLLBACK and inst.is_completed:
+        from lakehouse.timeline.avro_files import RollbackMetadata
+        rb = RollbackMetadata.from_bytes(table.active.read(inst), table.active.path(inst))
+        row["rolled_back"] = list(rb.commits_rollback)
+    return row
+
+
+@main.command()
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="A JSON list instead of a table.")
+def timeline(path: str, as_json: bool) -> list[dict[str, Any]]:
+    """List every instant on the active timeline, oldest first."""
+    table = open_table(path)
+    tl = table.timeline
+    rows = [_instant_details(table, i) for i in tl]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return rows
+    headers = ["instant", "action", "state", "operation", "written", "deleted"]
+    body = [[r["time"], r["action"], r["state"], r.get("operation", ""),
+             f"{r['records_written']:,}" if "records_written" in r else "",
+             f"{r['records_deleted']:,}" if r.get("records_deleted") else "",
+             ", ".join(r.get("rolled_back", ()))] for r in rows]
+    if any("rolled_back" in r for r in rows):
+        headers.append("rolled back")
+    else:
+        body = [b[:-1] for b in body]
+    _console().print(_rich_table(f"timeline of {table.name}", headers, body, f"{len(rows)} instant(s)",
+                                 right=("written", "deleted"), nowrap=headers[:6]))
+    return rows
+
+
+@main.command()
+@click.argument("path")
+@click.argument("instant", required=False, callback=_instant_arg)
+def rollback(path: str, instant: str | None) -> str:
+    """Roll back INSTANT (default: the latest pending write, else the latest completed one).
+
+    Prints the rollback instant's time on stdout.
+    """
+    table = open_table(path)
+    result = table.rollback(instant)
+    _note(f"rolled back {result.target} ({result.files_deleted} file(s) deleted) "
+          f"with rollback {result.rollback_instant}")
+    click.echo(result.rollback_instant)
+    return result.rollback_instant
+
+
+_STAT_KEYS = ("file_groups", "base_files", "base_bytes", "log_files", "log_bytes")
+
+
+def table_stats(table: Table) -> dict[str, Any]:
+    s = table.stats()
+    parts: dict[str, dict[str, int]] = {}
+    for sl in table.file_system_view().latest_slices_for_write():
+        counts = (1, 1 if sl.base_file else 0, sl.base_size, len(sl.log_files), sl.total_log_size)
+        p = parts.setdefault(sl.partition, dict.fromkeys(_STAT_KEYS, 0))
+        for k, n in zip(_STAT_KEYS, counts):
+            p[k] += n
+    return {"table": table.name, "path": table.path, "type": str(table.config.table_type),
+            "file_groups": s.file_groups, "base_files": s.base_files, "base_bytes": s.base_bytes,
+            "log_files": s.log_files, "log_bytes": s.log_bytes, "partitions": s.partitions,
+            "pending_compactions": s.pending_compactions, "last_commit": s.last_commit,
+            "by_partition": [{"partition": k, **v} for k, v in sorted(parts.items())]}
+
+
+@main.command()
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of tables.")
+def stats(path: str, as_json: bool) -> dict[str, Any]:
+    """File groups, files and bytes of the latest file slices, overall and per partition."""
+    st = table_stats(open_table(path))
+    if as_json:
+        click.echo(json.dumps(st, indent=2))
+        return st
+    summary = [("table", f"{st['table']} ({st['type']})"), ("file groups", f"{st['file_groups']:,}"),
+               ("base files", f"{st['base_files']:,} ({_human_bytes(st['base_bytes'])})"),
+               ("log files", f"{st['log_files']:,} ({_human_bytes(st['log_bytes'])})"),
+               ("partitions", f"{st['partitions']:,}"),
+               ("pending compactions", f"{st['pending_compactions']:,}"),
+               ("last commit", st["last_commit"] or "none")]
+    con = _console()
+    con.print(_rich_table(f"stats of {st['table']}", ("", "value"), summary, nowrap=("", "value")))
+    if st["by_partition"]:
+        heads = [k.replace("_", " ") for k in _STAT_KEYS]
+        body = [[p["partition"] or "(not partitioned)"] +
+                [_human_bytes(p[k]) if k.endswith("bytes") else f"{p[k]:,}" for k in _STAT_KEYS]
+                for p in st["by_partition"]]
+        con.print(_rich_table("per partition", ["partition", *heads], body, right=heads,
+                              nowrap=("partition",)))
+    return st
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="A JSON list instead of a table.")
+def options(as_json: bool) -> list[dict[str, str]]:
+    """List every hoodie.* option with its default and what it does."""
+    # option_docs() renders bools the Python way; Hudi's property files spell them lower case.
+    rows = [{"key": k, "default": d.lower() if d in ("True", "False") else d, "doc": doc}
+            for k, d, doc in option_docs()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        _console().print(_rich_table("hoodie.* options", ("option", "default", "description"),
+                                     [(r["key"], r["default"], r["doc"]) for r in rows],
+                                     nowrap=("option",)))
+    return rows
+
+
+if __name__ == "__main__":
+    main(prog_name="lakehouse")
