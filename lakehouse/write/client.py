@@ -312,6 +312,7 @@ class WriteClient:
             else:
                 targets = assign.bulk_targets(live, self._avg_record_size(timeline), self.write_config)
         else:
+            targets = self._assign(rows, op, latest, base_files, pending, timeline)
         return self._run(ctx, targets), replaced
 
     def _avg_record_size(self, timeline) -> int:
