@@ -15,7 +15,7 @@ from lakehouse.log.block import BlockType, LogBlock
 from lakehouse.log.block import decode_avro_data_block, decode_delete_block, decode_parquet_data_block
 from lakehouse.log.reader import read_log_blocks
 from lakehouse.config import MergeMode
-from lakehouse.read.merge import AFTER_CUT, DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, drop_helpers, resolve
+from lakehouse.read.merge import AFTER_CUT, DELETE, IS_DELETED_FIELD, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, drop_helpers, resolve
 from lakehouse.schema import conform_table
 from lakehouse.storage.base import Storage
 
@@ -128,7 +128,8 @@ def read_file_slice(fs: FileSlice, ctx: SliceReadContext) -> pa.Table:
             return ctx.schema.empty_table().select(out_cols)
         base = read_base_file(ctx.storage, base_file.path, ctx.schema, None if ctx.columns is None
                               else ctx.needed_columns())
-        base = base.filter(pc.invert(delete_flags(base)))
+        if IS_DELETED_FIELD in base.column_names:
+            base = base.filter(pc.invert(delete_flags(base)))
         if ctx.row_filter is not None:
             base = base.filter(ctx.row_filter)
         return base.select(out_cols)

@@ -84,6 +84,9 @@ def _existing(storage: Storage, files: list[BaseFile]) -> pa.Table:
 def _join(keys: pa.Array, partitions: pa.Array, existing: pa.Table, global_: bool) -> pa.Table:
     n = len(keys)
     batch = pa.table({ROW: pa.array(np.arange(n, dtype=np.int64)), "k": keys, "p": partitions})
+    # Most stored keys are not in the batch: drop them with a hash-set probe before joining, so
+    # the join's hash table is built over a handful of rows instead of the whole table.
+    existing = existing.filter(pc.is_in(existing.column("k"), value_set=keys))
     if global_:
         joined = batch.join(existing, "k", join_type="left outer")
     else:
