@@ -97,15 +97,25 @@ def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending:
 
 
 def _split(rows: pa.Table, by: list[str]):
-    """(group key, rows) per distinct value of the ``by`` columns."""
-    if rows.num_rows == 0:
+    """(group key, rows) per distinct value of the ``by`` columns: one sort, then slices."""
+    n = rows.num_rows
+    if n == 0:
         return []
-    idx = rows.append_column("__lh_i", pa.array(np.arange(rows.num_rows)))
-    groups = idx.group_by(by, use_threads=False).aggregate([("__lh_i", "list")])
+    rows = rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in by]))
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for c in by:
+        col = rows.column(c).combine_chunks()
+        if n > 1:
+            a, b = col.slice(0, n - 1), col.slice(1)
+            ne = pc.or_kleene(pc.not_equal(a, b), pc.xor(pc.is_null(a), pc.is_null(b)))
+            change[1:] |= pc.fill_null(ne, False).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(change)
+    ends = np.append(starts[1:], n)
     out = []
-    for g in groups.to_pylist():
-        key = tuple(g[c] for c in by)
-        out.append((key if len(key) > 1 else key[0], rows.take(pa.array(g["__lh_i_list"]))))
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        key = tuple(rows.column(c)[s].as_py() for c in by)
+        out.append((key if len(key) > 1 else key[0], rows.slice(s, e - s)))
     return out
 
 
