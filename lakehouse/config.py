@@ -111,8 +111,11 @@ def _bool(key: str, v: Any) -> bool:
 def _int(minimum: int = 0) -> Callable[[str, Any], int]:
     def parse(key: str, v: Any) -> int:
         try:
+            # int() would quietly turn 1.5 into 1 and True into 1.
+            if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
+                raise ValueError(v)
             n = int(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ConfigError(f"{key}={v!r} is not an integer",
                               help=f"set {key} to a whole number") from None
         if n < minimum:
@@ -272,8 +275,15 @@ class TableConfig:
     def from_properties(cls, props: Mapping[str, str]) -> "TableConfig":
         known = _option_fields(cls)
         extra = {k: v for k, v in props.items() if k not in known}
-        return _build(cls, {k: v for k, v in props.items() if k in known}, strict=False,
-                      extra=extra)
+        options = {k: v for k, v in props.items() if k in known}
+        # Hudi 1.x names the key generator by type only (hoodie.table.keygenerator.type, e.g.
+        # COMPLEX or COMPLEX_AVRO); without the class the default SIMPLE would be wrong.
+        kg_type = props.get("hoodie.table.keygenerator.type")
+        if kg_type and "hoodie.table.keygenerator.class" not in props:
+            t = _enum(KeyGeneratorType)("hoodie.table.keygenerator.type",
+                                        kg_type.strip().upper().removesuffix("_AVRO"))
+            options["hoodie.table.keygenerator.class"] = t.java_class
+        return _build(cls, options, strict=False, extra=extra)
 
     def to_properties(self) -> dict[str, str]:
         props = dict(self.extra)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 BASE_FILE_EXT = ".parquet"
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
-_BASE_RE = re.compile(r"^([^_/]+)_(\d+-\d+-\d+)_(\d{14,17})\.parquet$")
+# A leading '.' marks a log file or a hidden file (Spark/Hadoop temporaries), never a base file.
+_BASE_RE = re.compile(r"^([^_/.][^_/]*)_(\d+-\d+-\d+)_(\d{14,17})\.parquet$")
 _LOG_RE = re.compile(r"^\.([^_/]+)_(\d{14,17})\.log\.(\d+)(?:_(\d+-\d+-\d+))?$")
 
 

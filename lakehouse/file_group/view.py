@@ -91,8 +91,10 @@ class FileSystemView:
         replaced = self.replaced_file_groups(as_of)
 
         def is_committed(t: str) -> bool:
-            # Files older than the active timeline belong to archived, completed instants.
-            return t in committed or (first is not None and t < first)
+            # Files older than the active timeline belong to archived, completed instants (but
+            # not to a view as of an even earlier time).
+            return t in committed or (first is not None and t < first
+                                      and (as_of is None or t <= as_of))
 
         result: list[FileGroup] = []
         for (partition, fid), g in sorted(self._groups.items()):

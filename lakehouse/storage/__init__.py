@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from lakehouse.errors import ConfigError
 from lakehouse.storage.base import FileInfo, Storage
@@ -17,8 +17,15 @@ def get_storage(uri: str, options: dict[str, str] | None = None) -> Storage:
         return uri
     uri = str(uri)
     parsed = urlparse(uri)
-    if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and uri[1:3] in (":\\", ":/")):
-        return LocalStorage(parsed.path if parsed.scheme == "file" else uri)
+    if parsed.scheme == "file":
+        # file://host/path names a path on that host; only this machine's is reachable. Reading
+        # "file://tmp/t" as "/t" would silently write somewhere else than meant.
+        if parsed.netloc not in ("", "localhost"):
+            raise ConfigError(f"{uri!r} names the host {parsed.netloc!r}, not a local path",
+                              help="write file:///absolute/path (three slashes) or a plain path")
+        return LocalStorage(unquote(parsed.path))
+    if parsed.scheme == "" or (len(parsed.scheme) == 1 and uri[1:3] in (":\\", ":/")):
+        return LocalStorage(uri)
     raise ConfigError(
         f"unsupported storage scheme {parsed.scheme!r} in {uri!r}",
         help="use a local path or a file:// URI")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from typing import BinaryIO
 
@@ -47,11 +48,12 @@ class LocalStorage(Storage):
         target = self._abs(path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
+        try:
+            _write_synced(tmp, data)
+            os.replace(tmp, target)
+        except BaseException:
+            _remove_quietly(tmp)  # a failed write (disk full, ...) leaves no stray file
+            raise
 
     def create(self, path: str, data: bytes) -> None:
         # Write the whole content under a private name, then link it into place: link(2) fails
@@ -59,18 +61,15 @@ class LocalStorage(Storage):
         target = self._abs(path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = os.path.join(os.path.dirname(target), f".{uuid.uuid4().hex}.creating")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         try:
+            _write_synced(tmp, data)
             os.link(tmp, target)
         except FileExistsError:
             raise FileAlreadyExistsError(
                 f"{target} already exists",
                 help="another writer created it first; re-read the state and retry") from None
         finally:
-            os.unlink(tmp)
+            _remove_quietly(tmp)
 
     def open_output(self, path: str) -> BinaryIO:
         target = self._abs(path)
@@ -97,8 +96,35 @@ class LocalStorage(Storage):
                         mtime_ns=info.mtime_ns)
 
     def list(self, path: str = "", *, recursive: bool = False) -> list[FileInfo]:
-        sel = pafs.FileSelector(self._abs(path), allow_not_found=True, recursive=recursive)
-        return [self._to_info(i) for i in self._fs.get_file_info(sel)]
+        # Not pyarrow's FileSelector: it fails the whole listing ("Cannot list directory", ENOENT)
+        # when an entry vanishes between readdir and stat, which happens whenever another writer
+        # renames or deletes a temporary file in the folder, e.g. in .hoodie during a create.
+        out: list[FileInfo] = []
+        rel = path.strip("/")
+        self._scan(self._abs(path), f"{rel}/" if rel else "", recursive, out, top=True)
+        return out
+
+    def _scan(self, folder: str, prefix: str, recursive: bool, out: list[FileInfo], *,
+              top: bool = False) -> None:
+        try:
+            entries = os.scandir(folder)
+        except FileNotFoundError:
+            return  # an absent folder lists as empty (and one removed while we walk, too)
+        except NotADirectoryError:
+            if top:
+                raise
+            return
+        with entries:
+            for e in entries:
+                try:
+                    st = e.stat()  # follows links, as pyarrow did; dangling links are skipped
+                except FileNotFoundError:
+                    continue
+                is_dir = stat.S_ISDIR(st.st_mode)
+                out.append(FileInfo(path=prefix + e.name, size=0 if is_dir else st.st_size,
+                                    is_dir=is_dir, mtime_ns=st.st_mtime_ns))
+                if recursive and is_dir:
+                    self._scan(e.path, f"{prefix}{e.name}/", True, out)
 
     def info(self, path: str) -> FileInfo | None:
         i = self._fs.get_file_info(self._abs(path))
@@ -122,3 +148,17 @@ class LocalStorage(Storage):
 
     def mkdirs(self, path: str) -> None:
         os.makedirs(self._abs(path), exist_ok=True)
+
+
+def _write_synced(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

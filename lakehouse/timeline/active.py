@@ -6,6 +6,8 @@ each one a single atomic file create, so a crash leaves every instant in a well-
 
 from __future__ import annotations
 
+import random
+import time as _time
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterable
@@ -150,19 +152,43 @@ class ActiveTimeline:
 
     def create_requested(self, action: Action, content: bytes = b"", *,
                          time: str | None = None) -> Instant:
-        """Put a new instant on the timeline; retries on a racing writer's identical time."""
-        for _ in range(100):
+        """Put a new instant on the timeline; retries on a racing writer's identical time.
+
+        The atomic create settles a race for the same file; a racer at the same time with another
+        action creates a different file, so after creating, the timeline is checked for any other
+        instant at this time, and on a clash this one is withdrawn and retried. Whoever checks
+        last sees the other's file, so two instants never both keep one time.
+        """
+        for attempt in range(100):
             t = time or self.new_instant_time()
             inst = Instant(t, action, State.REQUESTED)
             try:
                 self.storage.create(self.path(inst), content)
-                return inst
             except FileAlreadyExistsError:
-                if time is not None:
-                    raise TimelineError(f"instant {t} already exists",
-                                        help="pick a new instant time") from None
+                clash = True
+            else:
+                clash = self._other_instant_at(inst)
+                if clash:
+                    self.storage.delete(self.path(inst))
+            if not clash:
+                return inst
+            if time is not None:
+                raise TimelineError(f"instant {t} already exists",
+                                    help="pick a new instant time")
+            # Two racers that withdrew together should not meet again at the next millisecond.
+            _time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
         raise TimelineError("could not allocate a new instant time after 100 attempts",
                             help="check the clock and whether other writers are looping")
+
+    def _other_instant_at(self, inst: Instant) -> bool:
+        mine = inst.file_name
+        for info in self.storage.list(METAFOLDER):
+            if info.is_dir or info.name == mine or not info.name.startswith(inst.time):
+                continue
+            other = Instant.parse(info.name)
+            if other is not None and other.time == inst.time:
+                return True
+        return False
 
     def transition(self, instant: Instant, to: State, content: bytes = b"") -> Instant:
         """Move ``instant`` to the next state by creating that state's file atomically."""

@@ -22,7 +22,9 @@ def utc_now() -> datetime:
 
 
 def format_instant_time(dt: datetime) -> str:
-    dt = dt.astimezone(timezone.utc)
+    # A naive datetime is taken as UTC (instant times are UTC); astimezone() would read it as
+    # the machine's local time and shift it.
+    dt = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
     return dt.strftime(FORMAT) + f"{dt.microsecond // 1000:03d}"
 
 

@@ -7,7 +7,6 @@ Record keys are computed with Arrow kernels over whole columns. Partition paths 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
@@ -68,20 +67,22 @@ class KeyGenerator:
                                      help="every record needs a non-empty key")
             return keys
         parts = []
-        all_null = None
+        all_missing = None
         for f in fields:
             col = table.column(f)
             s = _as_string(col)
             is_null = pc.is_null(col)
-            all_null = is_null if all_null is None else pc.and_(all_null, is_null)
-            s = pc.if_else(is_null, NULL_KEY, pc.if_else(pc.equal(pc.utf8_length(pc.fill_null(s, "x")), 0),
-                                                         EMPTY_KEY, s))
+            is_empty = pc.equal(pc.utf8_length(pc.fill_null(s, "x")), 0)
+            # Hudi rejects a key whose parts are all null *or empty*, not only all null.
+            missing = pc.or_(is_null, is_empty)
+            all_missing = missing if all_missing is None else pc.and_(all_missing, missing)
+            s = pc.if_else(is_null, NULL_KEY, pc.if_else(is_empty, EMPTY_KEY, s))
             parts.append(pc.binary_join_element_wise(f"{f}:", s, ""))
-        if pc.any(all_null).as_py():
+        if pc.any(all_missing).as_py():
             raise RecordKeyError(
-                f"record key columns {', '.join(fields)} are all null in "
-                f"{pc.sum(pc.cast(all_null, pa.int64())).as_py()} row(s)",
-                help="every record needs at least one non-null key column")
+                f"record key columns {', '.join(fields)} are all null or empty in "
+                f"{pc.sum(pc.cast(all_missing, pa.int64())).as_py()} row(s)",
+                help="every record needs at least one non-null, non-empty key column")
         return pc.binary_join_element_wise(*parts, ",") if len(parts) > 1 else parts[0]
 
     def partition_paths(self, table: pa.Table) -> pa.ChunkedArray:
@@ -102,11 +103,21 @@ class KeyGenerator:
                 s = pc.if_else(pc.or_(pc.is_null(s), pc.equal(pc.utf8_length(pc.fill_null(s, "")), 0)),
                                DEFAULT_PARTITION, s)
             if self.config.url_encode_partitions:
-                s = _map_distinct(s, lambda v: quote(v, safe=""))
+                s = _map_distinct(s, escape_path_name)
             if self.config.hive_style_partitioning:
                 s = pc.binary_join_element_wise(f"{f}=", s, "")
             parts.append(s)
         return pc.binary_join_element_wise(*parts, "/") if len(parts) > 1 else parts[0]
+
+
+# The characters Hive's (and so Hudi's) escapePathName turns into %XX: control characters and a
+# few path/URL specials. Everything else, spaces and non-ASCII included, stays as it is.
+_PATH_ESCAPED = frozenset(chr(c) for c in range(0x20)) | frozenset('"#%\'*/:=?\\\x7f{[]^')
+
+
+def escape_path_name(value: str) -> str:
+    """A partition value as Hudi writes it with ``hoodie.datasource.write.partitionpath.urlencode``."""
+    return "".join(f"%{ord(c):02X}" if c in _PATH_ESCAPED else c for c in value)
 
 
 def _map_distinct(col: pa.ChunkedArray, fn) -> pa.ChunkedArray:
@@ -124,7 +135,13 @@ _JAVA_TOKENS = [("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH",
 
 def java_to_strftime(fmt: str) -> str:
     """Translate the SimpleDateFormat patterns Hudi users write into strftime/strptime ones."""
-    out = []
+    return "".join("%f" if part is None else part for part in _java_format_parts(fmt))
+
+
+def _java_format_parts(fmt: str) -> list[str | None]:
+    """strftime fragments of a Java date pattern; None stands for ``SSS`` (milliseconds), which
+    strftime cannot print (its %f is six digits)."""
+    out: list[str | None] = []
     i = 0
     while i < len(fmt):
         if fmt[i] == "'":
@@ -134,7 +151,7 @@ def java_to_strftime(fmt: str) -> str:
             continue
         for tok, rep in _JAVA_TOKENS:
             if fmt.startswith(tok, i):
-                out.append(rep)
+                out.append(None if tok == "SSS" else rep)
                 i += len(tok)
                 break
         else:
@@ -144,7 +161,7 @@ def java_to_strftime(fmt: str) -> str:
                                   help="use yyyy, yy, MM, dd, HH, mm, ss, SSS, Z and quoted text")
             out.append(fmt[i].replace("%", "%%"))
             i += 1
-    return "".join(out)
+    return out
 
 
 class _TimestampFormatter:
@@ -161,6 +178,7 @@ class _TimestampFormatter:
             raise ConfigError("the timestamp-based key generator needs an output format",
                               help="set hoodie.keygen.timebased.output.dateformat, e.g. yyyy/MM/dd")
         self.out_fmt = java_to_strftime(config.timestamp_output_format)
+        self._out_parts = _java_format_parts(config.timestamp_output_format)
         self.in_fmt = (java_to_strftime(config.timestamp_input_format)
                        if config.timestamp_input_format else None)
         if ts_type == "DATE_STRING" and not self.in_fmt:
@@ -179,17 +197,30 @@ class _TimestampFormatter:
             dt = datetime.strptime(s, self.in_fmt)
             return dt if dt.tzinfo else dt.replace(tzinfo=self.tz)
         n = int(v)
-        if self.ts_type == "UNIX_TIMESTAMP":
+        # SCALAR counts hoodie.keygen.timebased.timestamp.scalar.time.unit, SECONDS by default.
+        if self.ts_type in ("UNIX_TIMESTAMP", "SCALAR"):
             return epoch + timedelta(seconds=n)
         if self.ts_type == "EPOCHMICROSECONDS":
             return epoch + timedelta(microseconds=n)
         return epoch + timedelta(milliseconds=n)
 
+    def _print(self, dt: datetime) -> str:
+        dt = dt.astimezone(self.tz)
+        return "".join(f"{dt.microsecond // 1000:03d}" if part is None else dt.strftime(part)
+                       for part in self._out_parts)
+
+    def _null_value(self):
+        # Hudi does not use __HIVE_DEFAULT_PARTITION__ here: a null timestamp becomes the value 1
+        # in the type's unit (1 ms past the epoch for DATE_STRING), e.g. 1970/01/01.
+        if self.ts_type == "DATE_STRING":
+            return datetime(1970, 1, 1, 0, 0, 0, 1000, tzinfo=timezone.utc)
+        return 1
+
     def format(self, col: pa.ChunkedArray) -> pa.ChunkedArray:
         def one(v) -> str:
             try:
-                return self._to_datetime(v).astimezone(self.tz).strftime(self.out_fmt)
-            except (ValueError, TypeError) as e:
+                return self._print(self._to_datetime(v))
+            except (ValueError, TypeError, OverflowError) as e:
                 raise RecordKeyError(f"partition value {v!r} cannot be read as a timestamp ({e})",
                                      help="check hoodie.keygen.timebased.* against the data") from None
 
@@ -197,7 +228,8 @@ class _TimestampFormatter:
             col = pc.cast(col, pa.timestamp("us", tz="UTC"))
         enc = pc.dictionary_encode(col).combine_chunks()
         values = enc.dictionary.to_pylist()
-        mapped = pa.array([DEFAULT_PARTITION if v is None else one(v) for v in values], pa.string())
+        null_path = one(self._null_value())
+        mapped = pa.array([null_path if v is None else one(v) for v in values], pa.string())
         out = pc.take(mapped, enc.indices)
-        return pa.chunked_array([pc.fill_null(out, DEFAULT_PARTITION)])
+        return pa.chunked_array([pc.fill_null(out, null_path)])
 

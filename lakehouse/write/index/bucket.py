@@ -7,12 +7,15 @@ It is computed over whole columns with numpy (one vector step per character posi
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import bucket_of_file_id
+from lakehouse.write.keygen import EMPTY_KEY, NULL_KEY
 
 
 def java_string_hash(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -23,7 +26,8 @@ def java_string_hash(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     n = len(values)
     if n == 0:
         return np.zeros(0, dtype=np.int32)
-    if not pc.all(pc.string_is_ascii(values)).as_py():
+    # Null when every value is null (nulls are skipped): that is the fast path too.
+    if pc.all(pc.string_is_ascii(values)).as_py() is False:
         return _hash_utf16(values)
     offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=n + 1, offset=values.offset * 4)
     data = np.frombuffer(values.buffers()[2], dtype=np.uint8) if values.buffers()[2] is not None \
@@ -44,6 +48,8 @@ def java_string_hash(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def _hash_utf16(values: pa.Array) -> np.ndarray:
     out = np.zeros(len(values), dtype=np.int64)
     for i, s in enumerate(values.to_pylist()):
+        if s is None:
+            continue  # a null element hashes to 0 in Java's List.hashCode()
         h = 0
         b = s.encode("utf-16-be")
         for j in range(0, len(b), 2):
@@ -62,16 +68,24 @@ def bucket_ids(hash_values: list[pa.ChunkedArray], num_buckets: int) -> np.ndarr
 
 def hash_columns(table: pa.Table, record_keys: pa.ChunkedArray, hash_fields: tuple[str, ...],
                  key_fields: tuple[str, ...], complex_keys: bool) -> list[pa.ChunkedArray]:
-    """The strings Hudi hashes: the plain key, or the hash fields' values parsed from the key."""
+    """The strings Hudi hashes: the plain key, or the hash fields' values parsed from the key.
+
+    Like Hudi's ``KeyGenUtils.extractRecordKeysByFields``, values come in the order the fields
+    have in the record key (not in ``hash_fields``), and the ``__null__``/``__empty__``
+    placeholders hash as null and "" (both 0), not as the placeholder text.
+    """
     if not complex_keys:
         return [record_keys]
-    fields = hash_fields or key_fields
+    wanted = set(hash_fields)
+    fields = [f for f in key_fields if f in wanted] if hash_fields else list(key_fields)
     out = []
     for f in fields:
         # Complex keys are 'f1:v1,f2:v2'; pull out this field's value.
-        pattern = f"(?:^|,){f}:(?P<v>[^,]*)"
-        extracted = pc.extract_regex(record_keys, pattern)
-        out.append(pc.struct_field(extracted, "v"))
+        pattern = f"(?:^|,){re.escape(f)}:(?P<v>[^,]*)"
+        v = pc.struct_field(pc.extract_regex(record_keys, pattern), "v")
+        v = pc.if_else(pc.equal(v, NULL_KEY), pa.scalar(None, pa.string()), v)
+        v = pc.if_else(pc.equal(v, EMPTY_KEY), "", v)
+        out.append(v)
     return out
 
 
