@@ -31,8 +31,9 @@ def _read_config(storage: Storage) -> TableConfig:
                                  help="check the path, or create the table with "
                                       "lakehouse.create_table / `lakehouse create`") from None
     try:
-        props = parse_properties(raw.decode("utf-8", errors="strict"))
-    except (UnicodeDecodeError, ValueError) as e:
+        # java.util.Properties reads ISO-8859-1; anything beyond it is written as \uXXXX.
+        props = parse_properties(raw.decode("latin-1"))
+    except ValueError as e:
         raise CorruptFileError(storage.uri(PROPERTIES), f"not a properties file ({e})") from None
     config = TableConfig.from_properties(props)
     if not config.name:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from urllib.parse import unquote
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Sequence
 
@@ -102,7 +103,7 @@ class TableReader:
                 if k != f:
                     return None
                 p = v
-            values[f] = p
+            values[f] = unquote(p) if self.config.url_encode_partitions else p
         return values
 
     def prune_partitions(self, partitions: Iterable[str], filters: Sequence[Filter] | None,

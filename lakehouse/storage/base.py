@@ -55,6 +55,14 @@ class Storage(abc.ABC):
     def open_output(self, path: str) -> BinaryIO:
         """A stream that creates ``path``; for large data files guarded by markers."""
 
+    def touch(self, path: str) -> None:
+        """Create an empty file if absent (markers: cheap, no content to protect)."""
+        if not self.exists(path):
+            try:
+                self.create(path, b"")
+            except FileExistsError:
+                pass
+
     @property
     @abc.abstractmethod
     def supports_append(self) -> bool: ...

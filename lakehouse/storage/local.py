@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import uuid
@@ -51,6 +52,7 @@ class LocalStorage(Storage):
         try:
             _write_synced(tmp, data)
             os.replace(tmp, target)
+            _fsync_dir(os.path.dirname(target))
         except BaseException:
             _remove_quietly(tmp)  # a failed write (disk full, ...) leaves no stray file
             raise
@@ -64,6 +66,7 @@ class LocalStorage(Storage):
         try:
             _write_synced(tmp, data)
             os.link(tmp, target)
+            _fsync_dir(os.path.dirname(target))
         except FileExistsError:
             raise FileAlreadyExistsError(
                 f"{target} already exists",
@@ -74,7 +77,12 @@ class LocalStorage(Storage):
     def open_output(self, path: str) -> BinaryIO:
         target = self._abs(path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        return open(target, "xb")
+        return _SyncedOutput(target)
+
+    def touch(self, path: str) -> None:
+        target = self._abs(path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
 
     @property
     def supports_append(self) -> bool:
@@ -162,3 +170,31 @@ def _remove_quietly(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def _fsync_dir(path: str) -> None:
+    """Make a new directory entry durable (a completed instant must survive a power loss)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class _SyncedOutput(io.FileIO):
+    """A new file whose bytes are on disk when it is closed without error: data files are
+    synced before the commit that makes them visible can be written."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "xb")
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None and not self.closed:
+            self.flush()
+            os.fsync(self.fileno())
+        return super().__exit__(exc_type, exc, tb)

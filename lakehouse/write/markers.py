@@ -39,7 +39,7 @@ class Markers:
 
     def create(self, partition: str, file_name: str, type: MarkerType) -> None:
         rel = f"{partition}/{file_name}" if partition else file_name
-        self.storage.write(f"{self.root}/{rel}.marker.{type}", b"")
+        self.storage.touch(f"{self.root}/{rel}.marker.{type}")
         fault_point("write.after_first_marker")
 
     def all(self) -> list[Marker]:

@@ -9,6 +9,8 @@ Hudi and hudi-rs do, so every engine shows the same rows.
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -54,3 +56,13 @@ def test_event_time_merge_case(tmp_path, case):
     theirs = [(r["ts"], int(r["v"][1:])) for r in theirs.select(["ts", "v"]).to_pylist()] if theirs else []
     assert ours == ([want] if want else [])
     assert theirs == ours
+
+
+def test_partition_filters_on_url_encoded_partitions(tmp_path):
+    t = lakehouse.create_table(str(tmp_path / "t"), name="u", record_key="id", partition_by="p",
+                               ordering_field="ts", hive_style_partitioning=True,
+                               options={"hoodie.datasource.write.partitionpath.urlencode": "true"})
+    t.upsert(pa.table({"id": ["a", "b"], "p": ["a:b", "c/d"], "ts": [1, 1]}))
+    assert t.read(columns=["id"], filters=[("p", "=", "a:b")]).column("id").to_pylist() == ["a"]
+    assert t.read(columns=["id"], filters=[("p", "=", "c/d")]).column("id").to_pylist() == ["b"]
+    assert sorted(os.listdir(tmp_path / "t")) == [".hoodie", "p=a%3Ab", "p=c%2Fd"]

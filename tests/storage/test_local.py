@@ -410,3 +410,24 @@ def test_a_failed_write_leaves_nothing_behind(storage, tmp_path, monkeypatch, op
         getattr(storage, op)("d/target", b"x" * 1000)
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert [p.name for p in (tmp_path / "d").iterdir()] == []
+
+
+def test_touch_creates_an_empty_file_once_and_keeps_existing_content(tmp_path):
+    from lakehouse.storage.local import LocalStorage
+    s = LocalStorage(str(tmp_path))
+    s.touch("a/b/m.marker.CREATE")
+    assert s.read("a/b/m.marker.CREATE") == b""
+    s.write("x", b"data")
+    s.touch("x")
+    assert s.read("x") == b"data"
+
+
+def test_open_output_refuses_to_overwrite_and_keeps_what_was_written(tmp_path):
+    import pytest as _pytest
+    from lakehouse.storage.local import LocalStorage
+    s = LocalStorage(str(tmp_path))
+    with s.open_output("p/f.parquet") as f:
+        f.write(b"abc")
+    assert s.read("p/f.parquet") == b"abc"
+    with _pytest.raises(FileExistsError):
+        s.open_output("p/f.parquet")
