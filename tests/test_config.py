@@ -247,7 +247,11 @@ def test_write_config_defaults_are_hudis():
     assert cfg.small_file_limit == 104857600
     assert cfg.max_file_size == 125829120
     assert cfg.log_max_size == 1073741824
-    assert cfg.log_block_format is LogBlockFormat.AVRO
+    assert cfg.record_size_estimation_threshold == 1.0
+    # The one deliberate difference, chosen by measurement (benchmarks/README.md).
+    assert cfg.log_block_format is LogBlockFormat.PARQUET
+    assert WriteConfig.from_options({"hoodie.logfile.data.block.format": "avro"}).log_block_format \
+        is LogBlockFormat.AVRO
 
 
 def test_write_config_parses_strings():

@@ -316,13 +316,17 @@ class WriteClient:
         return self._run(ctx, targets), replaced
 
     def _avg_record_size(self, timeline) -> int:
+        """Bytes per record from the newest commit big enough to tell (as Hudi estimates it)."""
+        wc = self.write_config
+        threshold = wc.record_size_estimation_threshold * wc.small_file_limit
         for inst in reversed(timeline.completed_writes().instants):
             meta = self.active.commit_metadata(inst)
             stats = [s for s in meta.write_stats() if s.path.endswith(".parquet") and s.num_writes > 0]
             n = sum(s.num_writes for s in stats)
-            if n:
-                return max(1, sum(s.file_size_in_bytes for s in stats) // n)
-        return self.write_config.record_size_estimate
+            written = sum(s.total_write_bytes for s in stats)
+            if n and written > threshold:
+                return max(1, written // n)
+        return wc.record_size_estimate
 
     def _assign(self, rows, op, latest, base_files, pending, timeline) -> list[_Target]:
         index = self.config.index_type

@@ -192,3 +192,17 @@ def test_bucket_index_bulk_writes_land_in_bucket_file_groups(tmp_path, op):
     # The upsert finds every key by its bucket: no duplicates.
     t.upsert(pa.table({"id": [f"k{i}" for i in range(100)], "ts": [2] * 100, "v": [i + 1 for i in range(100)]}))
     assert rows(t) == sorted((f"k{i}", i + 1) for i in range(100)) == hrows(p)
+
+
+def test_record_size_estimate_ignores_commits_below_the_threshold(tmp_path):
+    from lakehouse.write.client import WriteClient
+    t = lakehouse.create_table(str(tmp_path / "t"), name="e", record_key="id", ordering_field="ts",
+                               table_type="COPY_ON_WRITE",
+                               options={"hoodie.parquet.small.file.limit": 4_000_000,
+                                        "hoodie.parquet.max.file.size": 5_000_000})
+    t.insert(pa.table({"id": [f"a{i}" for i in range(50)], "ts": [1] * 50}))
+    # ~450 KB written, under 1.0 x the 4 MB small-file limit: too small to tell, keep the default.
+    assert WriteClient(t)._avg_record_size(t.timeline) == 1024
+    small = WriteClient(t, {"hoodie.parquet.small.file.limit": 100_000})
+    written = t.active.commit_metadata(t.timeline.completed_writes().last).total("total_write_bytes")
+    assert small._avg_record_size(t.timeline) == written // 50
