@@ -75,11 +75,14 @@ def _parquet_bytes(table: pa.Table, ctx: HandleContext) -> bytes:
                                 filter_type=ctx.config.bloom_filter_type,
                                 max_entries=ctx.config.bloom_max_entries)
         meta.update(bf_footer(bf, keys))
-    table = table.replace_schema_metadata(meta)
+    table = table.replace_schema_metadata(None)
     sink = io.BytesIO()
-    # store_schema=False: the Arrow schema copy would carry the bloom filter a second time.
-    pq.write_table(table, sink, compression=ctx.config.parquet_codec, store_schema=False,
-                   row_group_size=max(1, min(table.num_rows or 1, 1 << 20)))
+    # The footer gets Hudi's key/values directly, and no Arrow schema copy: that copy would
+    # carry the (large) bloom filter a second time.
+    with pq.ParquetWriter(sink, table.schema, compression=ctx.config.parquet_codec,
+                          store_schema=False) as writer:
+        writer.write_table(table, row_group_size=max(1, min(table.num_rows or 1, 1 << 20)))
+        writer.add_key_value_metadata(meta)
     return sink.getvalue()
 
 
