@@ -115,15 +115,9 @@ class WriteClient:
             # Deleting from a table without data commits an empty instant, as Hudi does.
             data_schema = table_schema if table_schema is not None else data_schema_of(
                 batch.select([c for c in self.keygen.required_columns() if c in batch.column_names]).schema)
-            keys_needed = self.keygen.required_columns()
-            missing = [c for c in keys_needed if c not in batch.column_names]
-            if missing:
-                raise RecordKeyError(f"delete keys lack column(s) {missing}",
-                                     help=f"pass a table with the key columns {keys_needed}")
-            sub = {c: batch.column(c) for c in batch.column_names if c in data_schema.names}
-            batch = conform(pa.table(sub) if sub else pa.table({}), pa.schema(
-                [data_schema.field(c) for c in sub])) if sub else batch
-            rows = conform(batch, data_schema)
+            # Only the key and partition columns matter; other columns of the batch are ignored.
+            rows = conform(batch.select([c for c in batch.column_names if c in data_schema.names]),
+                           data_schema)
             changed = False
         else:
             data_schema = reconcile(batch.schema, table_schema)
