@@ -146,9 +146,13 @@ def test_scenario_matches_oracle_and_hudi(tmp_path, table_type, index, mode, log
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
 def test_partial_update_fills_nulls_from_older_versions(tmp_path, table_type):
-    table, oracle, instants, _ = run_scenario(tmp_path, table_type=table_type, index="SIMPLE",
-                                              merge_mode="PARTIAL_UPDATE", rounds=5, seed=3)
+    table, oracle, instants, path = run_scenario(tmp_path, table_type=table_type, index="SIMPLE",
+                                                 merge_mode="PARTIAL_UPDATE", rounds=5, seed=3)
     assert ours(table) == expected(oracle)
+    if table_type == "COPY_ON_WRITE":
+        # hudi-rs 0.5.0 refuses MOR tables with PartialUpdateAvroPayload ("merges with a merger
+        # of its own"); COW tables it reads.
+        assert theirs(path) == expected(oracle)
     for t in instants:
         assert ours(table, as_of=t) == expected(oracle, t)
     # The scenario must really exercise the fill: some surviving record has a fare from an
