@@ -1,0 +1,58 @@
+"""Execution engines: how services run their work items in parallel.
+
+Services see only :class:`Engine.map`. The local engine runs on threads (pyarrow and file I/O
+release the GIL) or processes; the Spark issue adds an engine backed by Spark tasks.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Callable, Iterable, Sequence, TypeVar
+
+from lakehouse.errors import ConfigError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Engine(abc.ABC):
+    @abc.abstractmethod
+    def map(self, fn: Callable[[T], R], items: Sequence[T] | Iterable[T],
+            parallelism: int | None = None) -> list[R]:
+        """``[fn(x) for x in items]``, in order, with up to ``parallelism`` running at once.
+
+        The first failure is raised after the running items finish; ``fn`` and the items must be
+        picklable for engines that ship work to other processes or machines.
+        """
+
+
+class LocalEngine(Engine):
+    def __init__(self, kind: str = "threads", parallelism: int | None = None) -> None:
+        if kind not in ("threads", "processes"):
+            raise ConfigError(f"local engine kind {kind!r} is not threads or processes",
+                              help="use LocalEngine('threads') or LocalEngine('processes')")
+        if parallelism is not None and parallelism < 1:
+            raise ConfigError(f"parallelism {parallelism} must be at least 1", help="pass 1 or more")
+        self.kind = kind
+        self.parallelism = parallelism or os.cpu_count() or 1
+
+    def map(self, fn, items, parallelism=None):
+        items = list(items)
+        n = min(len(items), parallelism or self.parallelism)
+        if n <= 1:
+            return [fn(x) for x in items]
+        pool_cls = ThreadPoolExecutor if self.kind == "threads" else ProcessPoolExecutor
+        with pool_cls(max_workers=n) as pool:
+            return list(pool.map(fn, items))
+
+
+_default: Engine | None = None
+
+
+def default_engine() -> Engine:
+    global _default
+    if _default is None:
+        _default = LocalEngine()
+    return _default
