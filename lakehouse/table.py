@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, KeyGeneratorType,
+from lakehouse.config import (SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, KeyGeneratorType,
                               MergeMode, TableConfig, TableType, WriteConfig)
 from lakehouse.errors import (ConfigError, CorruptFileError, FileAlreadyExistsError, StorageError, TableExistsError,
                               TableNotFoundError, UnsupportedTableError)
@@ -206,7 +206,7 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
     """Create an empty table. ``options`` (or keyword arguments) take Hudi's ``hoodie.*`` names."""
     opts = {**(options or {}), **more_options}
     unknown = [k for k in opts if k not in TABLE_OPTION_KEYS and k not in WRITE_OPTION_KEYS
-               and k != "hoodie.datasource.write.keygenerator.class"]
+               and k not in SERVICE_OPTION_KEYS and k != "hoodie.datasource.write.keygenerator.class"]
     if unknown:
         raise ConfigError(f"unknown option(s): {', '.join(sorted(unknown))}",
                           help="options take Hudi's hoodie.* names; `lakehouse options` lists them")
@@ -237,8 +237,11 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
             raise ConfigError(f"columns {missing} are not in the given schema",
                               help="fix the column names or the schema")
     table_opts = {k: v for k, v in opts.items() if k in TABLE_OPTION_KEYS}
-    write_opts = {k: str(v) for k, v in opts.items() if k in WRITE_OPTION_KEYS}
-    WriteConfig.from_options(write_opts)  # validate now, not at the first write
+    write_opts = {k: str(v) for k, v in opts.items() if k in WRITE_OPTION_KEYS or k in SERVICE_OPTION_KEYS}
+    # Validate now, not at the first write or service run.
+    WriteConfig.from_options(write_opts)
+    for cls in SERVICE_CONFIGS:
+        cls.from_options(write_opts)
     base = TableConfig(name=name, table_type=ttype, record_key_fields=keys, partition_fields=parts,
                        ordering_field=ordering_field, key_generator_class=kg.java_class,
                        hive_style_partitioning=hive_style_partitioning,

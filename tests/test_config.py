@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, KeyGeneratorType,
+from lakehouse.config import (SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, KeyGeneratorType,
                               LogBlockFormat, MergeMode, TableConfig, TableType, WriteConfig,
                               option_docs, table_checksum)
 from lakehouse.errors import ConfigError
@@ -314,6 +314,22 @@ def test_option_keys_are_unique_and_documented():
     docs = option_docs()
     keys = [k for k, _, _ in docs]
     assert len(keys) == len(set(keys))
-    assert set(keys) == TABLE_OPTION_KEYS | WRITE_OPTION_KEYS
+    assert set(keys) == TABLE_OPTION_KEYS | WRITE_OPTION_KEYS | SERVICE_OPTION_KEYS
     assert not TABLE_OPTION_KEYS & WRITE_OPTION_KEYS
+    assert not (TABLE_OPTION_KEYS | WRITE_OPTION_KEYS) & SERVICE_OPTION_KEYS
     assert all(k.startswith("hoodie.") for k in keys)
+
+
+def test_service_configs_defaults_and_validation():
+    from lakehouse.config import ArchivalConfig, CleanConfig, CompactionConfig
+    assert CompactionConfig.from_options({}).max_delta_commits == 5
+    c = CleanConfig.from_options({"hoodie.cleaner.policy": "keep_latest_file_versions",
+                                  "hoodie.parquet.max.file.size": "1000"})
+    assert c.policy == "KEEP_LATEST_FILE_VERSIONS" and c.file_versions_retained == 3
+    assert (ArchivalConfig.from_options({}).max_commits, ArchivalConfig().min_commits) == (30, 20)
+    for cls, opts in [(CleanConfig, {"hoodie.cleaner.policy": "KEEP_ALL"}),
+                      (CompactionConfig, {"hoodie.compact.inline.max.delta.commits": 0}),
+                      (ArchivalConfig, {"hoodie.keep.min.commits": 30}),
+                      (CleanConfig, {"hoodie.cleaner.polcy": "KEEP_LATEST_COMMITS"})]:
+        with pytest.raises(ConfigError):
+            cls.from_options(opts)
