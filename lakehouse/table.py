@@ -136,6 +136,31 @@ class Table:
                                            help="`lakehouse timeline` lists the instants")
         return rollback_instant(self.active, inst, timeline)
 
+    # --- table services --------------------------------------------------------------------
+
+    def schedule_compaction(self, *, force: bool = False, options: Mapping[str, Any] | None = None):
+        from lakehouse.config import CompactionConfig
+        from lakehouse.services.compaction import schedule_compaction
+        cfg = CompactionConfig.from_options({**self.config.extra, **(options or {})})
+        return schedule_compaction(self, cfg, force=force)
+
+    def run_compaction(self, instant_time: str | None = None, **kw: Any):
+        from lakehouse.services.compaction import execute_compaction
+        return execute_compaction(self, instant_time, **kw)
+
+    def commit_compaction(self, instant_time: str | None = None):
+        from lakehouse.services.compaction import commit_compaction
+        return commit_compaction(self, instant_time)
+
+    def compact(self, *, force: bool = False, options: Mapping[str, Any] | None = None):
+        """Schedule, execute and commit in one call; returns the commit result (or the schedule
+        result saying why nothing was scheduled)."""
+        scheduled = self.schedule_compaction(force=force, options=options)
+        if not scheduled.scheduled:
+            return scheduled
+        self.run_compaction(scheduled.instant)
+        return self.commit_compaction(scheduled.instant)
+
     # --- reads -----------------------------------------------------------------------------
 
     def read(self, as_of: str | None = None, columns: Sequence[str] | None = None,

@@ -122,6 +122,30 @@ def create_base_file(ctx: HandleContext, *, partition: str, file_id: str, record
                      file_size_in_bytes=len(data))
 
 
+def write_compacted_base_file(ctx: HandleContext, *, partition: str, file_id: str,
+                              table: pa.Table, task: int, prev_commit: str) -> WriteStat:
+    """A compaction's output: records keep their commit time and sequence number (as Hudi's
+    compactor preserves them); only ``_hoodie_file_name`` points at the new file. An empty
+    result is still written, or the slice before the compaction would show through."""
+    name = BaseFileName(file_id, f"{task}-0-0", ctx.instant_time)
+    ctx.markers.create(partition, str(name), MarkerType.CREATE)
+    cols = []
+    for f in ctx.schema:
+        if f.name == FILE_NAME:
+            cols.append(pa.repeat(str(name), table.num_rows).cast(pa.string()))
+        elif f.name in table.column_names:
+            col = table.column(f.name)
+            cols.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            cols.append(pa.nulls(table.num_rows, f.type))
+    out = pa.Table.from_arrays(cols, schema=ctx.schema)
+    data = _parquet_bytes(out, ctx)
+    path = join(partition, str(name))
+    _write_data(ctx, path, data)
+    return WriteStat(file_id=file_id, path=path, partition_path=partition, prev_commit=prev_commit,
+                     num_writes=out.num_rows, total_write_bytes=len(data), file_size_in_bytes=len(data))
+
+
 def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.Table,
                     task: int) -> WriteStat:
     """Rewrite a file group's base file with ``incoming`` merged in (COW merge handle).

@@ -1,0 +1,83 @@
+"""Committing a compaction: every operation's result present and its file in place, then
+``<t>.commit`` (operationType COMPACT) in one atomic step. Otherwise the execution is undone so
+that the plan can run again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakehouse.errors import TimelineError
+from lakehouse.faults import fault_point
+from lakehouse.read.reader import TableReader
+from lakehouse.services.compaction.execute import undo_execution
+from lakehouse.services.compaction.plan import read_plan
+from lakehouse.services.compaction.results import delete_results, read_results
+from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
+from lakehouse.timeline.instant import Action, State
+from lakehouse.write.markers import Markers
+
+if TYPE_CHECKING:
+    from lakehouse.table import Table
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    instant: str | None
+    committed: bool
+    operations: int = 0
+    rows: int = 0
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"action": "compaction", "step": "commit", "instant": self.instant,
+                "committed": self.committed, "operations": self.operations, "rows": self.rows,
+                "reason": self.reason}
+
+
+def _problems(table: "Table", t: str, stats: list[WriteStat], failures: list[dict]) -> list[str]:
+    plan = read_plan(table, t)
+    out = [f"{f['partitionPath']}/{f['fileId']}: {f['error']}" for f in failures]
+    done = {(s.partition_path, s.file_id) for s in stats}
+    out += [f"{o.partition_path}/{o.file_id}: no result" for o in plan.operations
+            if (o.partition_path, o.file_id) not in done]
+    for s in stats:
+        info = table.storage.info(s.path)
+        if info is None or info.size != s.file_size_in_bytes:
+            out.append(f"{s.path}: {'missing' if info is None else 'size differs from its result'}")
+    return out
+
+
+def commit_compaction(table: "Table", instant_time: str | None = None) -> CommitResult:
+    timeline = table.timeline
+    if instant_time is None:
+        inflight = [i for i in timeline.pending_compactions() if i.is_inflight]
+        if not inflight:
+            return CommitResult(None, False, reason="no compaction is inflight (run it first)")
+        inst = inflight[0]
+    else:
+        inst = timeline.get(str(instant_time))
+        if inst is not None and inst.is_completed and timeline.is_compaction(inst.time):
+            return CommitResult(inst.time, True, reason="already committed")
+        if inst is None or inst.action is not Action.COMPACTION or not inst.is_inflight:
+            raise TimelineError(f"{instant_time} is not an inflight compaction",
+                                help="execute the compaction before committing it")
+    t = inst.time
+    res = read_results(table.storage, t)
+    problems = ["the execution recorded no results"] if res is None else _problems(table, t, *res)
+    if problems:
+        undo_execution(table, t)
+        return CommitResult(t, False, reason="rolled back to requested: " + "; ".join(problems[:5]))
+    stats, _ = res
+    by_partition: dict[str, list[WriteStat]] = {}
+    for s in stats:
+        by_partition.setdefault(s.partition_path, []).append(s)
+    schema = TableReader(table.storage, table.config, table.active).avro_schema()
+    meta = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in by_partition.items()},
+                          operation_type="COMPACT", compacted=True,
+                          extra_metadata={"schema": schema} if schema else {})
+    fault_point("compaction.before_commit")
+    table.active.transition(inst, State.COMPLETED, meta.to_bytes())
+    Markers(table.storage, t).delete_all()
+    delete_results(table.storage, t)
+    return CommitResult(t, True, len(stats), sum(s.num_writes for s in stats))

@@ -1,0 +1,168 @@
+"""Executing a compaction plan: each operation merges a file slice's base file and log files into
+a new base file at the compaction instant, through the engine.
+
+The plan and its instant are the only inputs, so this runs in any process on any machine. A
+compaction left inflight by a crashed executor is undone (its partial files deleted, the plan
+back to requested) and executed again from the start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakehouse.config import WRITE_OPTION_KEYS, WriteConfig
+from lakehouse.engine import Engine, default_engine
+from lakehouse.errors import TimelineError
+from lakehouse.faults import InjectedFault, fault_point
+from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
+from lakehouse.file_group.naming import BaseFileName, LogFileName, join
+from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
+from lakehouse.read.merge import MergeSpec
+from lakehouse.read.reader import TableReader
+import pyarrow as pa
+
+from lakehouse.schema import HOODIE_META_FIELDS, arrow_to_avro_schema
+from lakehouse.services.compaction.plan import read_plan
+from lakehouse.services.compaction.results import delete_results, write_results
+from lakehouse.timeline.avro_files import CompactionOperation
+from lakehouse.timeline.commit_metadata import WriteStat
+from lakehouse.timeline.instant import Action, Instant, State
+from lakehouse.write.handles import HandleContext, schema_json, write_compacted_base_file
+from lakehouse.write.markers import Markers
+
+if TYPE_CHECKING:
+    from lakehouse.table import Table
+
+
+@dataclass(frozen=True)
+class ExecuteResult:
+    instant: str | None
+    operations: int = 0
+    failed: int = 0
+    rows: int = 0
+    bytes_written: int = 0
+    redone: bool = False
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"action": "compaction", "step": "execute", "instant": self.instant,
+                "operations": self.operations, "failed": self.failed, "rows": self.rows,
+                "bytes": self.bytes_written, "redone": self.redone, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One operation, self-contained so that an engine can ship it to another process."""
+
+    base_uri: str
+    instant_time: str
+    index: int
+    op: CompactionOperation
+    committed: frozenset[str]
+
+
+def _slice(table: "Table", op: CompactionOperation) -> FileSlice:
+    p = op.partition_path
+    base = None
+    if op.data_file_path:
+        bn = BaseFileName.parse(op.data_file_path)
+        base = BaseFile(p, bn, table.storage.size(join(p, op.data_file_path)))
+    logs = []
+    for name in op.delta_file_paths:
+        ln = LogFileName.parse(name)
+        logs.append(LogFile(p, ln, table.storage.size(join(p, name))))
+    return FileSlice(p, op.file_id, op.base_instant_time, base,
+                     tuple(sorted(logs, key=lambda f: f.name.sort_key)))
+
+
+def compact_operation(task: _Task) -> WriteStat:
+    from lakehouse.table import open_table
+
+    table = open_table(task.base_uri)
+    t = task.instant_time
+    reader = TableReader(table.storage, table.config, table.active)
+    schema = reader.schema()
+    ctx = SliceReadContext(storage=table.storage, schema=schema,
+                           spec=MergeSpec(table.config.merge_mode, table.config.ordering_field),
+                           is_visible=lambda x: x in task.committed and x < t)
+    fs = _slice(table, task.op)
+    merged = read_file_slice(fs, ctx)
+    wc = WriteConfig.from_options({k: v for k, v in table.config.extra.items() if k in WRITE_OPTION_KEYS})
+    data_schema = pa.schema([f for f in schema if f.name not in HOODIE_META_FIELDS])
+    avro = arrow_to_avro_schema(data_schema, table.config.name, with_meta_fields=True)
+    hctx = HandleContext(storage=table.storage, markers=Markers(table.storage, t), instant_time=t,
+                         schema=schema, avro_schema=avro, avro_schema_json=schema_json(avro),
+                         config=wc, spec=ctx.spec)
+    stat = write_compacted_base_file(hctx, partition=fs.partition, file_id=fs.file_id, table=merged,
+                                     task=task.index, prev_commit=fs.base_instant)
+    if task.index == 0:
+        fault_point("compaction.mid_execute")
+    return WriteStat(**{**stat.__dict__,
+                        "total_log_files_compacted": len(fs.log_files),
+                        "total_log_size_compacted": fs.total_log_size,
+                        "total_log_blocks": ctx.stats["log_blocks"],
+                        "total_corrupt_log_block": ctx.stats["corrupt_blocks"]})
+
+
+def run_operation(task: _Task) -> WriteStat | dict:
+    """An operation's result, or its failure: one bad slice fails its operation, not the plan."""
+    try:
+        return compact_operation(task)
+    except InjectedFault:
+        raise
+    except Exception as e:
+        return {"fileId": task.op.file_id, "partitionPath": task.op.partition_path,
+                "error": f"{type(e).__name__}: {e}"}
+
+
+def undo_execution(table: "Table", instant_time: str) -> None:
+    """Remove what an execution wrote and put the plan back to requested (idempotent)."""
+    storage = table.storage
+    markers = Markers(storage, instant_time)
+    for m in markers.all():
+        storage.delete(m.data_path)
+    # Files written before their marker cannot exist, but a crash can leave data files whose
+    # marker folder was already removed by a failed commit: sweep the plan's file groups too.
+    plan = read_plan(table, instant_time)
+    for op in plan.operations:
+        for info in storage.list(op.partition_path):
+            bn = BaseFileName.parse(info.name)
+            if bn and bn.file_id == op.file_id and bn.instant_time == instant_time:
+                storage.delete(info.path)
+    delete_results(storage, instant_time)
+    markers.delete_all()
+    storage.delete(table.active.path(Instant(instant_time, Action.COMPACTION, State.INFLIGHT)))
+
+
+def execute_compaction(table: "Table", instant_time: str | None = None, *,
+                       engine: Engine | None = None, parallelism: int | None = None) -> ExecuteResult:
+    timeline = table.timeline
+    pending = timeline.pending_compactions()
+    if instant_time is None:
+        if not pending.instants:
+            return ExecuteResult(None, reason="no compaction is pending")
+        inst = pending.instants[0]
+    else:
+        inst = timeline.get(str(instant_time))
+        if inst is None or inst.action is not Action.COMPACTION:
+            if inst is not None and timeline.is_compaction(inst.time) and inst.is_completed:
+                return ExecuteResult(inst.time, reason="already committed")
+            raise TimelineError(f"{instant_time} is not a pending compaction",
+                                help="`lakehouse compaction show` lists the compactions")
+    t = inst.time
+    redone = inst.is_inflight
+    if redone:
+        undo_execution(table, t)
+    plan = read_plan(table, t)
+    table.active.transition(Instant(t, Action.COMPACTION, State.REQUESTED), State.INFLIGHT)
+    committed = frozenset(table.timeline.completed_write_times)
+    tasks = [_Task(table.storage.uri(), t, i, op, committed) for i, op in enumerate(plan.operations)]
+    stats: list[WriteStat] = []
+    failures: list[dict] = []
+    for r in (engine or default_engine()).map(run_operation, tasks, parallelism):
+        (stats if isinstance(r, WriteStat) else failures).append(r)
+    fault_point("compaction.after_execute")
+    write_results(table.storage, t, stats, failures)
+    return ExecuteResult(t, len(plan.operations), len(failures), sum(s.num_writes for s in stats),
+                         sum(s.file_size_in_bytes for s in stats), redone)

@@ -1,0 +1,159 @@
+"""Scheduling a compaction: decide by the trigger strategy, then plan one operation per file
+slice with log files, largest log backlog first, bounded by ``hoodie.compaction.target.io``.
+
+Validations as Hudi's (seed 000): no write may be pending at an earlier instant (its logs would
+be missed), and no instant may exist at or after the new one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from lakehouse.config import CompactionConfig
+from lakehouse.errors import ConfigError
+from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.file_group.view import FileSystemView
+from lakehouse.timeline.avro_files import CompactionOperation, CompactionPlan, CompactionStrategy
+from lakehouse.timeline.instant import Action, Instant, State
+from lakehouse.timeline.instant_time import parse_instant_time
+
+if TYPE_CHECKING:
+    from lakehouse.table import Table
+
+STRATEGY_CLASS = "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy"
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    instant: str | None
+    operations: int = 0
+    log_files: int = 0
+    log_bytes: int = 0
+    reason: str = ""
+
+    @property
+    def scheduled(self) -> bool:
+        return self.instant is not None
+
+    def to_json(self) -> dict:
+        return {"action": "compaction", "step": "schedule", "instant": self.instant,
+                "operations": self.operations, "log_files": self.log_files,
+                "log_bytes": self.log_bytes, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class _Trigger:
+    fire: bool
+    reason: str = field(default="")
+
+
+def _trigger(cfg: CompactionConfig, delta_commits: int, seconds: float, log_bytes: int) -> _Trigger:
+    by_num = delta_commits >= cfg.max_delta_commits
+    by_time = seconds >= cfg.max_delta_seconds
+    by_bytes = log_bytes >= cfg.max_log_bytes
+    num = f"{delta_commits} of {cfg.max_delta_commits} delta commits"
+    tim = f"{int(seconds)} of {cfg.max_delta_seconds} seconds"
+    byt = f"{log_bytes} of {cfg.max_log_bytes} log bytes"
+    rules = {
+        "NUM_COMMITS": (by_num, num), "TIME_ELAPSED": (by_time, tim),
+        "NUM_AND_TIME": (by_num and by_time, f"{num} and {tim}"),
+        "NUM_OR_TIME": (by_num or by_time, f"{num}, {tim}"),
+        "LOG_BYTES": (by_bytes, byt), "NUM_OR_LOG_BYTES": (by_num or by_bytes, f"{num}, {byt}"),
+    }
+    fire, reason = rules[cfg.trigger_strategy]
+    return _Trigger(fire, reason)
+
+
+def _operation(s: FileSlice) -> CompactionOperation:
+    log_bytes = s.total_log_size
+    read_mb = (s.base_size + log_bytes) / MB
+    write_mb = (s.base_size or log_bytes) / MB
+    return CompactionOperation(
+        file_id=s.file_id, partition_path=s.partition, base_instant_time=s.base_instant,
+        data_file_path=str(s.base_file.name) if s.base_file else None,
+        delta_file_paths=tuple(str(lf.name) for lf in s.log_files),
+        metrics={"TOTAL_LOG_FILES": float(len(s.log_files)), "TOTAL_LOG_FILES_SIZE": float(log_bytes),
+                 "TOTAL_IO_READ_MB": read_mb, "TOTAL_IO_WRITE_MB": write_mb,
+                 "TOTAL_IO_MB": read_mb + write_mb})
+
+
+def plan_operations(slices: list[FileSlice], cfg: CompactionConfig) -> list[CompactionOperation]:
+    """LogFileSizeBasedCompactionStrategy: biggest log backlog first, up to the I/O budget."""
+    eligible = [s for s in slices if s.log_files and s.total_log_size >= cfg.log_size_threshold]
+    eligible.sort(key=lambda s: (-s.total_log_size, s.partition, s.file_id))
+    ops: list[CompactionOperation] = []
+    io = 0.0
+    for s in eligible:
+        op = _operation(s)
+        if ops and io + op.metrics["TOTAL_IO_MB"] > cfg.target_io_mb:
+            break
+        ops.append(op)
+        io += op.metrics["TOTAL_IO_MB"]
+    return ops
+
+
+def schedule_compaction(table: "Table", config: CompactionConfig | None = None, *,
+                        now: datetime | None = None, force: bool = False) -> ScheduleResult:
+    """Write ``<t>.compaction.requested`` if the trigger fires (or ``force``); else say why not."""
+    if not table.config.is_mor:
+        raise ConfigError(f"{table.name} is a COPY_ON_WRITE table; only MERGE_ON_READ tables compact",
+                          help="copy-on-write tables have no logs to compact")
+    cfg = config or CompactionConfig.from_options(table.config.extra)
+    timeline = table.timeline
+    pending_writes = timeline.pending().filter(
+        actions=[Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT])
+    if pending_writes.instants:
+        first = pending_writes.instants[0]
+        return ScheduleResult(None, reason=f"write {first.time} is still {first.state.name.lower()}; "
+                              "its logs would be missed: commit or roll it back first")
+    compactions = timeline.filter(actions=[Action.COMPACTION]).instants + tuple(
+        i for i in timeline.completed_writes() if timeline.is_compaction(i.time))
+    last = max((i.time for i in compactions), default=None)
+    deltas = [i for i in timeline.completed().filter(actions=[Action.DELTA_COMMIT])
+              if last is None or i.time > last]
+    view = FileSystemView.load(table.storage, timeline, table.active)
+    in_plan = set(_pending_operations(table, timeline))
+    # File groups already in a pending plan wait for it; their new logs go to the next slice.
+    slices = [s for s in view.latest_slices_for_write()
+              if s.log_files and (s.partition, s.file_id) not in in_plan]
+    log_bytes = sum(s.total_log_size for s in slices)
+    since = last or (deltas[0].time if deltas else None)
+    now = now or datetime.now(timezone.utc)
+    seconds = (now - parse_instant_time(since)).total_seconds() if since else 0.0
+    trig = _trigger(cfg, len(deltas), seconds, log_bytes)
+    if not trig.fire and not force:
+        return ScheduleResult(None, reason=f"not yet: {trig.reason}")
+    ops = plan_operations(slices, cfg)
+    if not ops:
+        return ScheduleResult(None, reason="no file slice has log files to compact")
+    plan = CompactionPlan(operations=tuple(ops), strategy=CompactionStrategy(
+        compactor_class_name=STRATEGY_CLASS,
+        strategy_params={"hoodie.compaction.target.io": str(cfg.target_io_mb)}),
+        extra_metadata={"lakehouse.trigger": trig.reason}, preserve_hoodie_metadata=True)
+    inst = table.active.create_requested(Action.COMPACTION, plan.to_bytes())
+    # Seed 000's rule: nothing may have completed at or after the compaction instant.
+    later = [i for i in table.timeline.completed() if i.time >= inst.time]
+    if later:
+        table.active.storage.delete(table.active.path(inst))
+        return ScheduleResult(None, reason=f"{later[0].time} completed at or after the compaction "
+                              "instant while it was being scheduled; try again")
+    return ScheduleResult(inst.time, len(ops), sum(len(o.delta_file_paths) for o in ops),
+                          int(sum(o.metrics["TOTAL_LOG_FILES_SIZE"] for o in ops)),
+                          reason=trig.reason if trig.fire else "forced")
+
+
+def read_plan(table: "Table", instant_time: str) -> CompactionPlan:
+    inst = Instant(instant_time, Action.COMPACTION, State.REQUESTED)
+    return CompactionPlan.from_bytes(table.active.read(inst), table.storage.uri(table.active.path(inst)))
+
+
+def _pending_operations(table: "Table", timeline) -> dict[tuple[str, str], str]:
+    out = {}
+    for inst in timeline.pending_compactions():
+        for o in read_plan(table, inst.time).operations:
+            out[(o.partition_path, o.file_id)] = inst.time
+    return out
+
