@@ -161,6 +161,11 @@ class Table:
         self.run_compaction(scheduled.instant)
         return self.commit_compaction(scheduled.instant)
 
+    def archive(self, options: Mapping[str, Any] | None = None):
+        from lakehouse.config import ArchivalConfig
+        from lakehouse.services.archive import archive
+        return archive(self, ArchivalConfig.from_options({**self.config.extra, **(options or {})}))
+
     # --- reads -----------------------------------------------------------------------------
 
     def read(self, as_of: str | None = None, columns: Sequence[str] | None = None,

@@ -13,14 +13,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.config import KeyGeneratorType, TableConfig
-from lakehouse.errors import ConfigError, SchemaError
+from lakehouse.errors import ConfigError, InstantNotFoundError, SchemaError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
 from lakehouse.read.merge import MergeSpec
 from lakehouse.schema import HOODIE_META_FIELDS, avro_to_arrow_schema
 from lakehouse.storage.base import Storage
-from lakehouse.timeline.active import ActiveTimeline, Timeline
+from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
 from lakehouse.timeline.instant import Action
 from lakehouse.write.keygen import KeyGenerator
 
@@ -140,6 +140,17 @@ class TableReader:
 
     # --- reads -----------------------------------------------------------------------------
 
+    def _check_retained(self, t: str, what: str) -> None:
+        """Reads reaching before the active timeline would silently miss archived history."""
+        first = self.timeline.completed_writes().first
+        if first is None or t >= first.time:
+            return
+        archived = [i for i in self.storage.list(f"{METAFOLDER}/archived") if i.name.startswith(".commits_")]
+        if archived:
+            raise InstantNotFoundError(
+                f"{what} {t} is not possible: instants before {first.time} are archived",
+                help=f"use an instant at or after {first.time}, the earliest available one")
+
     def _context(self, schema: pa.Schema, visible: set[str], columns, row_filter,
                  read_logs: bool) -> SliceReadContext:
         key_of = None
@@ -184,6 +195,7 @@ class TableReader:
                  filters: Sequence[Filter] | None = None, read_optimized: bool = False) -> pa.Table:
         if as_of is not None:
             as_of = str(as_of)
+            self._check_retained(as_of, "time travel to")
         schema = self.schema(as_of)
         columns = self._check_columns(columns, schema)
         row_filter = filters_to_expression(filters, schema)
@@ -203,6 +215,8 @@ class TableReader:
                 columns: Sequence[str] | None = None,
                 filters: Sequence[Filter] | None = None) -> pa.Table:
         """Latest state of the records written by commits in (start, end]."""
+        if start is not None:
+            self._check_retained(str(start), "changes since")
         writes = self.timeline.completed_writes()
         in_range = [i for i in writes if (start is None or i.time > start)
                     and (end is None or i.time <= end)]

@@ -1,0 +1,208 @@
+"""Archival: keep the active timeline bounded.
+
+When the active timeline holds more than ``hoodie.keep.max.commits`` completed commits, the
+oldest instants (every action) are moved to ``.hoodie/archived/`` until
+``hoodie.keep.min.commits`` commits remain, as Hudi's archiver does (timeline layout 1): a log
+file ``.commits_.archive.<n>_1-0-1`` of Avro data blocks holding HoodieArchivedMetaEntry records.
+Archival never passes a pending instant, a savepoint, or the last clean's earliest retained
+commit, so time travel and incremental reads inside the retained range keep working; files of
+archived commits stay readable because files older than the active timeline count as committed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import fastavro
+
+from lakehouse.config import ArchivalConfig
+from lakehouse.errors import CorruptFileError
+from lakehouse.faults import fault_point
+from lakehouse.log.block import BlockType, HeaderKey, encode_block
+from lakehouse.log.reader import read_log_blocks
+from lakehouse.timeline.active import METAFOLDER, Timeline
+from lakehouse.timeline.avro_files import CleanMetadata, deserialize
+from lakehouse.timeline.avro_schemas import AvroKind, parsed_schema, schema
+from lakehouse.timeline.instant import Action, Instant, State
+
+if TYPE_CHECKING:
+    from lakehouse.table import Table
+
+ARCHIVE_FOLDER = f"{METAFOLDER}/archived"
+_ARCHIVE_PREFIX = ".commits_.archive."
+
+
+@dataclass(frozen=True)
+class ArchiveResult:
+    archived: tuple[str, ...] = ()
+    archive_file: str | None = None
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"action": "archive", "archived": list(self.archived), "file": self.archive_file,
+                "reason": self.reason}
+
+
+def _fill(record_schema: dict, value: dict | None, names: dict[str, dict]) -> dict | None:
+    """A JSON document shaped as an Avro record: known fields copied, the rest defaulted."""
+    if value is None:
+        return None
+    out = {}
+    for f in record_schema["fields"]:
+        v = value.get(f["name"], f.get("default"))
+        out[f["name"]] = _fit(f["type"], v, names)
+    return out
+
+
+def _fit(t: Any, v: Any, names: dict[str, dict]) -> Any:
+    if isinstance(t, list):
+        if v is None:
+            return None
+        for branch in t:
+            if branch != "null":
+                return _fit(branch, v, names)
+        return None
+    if isinstance(t, str) and t in names:
+        t = names[t]
+    if isinstance(t, dict):
+        if t.get("type") == "record":
+            names[t["name"]] = t
+            return _fill(t, v if isinstance(v, dict) else {}, names)
+        if t.get("type") == "array":
+            return [_fit(t["items"], x, names) for x in (v or [])]
+        if t.get("type") == "map":
+            return {k: _fit(t["values"], x, names) for k, x in (v or {}).items()}
+        return _fit(t.get("type"), v, names)
+    if t in ("long", "int"):
+        return int(v) if v is not None else 0
+    if t in ("double", "float"):
+        return float(v) if v is not None else 0.0
+    if t == "boolean":
+        return bool(v)
+    if t == "string":
+        return None if v is None else (v if isinstance(v, str) else json.dumps(v))
+    return v
+
+
+def _named_types(s: Any, names: dict[str, dict]) -> None:
+    if isinstance(s, list):
+        for x in s:
+            _named_types(x, names)
+    elif isinstance(s, dict):
+        if s.get("type") in ("record", "enum", "fixed") and "name" in s:
+            names[s["name"]] = s
+            names[f"org.apache.hudi.avro.model.{s['name']}"] = s
+        for k in ("fields", "type", "items", "values"):
+            if k in s:
+                _named_types(s[k], names)
+
+
+def _entry(table: "Table", inst: Instant) -> dict:
+    """The HoodieArchivedMetaEntry of one completed instant."""
+    entry_schema = schema(AvroKind.ARCHIVED_META_ENTRY)
+    names: dict[str, dict] = {}
+    _named_types(entry_schema, names)
+    fields = {f["name"]: f for f in entry_schema["fields"]}
+    raw = table.active.read(inst)
+    action = inst.action
+    rec: dict[str, Any] = {f: None for f in fields}
+    rec.update(commitTime=inst.time, actionType=str(action), version=1, actionState="COMPLETED")
+    if action in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.COMPACTION):
+        doc = json.loads(raw or b"{}")
+        key = "hoodieReplaceCommitMetadata" if action is Action.REPLACE_COMMIT else "hoodieCommitMetadata"
+        rec[key] = _fit(fields[key]["type"], doc, names)
+        if action is Action.COMPACTION:
+            rec["actionType"] = "commit"
+    elif action is Action.CLEAN:
+        rec["hoodieCleanMetadata"] = deserialize(AvroKind.CLEAN_METADATA, raw, table.active.path(inst))
+    elif action is Action.ROLLBACK:
+        rec["hoodieRollbackMetadata"] = deserialize(AvroKind.ROLLBACK_METADATA, raw, table.active.path(inst))
+    elif action is Action.SAVEPOINT:
+        rec["hoodieSavePointMetadata"] = deserialize(AvroKind.SAVEPOINT_METADATA, raw, table.active.path(inst))
+    return rec
+
+
+def _encode_entries(entries: list[dict]) -> bytes:
+    parsed = parsed_schema(AvroKind.ARCHIVED_META_ENTRY)
+    body = io.BytesIO()
+    body.write(struct.pack(">ii", 3, len(entries)))
+    for e in entries:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, e)
+        body.write(struct.pack(">i", buf.tell()))
+        body.write(buf.getvalue())
+    header = {HeaderKey.SCHEMA: json.dumps(schema(AvroKind.ARCHIVED_META_ENTRY)),
+              HeaderKey.INSTANT_TIME: entries[-1]["commitTime"] if entries else ""}
+    return encode_block(BlockType.AVRO_DATA, header, body.getvalue())
+
+
+def read_archived(table: "Table") -> list[dict]:
+    """Every archived entry, oldest first (for the CLI and tests)."""
+    parsed = parsed_schema(AvroKind.ARCHIVED_META_ENTRY)
+    out: list[dict] = []
+    files = sorted((i for i in table.storage.list(ARCHIVE_FOLDER) if i.name.startswith(_ARCHIVE_PREFIX)),
+                   key=lambda i: int(i.name[len(_ARCHIVE_PREFIX):].split("_")[0]))
+    for info in files:
+        for block in read_log_blocks(table.storage.read(info.path), table.storage.uri(info.path)):
+            if block.block_type is not BlockType.AVRO_DATA:
+                continue
+            content = io.BytesIO(block.content)
+            _, count = struct.unpack(">ii", content.read(8))
+            for _ in range(count):
+                (n,) = struct.unpack(">i", content.read(4))
+                try:
+                    out.append(fastavro.schemaless_reader(io.BytesIO(content.read(n)), parsed, None))
+                except Exception as e:  # fastavro raises many types on garbage
+                    raise CorruptFileError(table.storage.uri(info.path), f"bad archived entry: {e!r}") from e
+    return sorted(out, key=lambda e: e["commitTime"] or "")
+
+
+def _boundary(table: "Table", timeline: Timeline, cfg: ArchivalConfig) -> tuple[str | None, str]:
+    """The instant time before which instants may be archived, and why it stops there."""
+    commits = timeline.completed_writes().instants
+    if len(commits) <= cfg.max_commits:
+        return None, f"{len(commits)} of {cfg.max_commits} commits on the active timeline"
+    limit, why = commits[len(commits) - cfg.min_commits].time, f"keeping {cfg.min_commits} commits"
+    pending = timeline.pending().instants
+    if pending and pending[0].time < limit:
+        limit, why = pending[0].time, f"pending instant {pending[0].time}"
+    savepoints = timeline.completed().filter(actions=[Action.SAVEPOINT]).instants
+    if savepoints and savepoints[0].time < limit:
+        limit, why = savepoints[0].time, f"savepoint {savepoints[0].time}"
+    cleans = timeline.completed().filter(actions=[Action.CLEAN]).instants
+    if cleans:
+        inst = cleans[-1]
+        meta = CleanMetadata.from_bytes(table.active.read(inst), table.active.path(inst))
+        keep = meta.earliest_commit_to_retain
+        if keep and keep < limit:
+            limit, why = keep, f"the last clean retains from {keep}"
+    return limit, why
+
+
+def archive(table: "Table", config: ArchivalConfig | None = None) -> ArchiveResult:
+    cfg = config or ArchivalConfig.from_options(table.config.extra)
+    timeline = table.timeline
+    limit, why = _boundary(table, timeline, cfg)
+    if limit is None:
+        return ArchiveResult(reason=f"nothing to archive: {why}")
+    victims = [i for i in timeline.completed() if i.time < limit]
+    if not victims:
+        return ArchiveResult(reason=f"nothing to archive before {limit} ({why})")
+    existing = [i for i in table.storage.list(ARCHIVE_FOLDER) if i.name.startswith(_ARCHIVE_PREFIX)]
+    version = 1 + max((int(i.name[len(_ARCHIVE_PREFIX):].split("_")[0]) for i in existing), default=0)
+    name = f"{ARCHIVE_FOLDER}/{_ARCHIVE_PREFIX}{version}_1-0-1"
+    table.storage.create(name, _encode_entries([_entry(table, i) for i in victims]))
+    fault_point("archive.after_write")
+    # Completed files go last: an interrupted archival leaves instants that are both archived
+    # and active, which readers tolerate, never an instant whose state regressed.
+    for inst in victims:
+        for state in (State.REQUESTED, State.INFLIGHT):
+            table.storage.delete(table.active.path(inst.with_state(state)))
+            if inst.action is Action.COMMIT and timeline.is_compaction(inst.time):
+                table.storage.delete(table.active.path(Instant(inst.time, Action.COMPACTION, state)))
+        table.storage.delete(table.active.path(inst))
+    return ArchiveResult(tuple(i.time for i in victims), name, reason=f"stopped at {limit}: {why}")
