@@ -161,6 +161,11 @@ class Table:
         self.run_compaction(scheduled.instant)
         return self.commit_compaction(scheduled.instant)
 
+    def restore(self, savepoint_time: str):
+        """Roll back every write after a savepoint, newest first."""
+        from lakehouse.services.restore import restore
+        return restore(self, savepoint_time)
+
     def archive(self, options: Mapping[str, Any] | None = None):
         from lakehouse.config import ArchivalConfig
         from lakehouse.services.archive import archive

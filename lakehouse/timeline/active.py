@@ -121,6 +121,16 @@ class ActiveTimeline:
         return Timeline.from_file_names(
             info.name for info in self.storage.list(METAFOLDER) if not info.is_dir)
 
+    def state_times(self) -> dict[str, dict[State, int]]:
+        """When each instant entered each state (ns since the epoch, from its files' mtimes):
+        timeline layout 1 records no completion time, so the files' own times are the record."""
+        out: dict[str, dict[State, int]] = {}
+        for info in self.storage.list(METAFOLDER):
+            inst = None if info.is_dir else Instant.parse(info.name)
+            if inst is not None and info.mtime_ns is not None:
+                out.setdefault(inst.time, {})[inst.state] = info.mtime_ns
+        return out
+
     def path(self, instant: Instant) -> str:
         return f"{METAFOLDER}/{instant.file_name}"
 

@@ -1,0 +1,64 @@
+"""Restore a table to a savepoint: every write after it is rolled back, newest first.
+
+Each undone instant gets its own rollback instant, so an interrupted restore leaves a table in a
+state some earlier moment had, and running the restore again finishes it. Compactions after the
+savepoint are undone with their plans, so they do not run again over restored file slices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakehouse.errors import InstantNotFoundError
+from lakehouse.services.compaction import undo_execution
+from lakehouse.services.rollback import resume_pending_rollbacks, rollback_instant
+from lakehouse.timeline.instant import Action, Instant, State
+
+if TYPE_CHECKING:
+    from lakehouse.table import Table
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    savepoint: str
+    rolled_back: tuple[str, ...]
+    rollback_instants: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"action": "restore", "savepoint": self.savepoint,
+                "rolled_back": list(self.rolled_back), "rollbacks": list(self.rollback_instants)}
+
+
+def restore(table: "Table", savepoint_time: str) -> RestoreResult:
+    timeline = table.timeline
+    sp = timeline.get(str(savepoint_time))
+    if sp is None or sp.action is not Action.SAVEPOINT or not sp.is_completed:
+        saved = [i.time for i in timeline.completed().filter(actions=[Action.SAVEPOINT])]
+        raise InstantNotFoundError(f"{savepoint_time} is not a savepoint",
+                                   help="savepoints: " + (", ".join(saved) if saved else "none; "
+                                                          "create one with `lakehouse savepoint create`"))
+    resume_pending_rollbacks(table.active, timeline)
+    undone: list[str] = []
+    rollbacks: list[str] = []
+    t0 = sp.time
+    while True:
+        timeline = table.timeline
+        for inst in timeline.pending_compactions():
+            if inst.time > t0:
+                if inst.is_inflight:
+                    undo_execution(table, inst.time)
+                table.active.delete_instant(inst.time, Action.COMPACTION)
+                undone.append(inst.time)
+        later = [i for i in timeline.write_timeline() if i.time > t0
+                 and i.action is not Action.COMPACTION]
+        if not later:
+            break
+        inst = later[-1]
+        res = rollback_instant(table.active, inst, timeline)
+        rollbacks.append(res.rollback_instant)
+        undone.append(inst.time)
+        if timeline.is_compaction(inst.time):
+            for state in (State.INFLIGHT, State.REQUESTED):
+                table.storage.delete(table.active.path(Instant(inst.time, Action.COMPACTION, state)))
+    return RestoreResult(t0, tuple(undone), tuple(rollbacks))
