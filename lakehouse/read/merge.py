@@ -86,14 +86,16 @@ def resolve(versions: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) 
                   else pc.and_(table.column(DELETE), pc.is_null(table.column(ordering))))
         uncond = pc.fill_null(uncond, False)
         if pc.any(uncond).as_py():
-            cut = (table.filter(uncond).group_by(KEY)
-                   .aggregate([(SEQ, "max")]).rename_columns([KEY, "__lh_cut"]))
-            table = table.join(cut, KEY, join_type="left outer")
-            keep = pc.or_kleene(pc.is_null(table.column("__lh_cut")),
-                                pc.greater_equal(table.column(SEQ), table.column("__lh_cut")))
-            after = pc.fill_null(pc.greater(table.column(SEQ), table.column("__lh_cut")), False)
+            cut = table.filter(uncond).group_by(KEY).aggregate([(SEQ, "max")])
+            # Look each row's cut up by key (a hash join would have to carry every data column,
+            # which Acero cannot do for nested types).
+            idx = pc.index_in(table.column(KEY), value_set=cut.column(KEY))
+            cut_seq = cut.column(f"{SEQ}_max").take(idx)
+            seq = table.column(SEQ)
+            keep = pc.or_kleene(pc.is_null(cut_seq), pc.greater_equal(seq, cut_seq))
+            after = pc.fill_null(pc.greater(seq, cut_seq), False)
             table = table.filter(keep)
-            table = table.append_column(AFTER_CUT, after.filter(keep)).drop_columns(["__lh_cut"])
+            table = table.append_column(AFTER_CUT, after.filter(keep))
             # The cutting delete itself must lose to anything that arrives after it.
             uncond_now = pc.fill_null(
                 table.column(UNCONDITIONAL) if UNCONDITIONAL in table.column_names

@@ -222,3 +222,18 @@ def test_base_file_footers_are_what_hudi_writes(tmp_path, table_type):
         for k, v in footer_metadata(keys).items():
             assert md[k] == v, k
         assert b"parquet.avro.schema" in md and b"ARROW:schema" not in md
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_deletes_on_tables_with_nested_columns(tmp_path, table_type):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="n", table_type=table_type, record_key="id",
+                               partition_by="city", ordering_field="ts")
+    t.upsert(pa.table({
+        "id": ["a", "b"], "city": ["sf", "sf"], "ts": [1, 1],
+        "lst": pa.array([[{"q": "x"}], []], pa.list_(pa.struct([("q", pa.string())]))),
+        "m": pa.array([[("k", 1)], []], pa.map_(pa.string(), pa.int32())),
+        "s": pa.array([{"a": [1]}, {"a": []}], pa.struct([("a", pa.list_(pa.int64()))]))}))
+    t.delete(pa.table({"id": ["a"], "city": ["sf"]}))
+    assert rows(t, ("id", "s")) == [("b", {"a": []})]
+    assert hrows(p, ("id",)) == [("b",)]
