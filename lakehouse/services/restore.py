@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from lakehouse.errors import InstantNotFoundError
 from lakehouse.services.compaction import undo_execution
 from lakehouse.services.rollback import resume_pending_rollbacks, rollback_instant
-from lakehouse.timeline.instant import Action, Instant, State
+from lakehouse.timeline.instant import Action
 
 if TYPE_CHECKING:
     from lakehouse.table import Table
@@ -58,7 +58,4 @@ def restore(table: "Table", savepoint_time: str) -> RestoreResult:
         res = rollback_instant(table.active, inst, timeline)
         rollbacks.append(res.rollback_instant)
         undone.append(inst.time)
-        if timeline.is_compaction(inst.time):
-            for state in (State.INFLIGHT, State.REQUESTED):
-                table.storage.delete(table.active.path(Instant(inst.time, Action.COMPACTION, state)))
     return RestoreResult(t0, tuple(undone), tuple(rollbacks))

@@ -28,6 +28,8 @@ from lakehouse.timeline.instant import Action, Instant, State
 from lakehouse.write.markers import Markers, MarkerType
 
 ROLLBACKABLE = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+# A completed compaction rolls back too (its plan goes with it); a pending one is undone by
+# services.compaction.undo_execution instead.
 
 
 @dataclass(frozen=True)
@@ -112,9 +114,11 @@ def _finish(active: ActiveTimeline, inflight: Instant, plan: RollbackPlan, start
     storage = active.storage
     target_time = plan.instant_to_rollback.commit_time
     target_action = Action(plan.instant_to_rollback.action)
+    # A completed target turns uncommitted first: its data leaves every read in one step, and a
+    # crash from here on leaves a pending instant that this rollback (resumed) finishes.
+    storage.delete(active.path(Instant(target_time, target_action, State.COMPLETED)))
     partitions = _execute(storage, plan, inflight.time)
-    # A completed target loses its completed file before anything else of its own.
-    active.delete_instant(target_time, target_action, include_completed=True)
+    active.delete_instant(target_time, target_action)
     fault_point("rollback.before_complete")
     meta = RollbackMetadata(
         start_rollback_time=inflight.time, time_taken_in_millis=int((time.time() - started) * 1000),
@@ -138,8 +142,20 @@ def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline
             raise TimelineError(
                 f"{target.time} is not the latest completed write ({later[-1].time} came after it)",
                 help="roll back the later instants first, newest first")
+        pending = [i for i in timeline.pending() if i.time > target.time
+                   and i.action in (*ROLLBACKABLE, Action.COMPACTION)]
+        if pending:
+            # A later pending write or compaction may have built on this instant's files.
+            raise TimelineError(
+                f"{target.time} cannot be rolled back while {pending[-1].action} {pending[-1].time} "
+                "is pending", help="commit or roll back that instant first")
     started = time.time()
     plan = plan_rollback(active, target)
+    if target.is_completed and timeline.is_compaction(target.time):
+        # Undo the compaction with its plan, so it does not run again over restored slices.
+        plan = RollbackPlan(instant_to_rollback=InstantInfo(commit_time=target.time,
+                                                            action=str(Action.COMPACTION)),
+                            rollback_requests=plan.rollback_requests)
     requested = active.create_requested(Action.ROLLBACK, plan.to_bytes())
     fault_point("rollback.after_plan")
     inflight = active.transition(requested, State.INFLIGHT)

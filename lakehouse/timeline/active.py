@@ -31,7 +31,9 @@ class Timeline:
 
     @classmethod
     def from_file_names(cls, names: Iterable[str]) -> "Timeline":
-        latest: dict[str, Instant] = {}
+        # A savepoint shares its instant time with the commit it saves (Hudi names it so), so
+        # savepoints are tracked beside the one other instant a time can have.
+        latest: dict[tuple[str, bool], Instant] = {}
         compactions: set[str] = set()
         for name in names:
             inst = Instant.parse(name)
@@ -39,9 +41,10 @@ class Timeline:
                 continue
             if inst.action is Action.COMPACTION:
                 compactions.add(inst.time)
-            cur = latest.get(inst.time)
+            slot = (inst.time, inst.action is Action.SAVEPOINT)
+            cur = latest.get(slot)
             if cur is None or inst.state > cur.state:
-                latest[inst.time] = inst
+                latest[slot] = inst
         return cls(tuple(sorted(latest.values())), frozenset(compactions))
 
     def __iter__(self):
@@ -82,7 +85,12 @@ class Timeline:
 
     @cached_property
     def _by_time(self) -> dict[str, Instant]:
-        return {i.time: i for i in self.instants}
+        """The instant of each time; where a savepoint shares it, the saved commit wins."""
+        out: dict[str, Instant] = {}
+        for i in self.instants:
+            if i.action is not Action.SAVEPOINT or i.time not in out:
+                out[i.time] = i
+        return out
 
     def get(self, time: str) -> Instant | None:
         return self._by_time.get(time)
