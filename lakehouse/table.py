@@ -272,6 +272,9 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
             raise ConfigError(f"columns {missing} are not in the given schema",
                               help="fix the column names or the schema")
     table_opts = {k: v for k, v in opts.items() if k in TABLE_OPTION_KEYS}
+    if str(table_opts.get("hoodie.populate.meta.fields", "true")).lower() == "false":
+        raise ConfigError("hoodie.populate.meta.fields=false is not supported for tables lakehouse writes",
+                          help="leave the meta fields on: incremental reads and merging need them")
     write_opts = {k: str(v) for k, v in opts.items() if k in WRITE_OPTION_KEYS or k in SERVICE_OPTION_KEYS}
     # Validate now, not at the first write or service run.
     WriteConfig.from_options(write_opts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime, timezone
 from urllib.parse import unquote
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Sequence
@@ -22,7 +23,7 @@ from lakehouse.schema import HOODIE_META_FIELDS, avro_to_arrow_schema
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
 from lakehouse.timeline.instant import Action
-from lakehouse.write.keygen import KeyGenerator
+from lakehouse.write.keygen import DEFAULT_PARTITION, KeyGenerator
 
 Filter = tuple[str, str, Any]
 
@@ -51,11 +52,22 @@ def filters_to_expression(filters: Sequence[Filter] | pc.Expression | None,
         if f[0] not in schema.names:
             raise SchemaError(f"filter column {f[0]!r} is not in the table schema",
                               help=f"columns are: {', '.join(schema.names)}")
+    filters = [(c, op, _fit_value(v, schema.field(c).type)) for c, op, v in filters]
     try:
         return pq.filters_to_expression([tuple(f) for f in filters])
     except (ValueError, TypeError) as e:
         raise ConfigError(f"bad filter {filters!r}: {e}",
                           help="ops are =, ==, !=, <, <=, >, >=, in, not in") from None
+
+
+def _fit_value(v: Any, t: pa.DataType) -> Any:
+    """Naive datetimes compare with UTC timestamp columns as UTC (how they were written)."""
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        if isinstance(v, datetime) and v.tzinfo is None:
+            return v.replace(tzinfo=timezone.utc)
+        if isinstance(v, (list, tuple, set)):
+            return type(v)(_fit_value(x, t) for x in v)
+    return v
 
 
 class TableReader:
@@ -120,23 +132,22 @@ class TableReader:
         if any(v is None for v in values):
             return None
         cols = {}
+        unknown = [False] * len(parts)
         for f in pfields:
-            col = pa.array([v[f] for v in values], pa.string())
+            # The default partition holds both nulls and empty strings: it can never be pruned.
+            raw = [v[f] for v in values]
+            for i, x in enumerate(raw):
+                unknown[i] = unknown[i] or x == DEFAULT_PARTITION
+            col = pa.array([None if x == DEFAULT_PARTITION else x for x in raw], pa.string())
             target = schema.field(f).type if f in schema.names else pa.string()
             try:
                 cols[f] = col.cast(target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 return None
-        table = pa.table(cols)
-        mask = table.filter(pq.filters_to_expression([tuple(t) for t in terms]))
-        keep_idx = set()
-        # Map surviving partition value rows back to paths.
-        survivors = mask.to_pylist()
-        for i, v in enumerate(values):
-            row = {f: cols[f][i].as_py() for f in pfields}
-            if row in survivors:
-                keep_idx.add(i)
-        return {parts[i] for i in keep_idx}
+        cols["__lh_i"] = pa.array(range(len(parts)), pa.int64())
+        expr = filters_to_expression(terms, pa.schema([schema.field(f) for f in pfields if f in schema.names]))
+        kept = set(pa.table(cols).filter(expr).column("__lh_i").to_pylist())
+        return {p for i, p in enumerate(parts) if i in kept or unknown[i]}
 
     # --- reads -----------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from lakehouse.config import TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, WriteConfig
 from lakehouse.faults import InjectedFault, fault_point
-from lakehouse.errors import FileAlreadyExistsError, RecordKeyError, SchemaError, TimelineError, WriteError
+from lakehouse.errors import FileAlreadyExistsError, RecordKeyError, UnsupportedTableError, SchemaError, TimelineError, WriteError
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
 from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_metadata_content
 from lakehouse.file_group.view import FileSystemView
@@ -83,6 +83,11 @@ class WriteClient:
     def __init__(self, table: "Table", options: Mapping[str, Any] | None = None) -> None:
         self.table = table
         self.config = table.config
+        if not table.config.populate_meta_fields:
+            raise UnsupportedTableError(
+                f"{table.name} has hoodie.populate.meta.fields=false; lakehouse reads such tables "
+                "but writes only tables that keep Hudi's meta fields",
+                help="write it with Apache Hudi, or copy its rows into a table with meta fields")
         self.storage = table.storage
         self.active = table.active
         # Table-level defaults stored at creation, then this write's own options (validated:

@@ -36,10 +36,11 @@ def normalize_type(t: pa.DataType) -> pa.DataType:
         return pa.float32()
     if pa.types.is_null(t):
         return pa.string()
-    if pa.types.is_timestamp(t) and t.unit == "ns":
-        return pa.timestamp("us", tz=t.tz)
-    if pa.types.is_timestamp(t) and t.unit == "s":
-        return pa.timestamp("ms", tz=t.tz)
+    if pa.types.is_timestamp(t):
+        # Avro's timestamp-micros/millis are instants: naive values are taken as UTC (as Spark
+        # and Hudi write them), so every file and the schema agree on one type.
+        unit = {"ns": "us", "s": "ms"}.get(t.unit, t.unit)
+        return pa.timestamp(unit, tz="UTC" if t.tz is None else t.tz)
     if pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_fixed_size_list(t):
         return pa.list_(normalize_type(t.value_type))
     if pa.types.is_list(t):

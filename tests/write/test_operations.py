@@ -237,3 +237,39 @@ def test_deletes_on_tables_with_nested_columns(tmp_path, table_type):
     t.delete(pa.table({"id": ["a"], "city": ["sf"]}))
     assert rows(t, ("id", "s")) == [("b", {"a": []})]
     assert hrows(p, ("id",)) == [("b",)]
+
+
+def test_empty_and_null_partition_values_are_never_pruned(tmp_path):
+    t = lakehouse.create_table(str(tmp_path / "t"), name="e", record_key="id", partition_by="city",
+                               ordering_field="ts")
+    t.upsert(pa.table({"id": ["a", "b", "c"], "city": ["sf", "", None], "ts": [1, 1, 1], "v": [1, 2, 3]}))
+    assert rows(t.__class__(t.storage, t.config)) == [("a", 1), ("b", 2), ("c", 3)]
+    got = t.read(columns=["id"], filters=[("city", "=", "")]).column("id").to_pylist()
+    assert got == ["b"]
+    assert sorted(t.read(columns=["id"], filters=[("city", "!=", "sf")]).column("id").to_pylist()) == ["b"]
+
+
+def test_naive_timestamps_are_stored_as_utc_instants(tmp_path):
+    from datetime import datetime, timezone
+    t = lakehouse.create_table(str(tmp_path / "t"), name="n", record_key="id", ordering_field="ts")
+    t.upsert(pa.table({"id": ["a"], "ts": [1], "at": pa.array([datetime(2024, 1, 1, 1)], pa.timestamp("us"))}))
+    t.upsert(pa.table({"id": ["b"], "ts": [1], "at": pa.array([datetime(2024, 1, 2)], pa.timestamp("us"))}))
+    assert t.schema().field("at").type == pa.timestamp("us", tz="UTC")
+    got = t.read(columns=["id"], filters=[("at", "=", datetime(2024, 1, 1, 1))]).column("id").to_pylist()
+    assert got == ["a"]
+    for f in files(tmp_path / "t", lambda n: n.endswith(".parquet")):
+        assert pq.read_schema(f).field("at").type == pa.timestamp("us", tz="UTC")
+
+
+def test_tables_without_meta_fields_are_read_only(tmp_path, fixture_tables):
+    import shutil
+    from lakehouse.errors import ConfigError, UnsupportedTableError
+    p = tmp_path / "t"
+    shutil.copytree(fixture_tables["sample_table/mor/parquet/v6_simplekeygen_hivestyle_no_metafields"], p)
+    t = lakehouse.open_table(str(p))
+    assert t.read().num_rows == 4
+    with pytest.raises(UnsupportedTableError, match="populate.meta.fields"):
+        t.delete(pa.table({"id": [1], "byteField": [10]}))
+    with pytest.raises(ConfigError, match="populate.meta.fields"):
+        lakehouse.create_table(str(tmp_path / "u"), name="u", record_key="id", ordering_field="ts",
+                               options={"hoodie.populate.meta.fields": "false"})

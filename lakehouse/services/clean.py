@@ -1,0 +1,487 @@
+"""Cleaning: delete file slices no reader needs any more, as Hudi's cleaner does (seed 003).
+
+Two steps that share nothing but the timeline, so each may run in its own process:
+
+1. :func:`plan_clean` decides (trigger: ``hoodie.clean.max.commits`` completed writes since the
+   last clean) and writes ``<t>.clean.requested``, an Avro ``HoodieCleanerPlan`` (version 2, full
+   file paths per partition, the earliest instant to retain, partitions to delete).
+2. :func:`execute_clean` moves it to ``<t>.clean.inflight`` (the plan again, as Hudi writes it),
+   deletes the files (a file already gone counts as deleted, so a killed clean is simply executed
+   again), removes partitions left empty and completes ``<t>.clean`` (``HoodieCleanMetadata``).
+
+What a policy keeps follows Hudi's CleanPlanner (0.14/0.15):
+
+- KEEP_LATEST_COMMITS / KEEP_LATEST_BY_HOURS: the earliest instant to retain ``E`` is the N-th
+  latest completed write (never past the earliest pending write or compaction), or the first
+  completed write within H hours before *now* (Hudi measures from the wall clock, not from the
+  latest commit). Per file group it keeps the latest slice, the latest slice based before ``E``
+  (a reader as of ``E`` may read it) and every slice based at or after ``E``; it deletes the rest.
+- KEEP_LATEST_FILE_VERSIONS: the latest V slices per file group (one fewer when the group is in
+  a pending compaction, whose input slice is kept anyway).
+- Always kept: slices a pending compaction reads (base instant >= the operation's), slices with a
+  savepointed file. File groups replaced before ``E`` (any replaced group for FILE_VERSIONS) are
+  deleted whole. A scanned partition left with no file but ``.hoodie_partition_metadata`` is
+  deleted too (never while a write is pending: it might be about to fill it).
+
+Incremental mode (``hoodie.cleaner.incremental.mode``) scans only the partitions written by the
+completed instants in [last clean's ``E``, new ``E``); it falls back to all partitions when there
+was no such clean, and (beyond Hudi, which rescans only the savepointed commit's partitions) when a
+savepoint was deleted since the last clean, because its files may sit in any partition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time as _time
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
+
+from lakehouse.config import CleanConfig
+from lakehouse.engine import Engine, default_engine
+from lakehouse.errors import InstantNotFoundError
+from lakehouse.faults import fault_point
+from lakehouse.file_group.file_slice import FileGroup, FileSlice
+from lakehouse.file_group.naming import PARTITION_METAFILE, join
+from lakehouse.file_group.view import FileSystemView, list_data_files
+from lakehouse.services.savepoint import load_timeline, pending_clean_plan, savepointed_file_names
+from lakehouse.storage.base import FileInfo, Storage
+from lakehouse.timeline.active import ActiveTimeline, Timeline
+from lakehouse.timeline.avro_files import (ActionInstant, CleanerPlan, CleanFileInfo, CleanMetadata,
+                                           CleanPartitionMetadata, CompactionPlan)
+from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+from lakehouse.timeline.instant_time import format_instant_time, parse_instant_time
+
+if TYPE_CHECKING:
+    from lakehouse.table import Table
+
+SAVEPOINTED_TIMESTAMPS = "savepointed_timestamps"  # Hudi 0.15's plan/metadata extraMetadata key
+_CLEAN_KEYS = frozenset(f.metadata["key"] for f in dataclasses.fields(CleanConfig) if "key" in f.metadata)
+
+
+@dataclass(frozen=True)
+class CleanPlanResult:
+    instant: str | None  # the requested clean; None for a dry run or when nothing is to be done
+    plan: CleanerPlan | None = None
+    reason: str = ""
+    files: tuple[str, ...] = ()  # paths relative to the table root
+    bytes: int = 0
+    scanned_partitions: tuple[str, ...] = ()
+    incremental: bool = False
+    dry_run: bool = False
+
+    @property
+    def planned(self) -> bool:
+        return self.plan is not None
+
+    def to_json(self) -> dict:
+        p = self.plan
+        return {"action": "clean", "step": "plan", "instant": self.instant, "dry_run": self.dry_run,
+                "policy": p.policy if p else None,
+                "earliest_instant_to_retain": (p.earliest_instant_to_retain.timestamp
+                                               if p and p.earliest_instant_to_retain else None),
+                "files": len(self.files), "bytes": self.bytes,
+                "partitions_to_delete": list(p.partitions_to_be_deleted) if p else [],
+                "scanned_partitions": len(self.scanned_partitions),
+                "incremental": self.incremental, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    instant: str | None
+    files_deleted: int = 0
+    bytes_freed: int = 0
+    partitions_deleted: tuple[str, ...] = ()
+    failed_files: tuple[str, ...] = ()
+    earliest_retained: str = ""
+    reason: str = ""  # why nothing (more) was done
+    resumed: tuple[str, ...] = ()  # pending cleans finished first (clean() only)
+
+    def to_json(self) -> dict:
+        return {"action": "clean", "instant": self.instant, "files_deleted": self.files_deleted,
+                "bytes_freed": self.bytes_freed, "partitions_deleted": list(self.partitions_deleted),
+                "failed_files": list(self.failed_files), "earliest_retained": self.earliest_retained,
+                "resumed": list(self.resumed), "reason": self.reason}
+
+
+def clean_config(table: "Table", config: CleanConfig | None = None) -> CleanConfig:
+    if config is not None:
+        return config
+    # Only our keys: a table Hudi wrote may carry properties lakehouse does not know.
+    return CleanConfig.from_options({k: v for k, v in table.config.extra.items() if k in _CLEAN_KEYS})
+
+
+# --- deciding --------------------------------------------------------------------------------
+
+
+def _read_clean_metadata(active: ActiveTimeline, inst: Instant) -> CleanMetadata | None:
+    data = active.read(inst)
+    return CleanMetadata.from_bytes(data, active.storage.uri(active.path(inst))) if data else None
+
+
+def _commits_since_last_clean(timeline: Timeline, last: CleanMetadata | None) -> int:
+    # Hudi counts completed commits after the last clean's lastCompletedCommitTimestamp.
+    since = last.last_completed_commit_timestamp if last else ""
+    return sum(1 for i in timeline.completed().filter(actions=WRITE_ACTIONS) if i.time > since)
+
+
+def _now(now: datetime | str | None) -> datetime:
+    if now is None:
+        return datetime.now(timezone.utc)
+    return parse_instant_time(now) if isinstance(now, str) else now
+
+
+def _cutoff(now: datetime, hours: int, timeline_timezone: str) -> str:
+    """``now - hours`` as an instant time in the timeline's zone (Java tables may use LOCAL)."""
+    dt = now - timedelta(hours=hours)
+    if timeline_timezone.upper() != "LOCAL":
+        return format_instant_time(dt)
+    local = dt.astimezone()
+    return local.strftime("%Y%m%d%H%M%S") + f"{local.microsecond // 1000:03d}"
+
+
+def earliest_instant_to_retain(timeline: Timeline, cfg: CleanConfig,
+                               now: datetime | str | None = None,
+                               timeline_timezone: str = "UTC") -> tuple[Instant | None, str]:
+    """Hudi's CleanerUtils.getEarliestCommitToRetain; (None, why) when there is none."""
+    completed = timeline.completed_writes().instants
+    if cfg.policy == "KEEP_LATEST_COMMITS":
+        n = cfg.commits_retained
+        if len(completed) <= n:
+            return None, (f"{len(completed)} completed commits; hoodie.cleaner.commits.retained "
+                          f"keeps the latest {n}")
+        nth = completed[len(completed) - n]
+        pending = timeline.pending().filter(
+            actions=WRITE_ACTIONS | {Action.COMPACTION, Action.LOG_COMPACTION}).instants
+        if pending and nth.time > pending[0].time:
+            # A pending instant may still need what its predecessors read.
+            before = [i for i in completed if i.time < pending[0].time]
+            if not before:
+                return None, f"pending {pending[0].action} {pending[0].time} precedes every commit"
+            return before[-1], ""
+        return nth, ""
+    if cfg.policy == "KEEP_LATEST_BY_HOURS":
+        cutoff = _cutoff(_now(now), cfg.hours_retained, timeline_timezone)
+        for i in completed:
+            if i.time >= cutoff:
+                return i, ""
+        return None, f"no completed commit since {cutoff} (hoodie.cleaner.hours.retained={cfg.hours_retained})"
+    return None, ""
+
+
+def _partitions_of(active: ActiveTimeline, inst: Instant) -> set[str]:
+    meta = active.commit_metadata(inst)
+    return set(meta.partition_to_write_stats) | set(meta.partition_to_replace_file_ids or {})
+
+
+def _incremental_partitions(active: ActiveTimeline, timeline: Timeline, cfg: CleanConfig,
+                            last: CleanMetadata | None, earliest: Instant | None,
+                            savepoints: tuple[str, ...]) -> list[str] | None:
+    """Partitions to scan, or None for all of them."""
+    if not cfg.incremental or cfg.policy == "KEEP_LATEST_FILE_VERSIONS" or last is None:
+        return None
+    prev = last.earliest_commit_to_retain
+    writes = timeline.completed_writes().instants
+    if not prev or earliest is None or not writes or prev < writes[0].time:
+        return None
+    before = set(filter(None, last.extra_metadata.get(SAVEPOINTED_TIMESTAMPS, "").split(",")))
+    if before - set(savepoints):
+        return None
+    out: set[str] = set()
+    for i in writes:
+        if prev <= i.time < earliest.time:
+            out |= _partitions_of(active, i)
+    return sorted(out)
+
+
+# --- listing ---------------------------------------------------------------------------------
+
+
+def _list(storage: Storage, partitions: list[str] | None) -> dict[str, list[FileInfo]]:
+    """Files by partition: every partition (one recursive listing) or just the given ones."""
+    by_part: dict[str, list[FileInfo]] = defaultdict(list)
+    if partitions is None:
+        for f in list_data_files(storage):
+            by_part[f.path.rpartition("/")[0]].append(f)
+        return {p: fs for p, fs in by_part.items()
+                if any(f.name == PARTITION_METAFILE or _is_data(f.name) for f in fs)}
+    for p in partitions:
+        by_part[p] = list(storage.list(p))
+    return dict(by_part)
+
+
+def _is_data(name: str) -> bool:
+    return name.endswith(".parquet") or ".log." in name
+
+
+def _pending_compaction_bases(active: ActiveTimeline, timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> base instant of the slice a pending (log) compaction reads."""
+    out: dict[tuple[str, str], str] = {}
+    for inst in timeline.pending().filter(actions=[Action.COMPACTION, Action.LOG_COMPACTION]):
+        req = inst.with_state(State.REQUESTED)
+        data = active.read(req)
+        if not data:
+            continue
+        plan = CompactionPlan.from_bytes(data, active.storage.uri(active.path(req)))
+        for op in plan.operations:
+            key = (op.partition_path or "", op.file_id)
+            out[key] = min(out.get(key, op.base_instant_time), op.base_instant_time)
+    return out
+
+
+def _replaced_groups(active: ActiveTimeline, timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> time of the completed replace commit that replaced it."""
+    out: dict[tuple[str, str], str] = {}
+    for inst in timeline.completed().filter(actions=[Action.REPLACE_COMMIT]):
+        for key in active.commit_metadata(inst).replaced_file_ids():
+            out.setdefault(key, inst.time)
+    return out
+
+
+def _just_before(t: str) -> str:
+    return format_instant_time(parse_instant_time(t) - timedelta(milliseconds=1))
+
+
+def _replaced_slices(view: FileSystemView, replaced: dict[tuple[str, str], str],
+                     partitions: set[str], cutoff: str | None) -> list[FileSlice]:
+    """Slices of groups replaced before ``cutoff`` (any, if None), as they were before it."""
+    by_time: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for key, r in replaced.items():
+        if key[0] in partitions and (cutoff is None or r < cutoff):
+            by_time[r].add(key)
+    out: list[FileSlice] = []
+    for r, keys in sorted(by_time.items()):
+        for g in view.file_groups(as_of=_just_before(r), partitions={p for p, _ in keys}):
+            if (g.partition, g.file_id) in keys:
+                out.extend(g.slices)
+    return out
+
+
+# --- what to delete --------------------------------------------------------------------------
+
+
+def _files_of(s: FileSlice) -> list[tuple[str, int]]:
+    out = [(s.base_file.path, s.base_file.size)] if s.base_file else []
+    return out + [(lf.path, lf.size) for lf in s.log_files]
+
+
+class _Rules:
+    def __init__(self, cfg: CleanConfig, earliest: Instant | None, compaction: dict, savepointed: set[str]):
+        self.cfg, self.earliest, self.compaction, self.savepointed = cfg, earliest, compaction, savepointed
+
+    def needed_by_compaction(self, s: FileSlice) -> bool:
+        base = self.compaction.get((s.partition, s.file_id))
+        return base is not None and s.base_instant >= base
+
+    def savepointed_slice(self, s: FileSlice) -> bool:
+        return any(p.rsplit("/", 1)[-1] in self.savepointed for p, _ in _files_of(s))
+
+    def deletable(self, g: FileGroup) -> list[FileSlice]:
+        newest_first = list(reversed(g.slices))
+        if self.cfg.policy == "KEEP_LATEST_FILE_VERSIONS":
+            candidates = [s for s in newest_first if not self.needed_by_compaction(s)]
+            keep = self.cfg.file_versions_retained
+            if (g.partition, g.file_id) in self.compaction:
+                keep -= 1  # its compaction input (kept above) counts as one version
+            out = candidates[max(keep, 0):]
+        else:
+            e = self.earliest.time
+            latest = newest_first[0].base_instant
+            before_e = next((s.base_instant for s in newest_first if s.base_instant < e), None)
+            out = [s for s in newest_first
+                   if s.base_instant not in (latest, before_e) and s.base_instant < e
+                   and not self.needed_by_compaction(s)]
+        # The newest slice of a live group is never deleted, whatever the policy says.
+        return [s for s in out if s is not newest_first[0] and not self.savepointed_slice(s)]
+
+
+def plan_clean(table: "Table", config: CleanConfig | None = None, *,
+               now: datetime | str | None = None, dry_run: bool = False) -> CleanPlanResult:
+    """Decide and, unless ``dry_run``, write ``<t>.clean.requested``; else say why not."""
+    cfg = clean_config(table, config)
+    active = table.active
+    timeline, savepoints = load_timeline(active)
+    pending = timeline.pending().filter(actions=[Action.CLEAN]).instants
+    if pending:
+        return CleanPlanResult(None, reason=f"clean {pending[0].time} is still pending: "
+                               "execute it first (execute_clean or clean)", dry_run=dry_run)
+    cleans = timeline.completed().filter(actions=[Action.CLEAN]).instants
+    last = _read_clean_metadata(active, cleans[-1]) if cleans else None
+    n = _commits_since_last_clean(timeline, last)
+    if n < cfg.max_commits:
+        since = "the last clean" if last else "the table was created"
+        return CleanPlanResult(None, reason=f"{n} of {cfg.max_commits} commits since {since} "
+                               "(hoodie.clean.max.commits)", dry_run=dry_run)
+    earliest, why = earliest_instant_to_retain(timeline, cfg, now, table.config.timeline_timezone)
+    if earliest is None and cfg.policy != "KEEP_LATEST_FILE_VERSIONS":
+        return CleanPlanResult(None, reason=f"nothing to clean: {why}", dry_run=dry_run)
+
+    scan = _incremental_partitions(active, timeline, cfg, last, earliest, savepoints)
+    listing = _list(table.storage, scan)
+    partitions = set(listing)
+    view = FileSystemView([f for fs in listing.values() for f in fs if not f.is_dir], timeline, active)
+    rules = _Rules(cfg, earliest, _pending_compaction_bases(active, timeline),
+                   savepointed_file_names(active, savepoints))
+
+    delete: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    replaced = _replaced_groups(active, timeline)
+    cutoff = None if cfg.policy == "KEEP_LATEST_FILE_VERSIONS" else earliest.time
+    for s in _replaced_slices(view, replaced, partitions, cutoff):
+        if not rules.savepointed_slice(s):
+            delete[s.partition].extend(_files_of(s))
+    for g in view.file_groups(partitions=partitions):
+        for s in rules.deletable(g):
+            delete[g.partition].extend(_files_of(s))
+
+    writing = timeline.pending().filter(actions=WRITE_ACTIONS).instants
+    empty: list[str] = []
+    for p, files in listing.items():
+        doomed = {path for path, _ in delete.get(p, ())}
+        rest = [f for f in files if f.is_dir or (f.name != PARTITION_METAFILE and f.path not in doomed)]
+        if p and not rest and not writing:
+            empty.append(p)
+
+    files = sorted((path, size) for fs in delete.values() for path, size in fs)
+    if not files and not empty:
+        return CleanPlanResult(None, reason=f"nothing to clean: every file slice in the "
+                               f"{len(partitions)} scanned partition(s) is still needed",
+                               scanned_partitions=tuple(sorted(partitions)),
+                               incremental=scan is not None, dry_run=dry_run)
+    commits = timeline.completed().filter(actions=WRITE_ACTIONS).instants
+    plan = CleanerPlan(
+        earliest_instant_to_retain=(ActionInstant(earliest.time, str(earliest.action), "COMPLETED")
+                                    if earliest is not None else None),
+        last_completed_commit_timestamp=commits[-1].time if commits else "",
+        policy=cfg.policy,
+        file_paths_to_be_deleted_per_partition={
+            p: tuple(CleanFileInfo(table.storage.uri(path), False) for path, _ in sorted(fs))
+            for p, fs in sorted(delete.items()) if fs} | {p: () for p in empty if p not in delete},
+        partitions_to_be_deleted=tuple(sorted(empty)),
+        extra_metadata={SAVEPOINTED_TIMESTAMPS: ",".join(savepoints)} if savepoints else {})
+    instant = None
+    if not dry_run:
+        instant = active.create_requested(Action.CLEAN, plan.to_bytes()).time
+        fault_point("clean.after_plan")
+    return CleanPlanResult(instant, plan, files=tuple(p for p, _ in files),
+                           bytes=sum(s for _, s in files), scanned_partitions=tuple(sorted(partitions)),
+                           incremental=scan is not None, dry_run=dry_run)
+
+
+# --- executing -------------------------------------------------------------------------------
+
+
+def _delete_file(storage: Storage, path: str) -> tuple[str, bool, int, str | None]:
+    """(path, deleted or already gone, bytes freed here, error)."""
+    try:
+        info = storage.info(path)
+        existed = storage.delete(path, missing_ok=True)
+    except Exception as e:  # noqa: BLE001 - recorded as a failed delete, as Hudi does
+        return path, False, 0, f"{type(e).__name__}: {e}"
+    fault_point("clean.mid_delete")
+    return path, True, info.size if (info is not None and existed) else 0, None
+
+
+def _delete_partition(storage: Storage, partition: str) -> bool:
+    # Re-checked here: a writer may have put a file in it since the plan was made.
+    entries = storage.list(partition)
+    if not partition or any(e.is_dir or e.name != PARTITION_METAFILE for e in entries):
+        return False
+    storage.delete_dir(partition)
+    return True
+
+
+def _run(table: "Table", inst: Instant, engine: Engine | None) -> CleanResult:
+    active, storage = table.active, table.storage
+    started = _time.time()
+    plan = pending_clean_plan(active, inst)
+    if plan is None:
+        # Hudi drops a clean whose plan is empty instead of failing on it.
+        active.delete_instant(inst.time, Action.CLEAN)
+        return CleanResult(inst.time, reason="the clean plan was empty; removed it")
+    if inst.is_inflight:
+        inflight = inst
+    else:  # Hudi repeats the plan, byte for byte, in the inflight file
+        inflight = active.transition(inst, State.INFLIGHT, active.read(inst.with_state(State.REQUESTED)))
+    tasks: list[tuple[str, str]] = []
+    for p, infos in plan.file_paths_to_be_deleted_per_partition.items():
+        # The plan holds full URIs; the partition and the file name locate the file whatever the
+        # URI scheme of the writer that planned it.
+        tasks.extend((p, join(p, i.file_path.rsplit("/", 1)[-1])) for i in infos
+                     if not i.is_bootstrap_base_file)
+    cfg = clean_config(table)
+    engine = engine or default_engine()
+    results = engine.map(functools.partial(_delete_file, storage), [path for _, path in tasks],
+                         parallelism=max(1, min(cfg.parallelism, len(tasks))))
+    ok: dict[str, list[str]] = defaultdict(list)
+    failed: dict[str, list[str]] = defaultdict(list)
+    freed = 0
+    errors: list[str] = []
+    for (p, _), (path, done, size, err) in zip(tasks, results):
+        (ok if done else failed)[p].append(path.rsplit("/", 1)[-1])
+        freed += size
+        if err:
+            errors.append(f"{path}: {err}")
+    deleted_parts = tuple(p for p in plan.partitions_to_be_deleted if _delete_partition(storage, p))
+    fault_point("clean.before_complete")
+    parts = sorted(set(plan.file_paths_to_be_deleted_per_partition) | set(plan.partitions_to_be_deleted))
+    earliest = plan.earliest_instant_to_retain.timestamp if plan.earliest_instant_to_retain else ""
+    meta = CleanMetadata(
+        start_clean_time=inst.time, time_taken_in_millis=int((_time.time() - started) * 1000),
+        total_files_deleted=sum(len(v) for v in ok.values()),
+        earliest_commit_to_retain=earliest,
+        last_completed_commit_timestamp=plan.last_completed_commit_timestamp,
+        partition_metadata={p: CleanPartitionMetadata(
+            partition_path=p, policy=plan.policy,
+            delete_path_patterns=tuple(i.file_path.rsplit("/", 1)[-1]
+                                       for i in plan.file_paths_to_be_deleted_per_partition.get(p, ())),
+            success_delete_files=tuple(ok.get(p, ())), failed_delete_files=tuple(failed.get(p, ())),
+            is_partition_deleted=p in deleted_parts) for p in parts},
+        extra_metadata=dict(plan.extra_metadata))
+    active.transition(inflight, State.COMPLETED, meta.to_bytes())
+    # Files that failed to go stay in the file-system view, so the next clean plans them again.
+    return CleanResult(inst.time, meta.total_files_deleted, freed, deleted_parts,
+                       tuple(join(p, n) for p, names in failed.items() for n in names), earliest,
+                       reason="; ".join(errors[:3]))
+
+
+def execute_clean(table: "Table", instant_time: str | None = None, *,
+                  engine: Engine | None = None) -> CleanResult:
+    """Carry out a requested or inflight clean (default: the oldest pending one)."""
+    timeline, _ = load_timeline(table.active)
+    if instant_time is None:
+        pending = timeline.pending().filter(actions=[Action.CLEAN]).instants
+        if not pending:
+            return CleanResult(None, reason="no clean is pending")
+        return _run(table, pending[0], engine)
+    inst = timeline.get(str(instant_time))
+    if inst is None or inst.action is not Action.CLEAN:
+        raise InstantNotFoundError(f"there is no clean at {instant_time}",
+                                   help="`lakehouse timeline` lists the instants")
+    if inst.is_completed:
+        meta = _read_clean_metadata(table.active, inst)
+        return CleanResult(inst.time, meta.total_files_deleted if meta else 0,
+                           earliest_retained=meta.earliest_commit_to_retain if meta else "",
+                           reason="already completed")
+    return _run(table, inst, engine)
+
+
+def clean(table: "Table", config: CleanConfig | None = None, *, now: datetime | str | None = None,
+          engine: Engine | None = None) -> CleanResult:
+    """Finish pending cleans, then plan and execute a new one if the trigger fires."""
+    timeline, _ = load_timeline(table.active)
+    done = [_run(table, i, engine) for i in timeline.pending().filter(actions=[Action.CLEAN])]
+    planned = plan_clean(table, config, now=now)
+    if planned.instant is not None:
+        done.append(execute_clean(table, planned.instant, engine=engine))
+    if not done:
+        return CleanResult(None, reason=planned.reason)
+    last = done[-1]
+    return CleanResult(
+        last.instant, sum(r.files_deleted for r in done), sum(r.bytes_freed for r in done),
+        tuple(p for r in done for p in r.partitions_deleted),
+        tuple(f for r in done for f in r.failed_files), last.earliest_retained,
+        reason="" if planned.instant else planned.reason,
+        resumed=tuple(r.instant for r in done[:len(done) - (planned.instant is not None)]))
+
