@@ -24,7 +24,7 @@ from lakehouse.read.merge import DELETE, HELPER_COLUMNS, KEY, SEQ, UNCONDITIONAL
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write.handles import HandleContext, append_log, create_base_file, merge_base_file
 from lakehouse.write.index.bucket import bucket_ids, existing_buckets, hash_columns
-from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_PARTITION
+from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
 
 if TYPE_CHECKING:
     from lakehouse.write.client import WriteClient, _Target
@@ -132,6 +132,16 @@ def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest:
     if pc.any(moved).as_py():
         update_path = (wc.bloom_update_partition_path if cfg.index_type.value.endswith("BLOOM")
                        else wc.simple_update_partition_path)
+        ordering = client.spec.ordering_field
+        if update_path and LOC_ORDERING in loc.column_names and client.spec.uses_ordering:
+            # A stale version must not move the record: it stays an update of the stored record
+            # in its old partition, where it loses the merge (Hudi merges before moving).
+            stale = pc.fill_null(pc.less(rows.column(ordering), loc.column(LOC_ORDERING)), False)
+            stale = pc.and_(moved, stale)
+            if pc.any(stale).as_py():
+                rows = rows.set_column(rows.schema.get_field_index(PARTITION), PARTITION,
+                                       pc.if_else(stale, loc_p, rows.column(PARTITION)))
+                moved = pc.and_(moved, pc.invert(stale))
         if update_path:
             # Delete from the old partition, insert into the new one.
             old = rows.filter(moved)

@@ -34,7 +34,9 @@ from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import Action, State
 from lakehouse.write import assign
 from lakehouse.write.handles import HandleContext, schema_json
-from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_PARTITION, bloom_lookup, simple_lookup
+from lakehouse.read.file_slice_reader import read_file_slice
+from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION, ROW, base_file_keys,
+                                         bloom_lookup, simple_lookup)
 from lakehouse.write.keygen import KeyGenerator
 from lakehouse.write.markers import Markers, delete_stale_markers
 from lakehouse.write.validate import conform, reconcile
@@ -311,7 +313,8 @@ class WriteClient:
             else:
                 targets = assign.bulk_targets(live, self._avg_record_size(timeline), self.write_config)
         else:
-            targets = self._assign(rows, op, latest, base_files, pending, timeline)
+            targets = self._assign(rows, op, latest, base_files, pending, timeline,
+                                   {(s.partition, s.file_id): s for s in view.latest_slices()})
         return self._run(ctx, targets), replaced
 
     def _avg_record_size(self, timeline) -> int:
@@ -327,7 +330,7 @@ class WriteClient:
                 return max(1, written // n)
         return wc.record_size_estimate
 
-    def _assign(self, rows, op, latest, base_files, pending, timeline) -> list[_Target]:
+    def _assign(self, rows, op, latest, base_files, pending, timeline, read_slices) -> list[_Target]:
         index = self.config.index_type
         n = rows.num_rows
         if n == 0:
@@ -340,9 +343,43 @@ class WriteClient:
             loc = pa.table({LOC_PARTITION: pa.nulls(n, pa.string()), LOC_FILE_ID: pa.nulls(n, pa.string())})
         else:
             files = list(base_files.values())
-            lookup = bloom_lookup if index in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM) else simple_lookup
-            loc = lookup(self.storage, files, keys, partitions, global_=index.is_global)
+            ordering = self.config.ordering_field if index.is_global and self.spec.uses_ordering else None
+            if index.is_global and self.config.is_mor:
+                # A key deleted in a log is gone, although its base file still holds it: a global
+                # index must see that, or a record moved back would exist twice.
+                source = self._merged_keys(timeline, read_slices, ordering)
+            else:
+                source = base_file_keys(self.storage, ordering)
+            if index in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM):
+                loc = bloom_lookup(source, self.storage, files, keys, partitions, global_=index.is_global)
+            else:
+                loc = simple_lookup(source, files, keys, partitions, global_=index.is_global)
+            if loc.num_rows != n:
+                rows = rows.take(loc.column(ROW))
+            loc = loc.drop_columns([ROW])
         return assign.assign_targets(self, rows, loc, latest, pending, self._avg_record_size(timeline))
+
+    def _merged_keys(self, timeline, read_slices: dict, ordering: str | None):
+        reader = TableReader(self.storage, self.config, self.active, timeline)
+        cols = ["_hoodie_record_key"] + ([ordering] if ordering else [])
+        ctx = reader._context(reader.schema(), set(timeline.completed_write_times), cols, None,
+                              read_logs=True)
+
+        def read(files: list[BaseFile]) -> pa.Table:
+            parts = []
+            for bf in files:
+                s = read_slices.get((bf.partition, bf.file_id))
+                if s is None:
+                    continue
+                t = read_file_slice(s, ctx)
+                n = t.num_rows
+                out = {"k": t.column(0), LOC_PARTITION: pa.repeat(s.partition, n).cast(pa.string()),
+                       LOC_FILE_ID: pa.repeat(s.file_id, n).cast(pa.string())}
+                if ordering:
+                    out[LOC_ORDERING] = t.column(1)
+                parts.append(pa.table(out))
+            return pa.concat_tables(parts) if parts else base_file_keys(self.storage, ordering)([])
+        return read
 
     def _ensure_partitions(self, partitions: set[str], instant_time: str) -> None:
         """Java Hudi only treats a folder holding ``.hoodie_partition_metadata`` as a partition."""

@@ -273,3 +273,31 @@ def test_tables_without_meta_fields_are_read_only(tmp_path, fixture_tables):
     with pytest.raises(ConfigError, match="populate.meta.fields"):
         lakehouse.create_table(str(tmp_path / "u"), name="u", record_key="id", ordering_field="ts",
                                options={"hoodie.populate.meta.fields": "false"})
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+@pytest.mark.parametrize("index", ["GLOBAL_SIMPLE", "GLOBAL_BLOOM"])
+def test_global_index_stale_moves_and_moves_back(tmp_path, table_type, index):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="g", table_type=table_type, record_key="id",
+                               partition_by="city", ordering_field="ts", index=index)
+    t.upsert(pa.table({"id": ["a", "b"], "city": ["sf", "sf"], "ts": [5, 5], "v": [1, 2]}))
+    t.upsert(pa.table({"id": ["a"], "city": ["la"], "ts": [1], "v": [99]}))  # older: must not move
+    assert rows(t, ("id", "city", "v")) == [("a", "sf", 1), ("b", "sf", 2)]
+    t.upsert(pa.table({"id": ["a"], "city": ["la"], "ts": [6], "v": [10]}))
+    t.upsert(pa.table({"id": ["a"], "city": ["sf"], "ts": [7], "v": [20]}))  # and back again
+    assert rows(t, ("id", "city", "v")) == [("a", "sf", 20), ("b", "sf", 2)]
+    assert hrows(p, ("id", "city", "v")) == rows(t, ("id", "city", "v"))
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_a_key_stored_twice_is_updated_and_deleted_everywhere(tmp_path, table_type):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="d", table_type=table_type, record_key="id",
+                               partition_by="city", ordering_field="ts")
+    t.bulk_insert(pa.table({"id": ["a"], "city": ["sf"], "ts": [1], "v": [1]}))
+    t.bulk_insert(pa.table({"id": ["a"], "city": ["sf"], "ts": [1], "v": [2]}))  # inserts may duplicate
+    t.upsert(pa.table({"id": ["a"], "city": ["sf"], "ts": [5], "v": [50]}))
+    assert rows(t) == [("a", 50), ("a", 50)] == hrows(p)
+    t.delete(pa.table({"id": ["a"], "city": ["sf"]}))
+    assert rows(t) == [] == hrows(p)

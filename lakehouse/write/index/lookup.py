@@ -10,6 +10,7 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -62,26 +63,44 @@ def _footer(storage: Storage, bf: BaseFile) -> _Footer:
     return footer
 
 
-def _read_keys(storage: Storage, bf: BaseFile) -> pa.Array:
-    with storage.open_input(bf.path) as f:
-        return pq.read_table(f, columns=["_hoodie_record_key"]).column(0).combine_chunks()
+LOC_ORDERING = "__lh_loc_ordering"
+
+KeySource = Callable[[list[BaseFile]], pa.Table]
 
 
-def _existing(storage: Storage, files: list[BaseFile]) -> pa.Table:
-    def one(bf: BaseFile) -> pa.Table:
-        keys = _read_keys(storage, bf)
-        n = len(keys)
-        return pa.table({"k": keys, LOC_PARTITION: pa.repeat(bf.partition, n).cast(pa.string()),
-                         LOC_FILE_ID: pa.repeat(bf.file_id, n).cast(pa.string())})
-
-    if not files:
-        return pa.table({"k": pa.array([], pa.string()), LOC_PARTITION: pa.array([], pa.string()),
-                         LOC_FILE_ID: pa.array([], pa.string())})
-    with ThreadPoolExecutor(max_workers=min(4, len(files))) as pool:
-        return pa.concat_tables(list(pool.map(one, files)))
+def _empty_existing() -> pa.Table:
+    return pa.table({"k": pa.array([], pa.string()), LOC_PARTITION: pa.array([], pa.string()),
+                     LOC_FILE_ID: pa.array([], pa.string())})
 
 
-def _join(keys: pa.Array, partitions: pa.Array, existing: pa.Table, global_: bool) -> pa.Table:
+def base_file_keys(storage: Storage, ordering: str | None = None) -> KeySource:
+    """Stored keys (and ordering values) of base files: what Hudi's simple and bloom indexes see."""
+    def read(files: list[BaseFile]) -> pa.Table:
+        def one(bf: BaseFile) -> pa.Table:
+            with storage.open_input(bf.path) as f:
+                pf = pq.ParquetFile(f)
+                cols = ["_hoodie_record_key"]
+                if ordering and ordering in pf.schema_arrow.names:
+                    cols.append(ordering)
+                t = pf.read(columns=cols)
+            n = t.num_rows
+            out = {"k": t.column(0), LOC_PARTITION: pa.repeat(bf.partition, n).cast(pa.string()),
+                   LOC_FILE_ID: pa.repeat(bf.file_id, n).cast(pa.string())}
+            if ordering:
+                out[LOC_ORDERING] = t.column(1) if len(cols) > 1 else pa.nulls(n)
+            return pa.table(out)
+
+        if not files:
+            return _empty_existing()
+        with ThreadPoolExecutor(max_workers=min(4, len(files))) as pool:
+            return pa.concat_tables(list(pool.map(one, files)), promote_options="permissive")
+    return read
+
+
+def join_locations(keys: pa.Array, partitions: pa.Array, existing: pa.Table, global_: bool) -> pa.Table:
+    """Every stored location of each incoming key (a key stored twice, as plain inserts may
+    leave it, is tagged twice, so updates and deletes reach every copy, as in Hudi). Rows come
+    back ordered by ROW; a key found nowhere gets one row with null locations."""
     n = len(keys)
     batch = pa.table({ROW: pa.array(np.arange(n, dtype=np.int64)), "k": keys, "p": partitions})
     # Most stored keys are not in the batch: drop them with a hash-set probe before joining, so
@@ -93,24 +112,19 @@ def _join(keys: pa.Array, partitions: pa.Array, existing: pa.Table, global_: boo
         existing = existing.append_column("p", existing.column(LOC_PARTITION))
         joined = batch.join(existing, ["k", "p"], join_type="left outer")
     joined = joined.sort_by(ROW)
-    if joined.num_rows != n:
-        # The same key stored in two file groups (duplicates from plain inserts): keep one.
-        rows = joined.column(ROW).to_numpy()
-        first = np.concatenate([[True], rows[1:] != rows[:-1]])
-        joined = joined.filter(pa.array(first))
-    return pa.table({LOC_PARTITION: joined.column(LOC_PARTITION),
-                     LOC_FILE_ID: joined.column(LOC_FILE_ID)})
+    cols = [c for c in (ROW, LOC_PARTITION, LOC_FILE_ID, LOC_ORDERING) if c in joined.column_names]
+    return joined.select(cols)
 
 
-def simple_lookup(storage: Storage, base_files: list[BaseFile], keys: pa.Array,
+def simple_lookup(source: KeySource, base_files: list[BaseFile], keys: pa.Array,
                   partitions: pa.Array, *, global_: bool) -> pa.Table:
     if not global_:
         wanted = set(pc.unique(partitions).to_pylist())
         base_files = [b for b in base_files if b.partition in wanted]
-    return _join(keys, partitions, _existing(storage, base_files), global_)
+    return join_locations(keys, partitions, source(base_files), global_)
 
 
-def bloom_lookup(storage: Storage, base_files: list[BaseFile], keys: pa.Array,
+def bloom_lookup(source: KeySource, storage: Storage, base_files: list[BaseFile], keys: pa.Array,
                  partitions: pa.Array, *, global_: bool) -> pa.Table:
     if not global_:
         wanted = set(pc.unique(partitions).to_pylist())
@@ -130,4 +144,4 @@ def bloom_lookup(storage: Storage, base_files: list[BaseFile], keys: pa.Array,
         if footer.bloom is not None and not footer.bloom.might_contain(probe).any():
             continue
         candidates.append(bf)
-    return _join(keys, partitions, _existing(storage, candidates), global_)
+    return join_locations(keys, partitions, source(candidates), global_)
