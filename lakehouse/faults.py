@@ -69,4 +69,11 @@ POINTS = (
     "rollback.after_plan",         # rollback requested, nothing deleted
     "rollback.mid_delete",         # some files of the failed write deleted
     "rollback.before_complete",    # files deleted, target's instant files removed
+    "compaction.mid_execute",      # one operation's base file written, the others not
+    "compaction.after_execute",    # every base file written, results not recorded
+    "compaction.before_commit",    # results checked, <t>.commit not written
+    "clean.after_plan",            # clean requested, nothing deleted
+    "clean.mid_delete",            # some files of the plan deleted
+    "clean.before_complete",       # every file deleted, <t>.clean not written
+    "archive.after_write",         # archive file written, active instants not yet removed
 )

@@ -161,6 +161,28 @@ class Table:
         self.run_compaction(scheduled.instant)
         return self.commit_compaction(scheduled.instant)
 
+    def clean(self, *, options: Mapping[str, Any] | None = None, dry_run: bool = False):
+        """Finish pending cleans, then plan and run one (``dry_run``: only the plan, nothing
+        written)."""
+        from lakehouse.config import CleanConfig
+        from lakehouse.services.clean import clean, plan_clean
+        cfg = CleanConfig.from_options({**self.config.extra, **(options or {})})
+        if dry_run:
+            return plan_clean(self, cfg, dry_run=True)
+        return clean(self, cfg)
+
+    def create_savepoint(self, instant_time: str | None = None, *, user: str = "", comments: str = ""):
+        from lakehouse.services.savepoint import create_savepoint
+        return create_savepoint(self, instant_time, user=user, comments=comments)
+
+    def list_savepoints(self):
+        from lakehouse.services.savepoint import list_savepoints
+        return list_savepoints(self)
+
+    def delete_savepoint(self, instant_time: str) -> None:
+        from lakehouse.services.savepoint import delete_savepoint
+        delete_savepoint(self, instant_time)
+
     def restore(self, savepoint_time: str):
         """Roll back every write after a savepoint, newest first."""
         from lakehouse.services.restore import restore

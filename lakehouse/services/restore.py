@@ -32,8 +32,10 @@ class RestoreResult:
 
 def restore(table: "Table", savepoint_time: str) -> RestoreResult:
     timeline = table.timeline
-    sp = timeline.get(str(savepoint_time))
-    if sp is None or sp.action is not Action.SAVEPOINT or not sp.is_completed:
+    saved_here = [i for i in timeline.completed().filter(actions=[Action.SAVEPOINT])
+                  if i.time == str(savepoint_time)]
+    sp = saved_here[0] if saved_here else None
+    if sp is None:
         saved = [i.time for i in timeline.completed().filter(actions=[Action.SAVEPOINT])]
         raise InstantNotFoundError(f"{savepoint_time} is not a savepoint",
                                    help="savepoints: " + (", ".join(saved) if saved else "none; "

@@ -142,6 +142,9 @@ def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline
             raise TimelineError(
                 f"{target.time} is not the latest completed write ({later[-1].time} came after it)",
                 help="roll back the later instants first, newest first")
+        if any(i.time == target.time for i in timeline.completed().filter(actions=[Action.SAVEPOINT])):
+            raise TimelineError(f"{target.time} is savepointed; its files must stay",
+                                help="delete the savepoint first (`lakehouse savepoint delete`)")
         pending = [i for i in timeline.pending() if i.time > target.time
                    and i.action in (*ROLLBACKABLE, Action.COMPACTION)]
         if pending:
