@@ -71,7 +71,10 @@ def test_services_interleaved_with_writes(index, steps):
                 # hudi-rs 0.5.0 skips logs written under a pending compaction (Java Hudi does not).
                 h = hudi_read(path)
                 assert (sorted(h.select(COLS).to_pylist(), key=lambda r: r["id"]) if h else []) == got
-        # Reads at every instant the last clean kept still work.
+        # Reads at every instant the last clean kept still work. KEEP_LATEST_FILE_VERSIONS keeps
+        # file versions, not commits: time travel past them is not promised, so not checked.
+        if any(kind == "clean" and arg == "KEEP_LATEST_FILE_VERSIONS" for kind, arg in steps):
+            return
         cleans = t.timeline.completed().filter(actions=[lakehouse.timeline.instant.Action.CLEAN])
         floor = ""
         if cleans:
