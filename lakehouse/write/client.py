@@ -35,8 +35,8 @@ from lakehouse.timeline.instant import Action, State
 from lakehouse.write import assign
 from lakehouse.write.handles import HandleContext, schema_json
 from lakehouse.read.file_slice_reader import read_file_slice
-from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION, ROW, base_file_keys,
-                                         bloom_lookup, simple_lookup)
+from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_PARTITION, ROW, base_file_keys, bloom_lookup,
+                                         located, simple_lookup)
 from lakehouse.write.keygen import KeyGenerator
 from lakehouse.write.markers import Markers, delete_stale_markers
 from lakehouse.write.validate import conform, reconcile
@@ -372,12 +372,8 @@ class WriteClient:
                 if s is None:
                     continue
                 t = read_file_slice(s, ctx)
-                n = t.num_rows
-                out = {"k": t.column(0), LOC_PARTITION: pa.repeat(s.partition, n).cast(pa.string()),
-                       LOC_FILE_ID: pa.repeat(s.file_id, n).cast(pa.string())}
-                if ordering:
-                    out[LOC_ORDERING] = t.column(1)
-                parts.append(pa.table(out))
+                parts.append(located(t.column(0), s.partition, s.file_id,
+                                     t.column(1) if ordering else None))
             return pa.concat_tables(parts) if parts else base_file_keys(self.storage, ordering)([])
         return read
 

@@ -73,6 +73,17 @@ def _empty_existing() -> pa.Table:
                      LOC_FILE_ID: pa.array([], pa.string())})
 
 
+def located(keys: pa.ChunkedArray | pa.Array, partition: str, file_id: str,
+            ordering: pa.ChunkedArray | pa.Array | None = None) -> pa.Table:
+    """Stored keys of one file group, in the shape the joins below expect."""
+    n = len(keys)
+    out = {"k": keys, LOC_PARTITION: pa.repeat(partition, n).cast(pa.string()),
+           LOC_FILE_ID: pa.repeat(file_id, n).cast(pa.string())}
+    if ordering is not None:
+        out[LOC_ORDERING] = ordering
+    return pa.table(out)
+
+
 def base_file_keys(storage: Storage, ordering: str | None = None) -> KeySource:
     """Stored keys (and ordering values) of base files: what Hudi's simple and bloom indexes see."""
     def read(files: list[BaseFile]) -> pa.Table:
@@ -83,12 +94,8 @@ def base_file_keys(storage: Storage, ordering: str | None = None) -> KeySource:
                 if ordering and ordering in pf.schema_arrow.names:
                     cols.append(ordering)
                 t = pf.read(columns=cols)
-            n = t.num_rows
-            out = {"k": t.column(0), LOC_PARTITION: pa.repeat(bf.partition, n).cast(pa.string()),
-                   LOC_FILE_ID: pa.repeat(bf.file_id, n).cast(pa.string())}
-            if ordering:
-                out[LOC_ORDERING] = t.column(1) if len(cols) > 1 else pa.nulls(n)
-            return pa.table(out)
+            ords = (t.column(1) if len(cols) > 1 else pa.nulls(t.num_rows)) if ordering else None
+            return located(t.column(0), bf.partition, bf.file_id, ords)
 
         if not files:
             return _empty_existing()
