@@ -1,0 +1,1 @@
+"""Input sources for ingestion: files landing in a directory, and a demo change stream."""

@@ -1,0 +1,100 @@
+"""Ingesting landed files exactly once, through crashes at every point of the write."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pyarrow.parquet as pq
+import pytest
+
+import lakehouse
+from lakehouse.faults import ENV
+from lakehouse.sources import demo
+from lakehouse.sources.files import CHECKPOINT_KEY, ingest, last_checkpoint
+from tests.interop.hudi_oracle import hudi_read
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLS = ["trip_id", "event_ts", "fare"]
+STREAM = demo.DemoStream(rows=120, seed=3)
+
+
+def new_table(path):
+    return lakehouse.create_table(str(path), name="trips", table_type="MERGE_ON_READ", index="BUCKET",
+                                  schema=demo.SCHEMA, options={"hoodie.bucket.index.num.buckets": 2},
+                                  **demo.TABLE_OPTIONS)
+
+
+def rows(t):
+    return sorted(tuple(r[c] for c in COLS) for r in t.read(columns=COLS).to_pylist())
+
+
+def reference(tmp_path, src):
+    """The same files applied one at a time, in order, by the Python API."""
+    t = new_table(tmp_path / "ref")
+    for name in sorted(os.listdir(src)):
+        t.upsert(pq.read_table(str(src / name)))
+    return rows(t)
+
+
+def test_demo_stream_is_deterministic_and_realistic():
+    a, b = STREAM.batch(3), STREAM.batch(3)
+    assert a.equals(b)
+    deleted = a.filter(a.column("_hoodie_is_deleted"))
+    assert deleted.num_rows > 0
+    earlier = {r["trip_id"]: r["city"] for n in range(3) for r in STREAM.batch(n).to_pylist()}
+    repeats = [r for r in a.to_pylist() if r["trip_id"] in earlier]
+    assert repeats and all(earlier[r["trip_id"]] == r["city"] for r in repeats)
+
+
+def test_each_batch_is_applied_once(tmp_path):
+    src = tmp_path / "in"
+    demo.write_batches(str(src), 2, STREAM)
+    t = new_table(tmp_path / "t")
+    r1 = ingest(t, str(src))
+    assert r1.files == 2 and r1.committed
+    assert ingest(t, str(src)).instant is None  # nothing new
+    demo.write_batches(str(src), 1, STREAM)
+    r3 = ingest(t, str(src))
+    assert r3.files == 1 and r3.checkpoint.endswith("batch-000002.parquet")
+    assert rows(t) == reference(tmp_path, src)
+    assert last_checkpoint(t).name == "batch-000002.parquet"
+    meta = t.active.commit_metadata(t.timeline.completed_writes().last)
+    assert meta.extra_metadata[CHECKPOINT_KEY] == r3.checkpoint
+    h = hudi_read(tmp_path / "t")
+    assert sorted(tuple(r[c] for c in COLS) for r in h.select(COLS).to_pylist()) == rows(t)
+
+
+@pytest.mark.parametrize("point", ["write.after_requested", "write.mid_data_file", "write.after_results",
+                                   "commit.before_complete", "commit.after_complete"])
+def test_a_crashed_ingest_rerun_applies_each_batch_exactly_once(tmp_path, point):
+    src = tmp_path / "in"
+    demo.write_batches(str(src), 1, STREAM)
+    t = new_table(tmp_path / "t")
+    ingest(t, str(src))
+    demo.write_batches(str(src), 2, STREAM)
+    code = textwrap.dedent(f"""
+        import lakehouse
+        from lakehouse.sources.files import ingest
+        ingest(lakehouse.open_table({str(tmp_path / "t")!r}), {str(src)!r})
+    """)
+    env = dict(os.environ, **{ENV: f"{point}:kill"}, PYTHONPATH=REPO)
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=120).returncode == -9
+    t = lakehouse.open_table(str(tmp_path / "t"))
+    again = ingest(t, str(src))
+    assert (again.instant is None) == (point == "commit.after_complete")
+    assert rows(t) == reference(tmp_path, src)
+    assert ingest(t, str(src)).instant is None
+
+
+def test_phase_one_left_uncommitted_is_redone_not_doubled(tmp_path):
+    src = tmp_path / "in"
+    demo.write_batches(str(src), 2, STREAM)
+    t = new_table(tmp_path / "t")
+    first = ingest(t, str(src), commit=False)      # the commit task never ran
+    second = ingest(t, str(src), commit=False)     # the next run takes the same files again
+    assert second.files == first.files == 2
+    t.commit(second.instant)
+    assert rows(t) == reference(tmp_path, src)
