@@ -12,7 +12,9 @@ Exit codes, stable for scripts:
 * 3 the path holds no table
 * 4 commit conflict, or the commit outcome is unknown: check ``lakehouse timeline`` before retrying
 
-Run it as ``lakehouse ...`` or ``python -m lakehouse.cli ...``.
+Run it as ``lakehouse ...`` or ``python -m lakehouse.cli ...``. The table-service commands
+(``compaction``, ``clean``, ``savepoint``, ``restore``, ``archive``) and ``timeline`` live in
+:mod:`lakehouse.cli_services`, imported at the end of this module to register them.
 """
 
 from __future__ import annotations
@@ -34,12 +36,10 @@ import pyarrow.parquet as pq
 
 from lakehouse import __version__
 from lakehouse.config import IndexType, MergeMode, TableType, option_docs
-from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, CorruptFileError,
-                              LakehouseError, SchemaError, TableNotFoundError)
+from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, LakehouseError,
+                              SchemaError, TableNotFoundError)
 from lakehouse.schema import HOODIE_META_FIELDS
 from lakehouse.table import Table, create_table, open_table
-from lakehouse.timeline.commit_metadata import CommitMetadata
-from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 
 EXIT_LAKEHOUSE_ERROR, EXIT_USAGE, EXIT_TABLE_NOT_FOUND, EXIT_COMMIT_UNCERTAIN = 1, 2, 3, 4
 
@@ -436,57 +436,6 @@ def read(path: str, as_of: str | None, columns: str | None, filters: tuple[str, 
     return data
 
 
-def _instant_details(table: Table, inst: Instant) -> dict[str, Any]:
-    row: dict[str, Any] = {"time": inst.time, "action": str(inst.action),
-                           "state": inst.state.name.lower()}
-    if inst.action in WRITE_ACTIONS and inst.state is not State.REQUESTED:
-        try:  # phase 1 records its results on the inflight file, so those are shown too
-            meta = table.active.commit_metadata(inst) if inst.is_completed else \
-                CommitMetadata.from_bytes(table.active.read(inst), table.active.path(inst))
-        except CorruptFileError:
-            if inst.is_completed:
-                raise
-            return row  # a crashed writer's torn inflight file says nothing reliable
-        if meta.operation_type != "UNKNOWN":
-            row["operation"] = meta.operation_type.lower()
-        if meta.write_stats() or inst.is_completed:
-            row.update(records_written=meta.total("num_writes"),
-                       records_inserted=meta.total("num_inserts"),
-                       records_updated=meta.total("num_update_writes"),
-                       records_deleted=meta.total("num_deletes"),
-                       files_written=len(meta.write_stats()))
-    elif inst.action is Action.ROLLBACK and inst.is_completed:
-        from lakehouse.timeline.avro_files import RollbackMetadata
-        rb = RollbackMetadata.from_bytes(table.active.read(inst), table.active.path(inst))
-        row["rolled_back"] = list(rb.commits_rollback)
-    return row
-
-
-@main.command()
-@click.argument("path")
-@click.option("--json", "as_json", is_flag=True, help="A JSON list instead of a table.")
-def timeline(path: str, as_json: bool) -> list[dict[str, Any]]:
-    """List every instant on the active timeline, oldest first."""
-    table = open_table(path)
-    tl = table.timeline
-    rows = [_instant_details(table, i) for i in tl]
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return rows
-    headers = ["instant", "action", "state", "operation", "written", "deleted"]
-    body = [[r["time"], r["action"], r["state"], r.get("operation", ""),
-             f"{r['records_written']:,}" if "records_written" in r else "",
-             f"{r['records_deleted']:,}" if r.get("records_deleted") else "",
-             ", ".join(r.get("rolled_back", ()))] for r in rows]
-    if any("rolled_back" in r for r in rows):
-        headers.append("rolled back")
-    else:
-        body = [b[:-1] for b in body]
-    _console().print(_rich_table(f"timeline of {table.name}", headers, body, f"{len(rows)} instant(s)",
-                                 right=("written", "deleted"), nowrap=headers[:6]))
-    return rows
-
-
 @main.command()
 @click.argument("path")
 @click.argument("instant", required=False, callback=_instant_arg)
@@ -564,5 +513,11 @@ def options(as_json: bool) -> list[dict[str, str]]:
     return rows
 
 
+# The table-service commands and `timeline` live in cli_services; importing it registers them.
+from lakehouse import cli_services  # noqa: E402,F401  (needs main, defined above)
+
 if __name__ == "__main__":
-    main(prog_name="lakehouse")
+    # Run as `python -m lakehouse.cli` this module is __main__, a second copy of lakehouse.cli:
+    # the commands are registered on lakehouse.cli.main, so that is the one to run.
+    from lakehouse.cli import main as _registered_main
+    _registered_main(prog_name="lakehouse")

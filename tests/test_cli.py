@@ -85,7 +85,8 @@ def timeline_json(path) -> list[dict]:
 
 def test_group_help_documents_every_command_and_the_exit_codes():
     out = run("--help").stdout
-    for name in ("create", "write", "commit", "read", "timeline", "rollback", "stats", "options"):
+    for name in ("create", "write", "commit", "read", "timeline", "rollback", "stats", "options",
+                 "compaction", "clean", "savepoint", "restore", "archive"):
         assert name in out
     for line in ("0  success", "1  lakehouse error", "2  usage error", "3  table not found",
                  "4  commit conflict"):

@@ -306,7 +306,7 @@ def plan_clean(table: "Table", config: CleanConfig | None = None, *,
     pending = timeline.pending().filter(actions=[Action.CLEAN]).instants
     if pending:
         return CleanPlanResult(None, reason=f"clean {pending[0].time} is still pending: "
-                               "execute it first (execute_clean or clean)", dry_run=dry_run)
+                               "finish it first (`lakehouse clean run`, or Table.clean())", dry_run=dry_run)
     cleans = timeline.completed().filter(actions=[Action.CLEAN]).instants
     last = _read_clean_metadata(active, cleans[-1]) if cleans else None
     n = _commits_since_last_clean(timeline, last)

@@ -46,12 +46,16 @@ def restore(table: "Table", savepoint_time: str) -> RestoreResult:
     t0 = sp.time
     while True:
         timeline = table.timeline
+        dropped = False
         for inst in timeline.pending_compactions():
             if inst.time > t0:
                 if inst.is_inflight:
                     undo_execution(table, inst.time)
                 table.active.delete_instant(inst.time, Action.COMPACTION)
                 undone.append(inst.time)
+                dropped = True
+        if dropped:
+            timeline = table.timeline
         later = [i for i in timeline.write_timeline() if i.time > t0
                  and i.action is not Action.COMPACTION]
         if not later:

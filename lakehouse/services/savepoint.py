@@ -230,5 +230,5 @@ def delete_savepoint(table: "Table", instant_time: str) -> None:
     t = str(instant_time)
     if t not in existing:
         raise InstantNotFoundError(f"there is no savepoint at {t}",
-                                   help="list_savepoints(table) shows the savepoints")
+                                   help="`lakehouse savepoint list` (or Table.list_savepoints()) shows the savepoints")
     active.delete_instant(t, Action.SAVEPOINT, include_completed=True)

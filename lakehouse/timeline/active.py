@@ -129,14 +129,17 @@ class ActiveTimeline:
         return Timeline.from_file_names(
             info.name for info in self.storage.list(METAFOLDER) if not info.is_dir)
 
-    def state_times(self) -> dict[str, dict[State, int]]:
-        """When each instant entered each state (ns since the epoch, from its files' mtimes):
-        timeline layout 1 records no completion time, so the files' own times are the record."""
-        out: dict[str, dict[State, int]] = {}
+    def state_times(self) -> dict[tuple[str, bool], dict[State, int]]:
+        """When each instant entered each state (ns since the epoch, from its files' mtimes),
+        keyed by (time, is savepoint): a savepoint shares its commit's time. Timeline layout 1
+        records no completion time, so the files' own times are the record. (The inflight time
+        of a write is when its phase-1 results were recorded: that file is rewritten then.)"""
+        out: dict[tuple[str, bool], dict[State, int]] = {}
         for info in self.storage.list(METAFOLDER):
             inst = None if info.is_dir else Instant.parse(info.name)
             if inst is not None and info.mtime_ns is not None:
-                out.setdefault(inst.time, {})[inst.state] = info.mtime_ns
+                key = (inst.time, inst.action is Action.SAVEPOINT)
+                out.setdefault(key, {})[inst.state] = info.mtime_ns
         return out
 
     def path(self, instant: Instant) -> str:

@@ -132,7 +132,8 @@ def schedule_compaction(table: "Table", config: CompactionConfig | None = None, 
     plan = CompactionPlan(operations=tuple(ops), strategy=CompactionStrategy(
         compactor_class_name=STRATEGY_CLASS,
         strategy_params={"hoodie.compaction.target.io": str(cfg.target_io_mb)}),
-        extra_metadata={"lakehouse.trigger": trig.reason}, preserve_hoodie_metadata=True)
+        extra_metadata={"lakehouse.trigger": trig.reason if trig.fire else f"forced ({trig.reason})"},
+        preserve_hoodie_metadata=True)
     inst = table.active.create_requested(Action.COMPACTION, plan.to_bytes())
     # Seed 000's rule: nothing may have completed at or after the compaction instant.
     later = [i for i in table.timeline.completed() if i.time >= inst.time]

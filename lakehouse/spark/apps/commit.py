@@ -1,0 +1,114 @@
+"""``commit TABLE [--instant T]``: complete what is ready to complete, oldest first.
+
+- an inflight write whose phase 1 recorded complete results (``upsert(..., commit=False)``, an
+  ingest job's phase 1) is committed with :meth:`Table.commit`;
+- an inflight compaction whose execution recorded its results is committed with
+  ``commit_compaction`` (which puts the plan back to requested when a result is missing or
+  failed: that is reported as a failure).
+
+Anything else pending is left alone and listed as skipped: a write without complete results or a
+compaction without results may still be running in another process. ``--instant T`` restricts it
+to T. Driver only: no SparkContext is started.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lakehouse.errors import InstantNotFoundError, LakehouseError
+from lakehouse.services.compaction import commit_compaction
+from lakehouse.services.compaction.results import read_results
+from lakehouse.spark.apps import FAILED, NOTHING, OK, new_parser, run_app
+from lakehouse.table import Table, open_table
+from lakehouse.timeline.commit_metadata import CommitMetadata
+from lakehouse.timeline.instant import Action, Instant
+from lakehouse.write.client import RESULTS_KEY
+
+NEEDS_SESSION = False  # Spark starts only if there is work for executors (SparkEngine)
+APP = "commit"
+_WRITES = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--instant", metavar="T", help="commit only this instant")
+
+
+def _candidates(table: Table, only: str | None) -> list[Instant]:
+    timeline = table.timeline
+    pending = [i for i in timeline.pending()
+               if i.is_inflight and (i.action in _WRITES or i.action is Action.COMPACTION)]
+    if only is None:
+        return pending
+    inst = timeline.get(str(only))
+    if inst is None:
+        raise InstantNotFoundError(f"instant {only} is not on the timeline",
+                                   help="it may have been rolled back; `lakehouse timeline` lists the instants")
+    return [i for i in pending if i.time == inst.time]
+
+
+def _write_ready(table: Table, inst: Instant) -> str:
+    """Why the write cannot be committed yet ('' if it can)."""
+    meta = CommitMetadata.from_bytes(table.active.read(inst), table.active.path(inst))
+    if meta.extra_metadata.get(RESULTS_KEY) != "complete":
+        return "phase 1 has not recorded complete results (still writing, or crashed: the next write rolls it back)"
+    return ""
+
+
+def _commit_write(table: Table, inst: Instant) -> dict[str, Any]:
+    meta = table.commit(inst.time)
+    stats = meta.write_stats()
+    return {"instant": inst.time, "action": str(inst.action), "operation": meta.operation_type,
+            "files": len(stats), "rows": sum(s.num_writes for s in stats),
+            "inserts": sum(s.num_inserts for s in stats), "updates": sum(s.num_update_writes for s in stats),
+            "deletes": sum(s.num_deletes for s in stats),
+            "bytes": sum(s.file_size_in_bytes for s in stats)}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    table = open_table(args.table)
+    cands = _candidates(table, args.instant)
+    committed: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    failed: list[dict[str, str]] = []
+    for inst in cands:
+        try:
+            if inst.action is Action.COMPACTION:
+                if read_results(table.storage, inst.time) is None:
+                    skipped.append({"instant": inst.time, "action": "compaction",
+                                    "reason": "its execution has recorded no results (still running, "
+                                              "or crashed: run compaction-execute again)"})
+                    continue
+                res = commit_compaction(table, inst.time)
+                if res.committed:
+                    committed.append({"instant": inst.time, "action": "compaction", "operation": "COMPACT",
+                                      "files": res.operations, "rows": res.rows})
+                else:
+                    failed.append({"instant": inst.time, "action": "compaction", "reason": res.reason})
+            elif why := _write_ready(table, inst):
+                skipped.append({"instant": inst.time, "action": str(inst.action), "reason": why})
+            else:
+                committed.append(_commit_write(table, inst))
+        except LakehouseError as e:
+            # One instant that cannot be committed does not keep the others from being committed.
+            failed.append({"instant": inst.time, "action": str(inst.action), "reason": e.message})
+    doc: dict[str, Any] = {
+        "instant": committed[-1]["instant"] if committed else None, "action": "commit",
+        "committed": committed, "skipped": skipped, "failed": failed,
+        "rows": sum(c["rows"] for c in committed)}
+    if failed:
+        return {**doc, "status": FAILED,
+                "reason": "; ".join(f"{f['instant']}: {f['reason']}" for f in failed[:5])}
+    if committed:
+        return {**doc, "status": OK}
+    if args.instant is not None and not skipped:
+        inst = table.timeline.get(str(args.instant))
+        why = "already completed" if inst is not None and inst.is_completed else \
+            f"{inst} is not an inflight write or compaction"
+        return {**doc, "instant": args.instant, "status": NOTHING, "reason": why}
+    reason = "; ".join(f"{s['instant']}: {s['reason']}" for s in skipped[:5])
+    return {**doc, "status": NOTHING, "reason": reason or "nothing is inflight"}
+
+
+def main(argv: list[str], spark=None) -> int:
+    return run_app(APP, argv, new_parser(APP, __doc__, configure), run)

@@ -1,0 +1,44 @@
+"""``compaction-plan TABLE [--force] [--option hoodie.compact...=V ...]``: schedule a compaction
+of a Merge-On-Read table if its trigger fires (or with ``--force``).
+
+Writes ``<t>.compaction.requested`` and reports its instant, which compaction-execute and commit
+take next; "nothing_to_do" with the reason when the trigger has not fired. Driver only: planning
+reads the timeline and lists files, so no SparkContext is started.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lakehouse.config import CompactionConfig
+from lakehouse.errors import ConfigError
+from lakehouse.spark.apps import NOTHING, OK, add_option_arg, new_parser, parse_options, run_app
+from lakehouse.table import Table, open_table
+
+NEEDS_SESSION = False  # Spark starts only if there is work for executors (SparkEngine)
+APP = "compaction-plan"
+DESCRIPTION = "Schedule a compaction if its trigger fires (or with --force)."
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true", help="plan even if the trigger has not fired")
+    add_option_arg(p, "compaction (hoodie.compact*)")
+
+
+def open_mor_table(path: str) -> Table:
+    table = open_table(path)
+    if not table.config.is_mor:
+        raise ConfigError(f"{table.name} is a COPY_ON_WRITE table; only MERGE_ON_READ tables compact",
+                          help="copy-on-write tables have no logs to compact: leave compaction out")
+    return table
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    options = parse_options(args.option, CompactionConfig, APP)
+    res = open_mor_table(args.table).schedule_compaction(force=args.force, options=options)
+    return {**res.to_json(), "status": OK if res.scheduled else NOTHING}
+
+
+def main(argv: list[str], spark=None) -> int:
+    return run_app(APP, argv, new_parser(APP, __doc__, configure), run)
