@@ -55,12 +55,19 @@ def build_py_files(dest_dir: str | os.PathLike, name: str = "lakehouse.zip") -> 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Write ``lakehouse.zip`` and a copy of ``submit.py`` (spark-submit needs the application
+    as a file of its own, not inside the zip) into one folder: all a cluster submit needs."""
     import argparse
+    import shutil
+
+    from lakehouse.spark.submit import submit_path
 
     p = argparse.ArgumentParser(prog="python -m lakehouse.spark.package",
-                                description="Write lakehouse.zip for spark-submit --py-files.")
-    p.add_argument("dest_dir", help="folder to write lakehouse.zip into")
-    print(build_py_files(p.parse_args(argv).dest_dir))
+                                description="Write lakehouse.zip (for --py-files) and submit.py.")
+    p.add_argument("dest_dir", help="folder to write them into")
+    dest = p.parse_args(argv).dest_dir
+    print(build_py_files(dest))
+    print(shutil.copyfile(submit_path(), Path(dest).resolve() / "submit.py"))
     return 0
 
 

@@ -93,11 +93,10 @@ def build_context(app_name: str = "lakehouse", **kw) -> "SparkContext":
     return SparkContext.getOrCreate(spark_conf(app_name, **kw))
 
 
-def stop_active() -> None:
-    """Stop the SparkContext of this process, if one was started."""
+def active_context() -> "SparkContext | None":
+    """The SparkContext running in this process, if any (without importing pyspark)."""
     if "pyspark" not in sys.modules:
-        return
+        return None
     from pyspark import SparkContext
 
-    if SparkContext._active_spark_context is not None:
-        SparkContext._active_spark_context.stop()
+    return SparkContext._active_spark_context

@@ -21,20 +21,25 @@ Spark itself starts only when there is work for executors: compaction-plan, comm
 On one machine (``local[N]``, or a standalone cluster whose workers run the same Python)::
 
     export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$VENV/bin/python
-    spark-submit --master 'local[2]' $(python -c '...print(submit_path())') \\
-        compaction-execute /data/trips --parallelism 2
+    SUBMIT=$($VENV/bin/python -c 'from lakehouse.spark.submit import submit_path; print(submit_path())')
+    spark-submit --master 'local[2]' "$SUBMIT" compaction-plan /data/trips --force
+    spark-submit --master 'local[2]' "$SUBMIT" compaction-execute /data/trips --parallelism 2
+    spark-submit --master 'local[2]' "$SUBMIT" commit /data/trips
+    spark-submit --master 'local[2]' "$SUBMIT" clean /data/trips --option hoodie.cleaner.commits.retained=10
 
 The executors import lakehouse from the venv (installed) or from ``PYTHONPATH``.
 
 On a cluster whose workers lack lakehouse, ship it as a zip (lakehouse is pure Python; the
 workers' Python needs pyarrow and fastavro)::
 
-    python -m lakehouse.spark.package /tmp/dist          # writes /tmp/dist/lakehouse.zip
+    python -m lakehouse.spark.package /tmp/dist   # writes /tmp/dist/lakehouse.zip and submit.py
     spark-submit --master spark://HOST:7077 --deploy-mode client \\
         --py-files /tmp/dist/lakehouse.zip \\
         --conf spark.pyspark.python=/path/to/python/on/workers \\
         --conf spark.driver.host=<address the workers can reach> \\
-        <submit.py> compaction-execute /shared/data/trips
+        /tmp/dist/submit.py compaction-execute /shared/data/trips
+
+(:func:`lakehouse.spark.package.build_py_files` builds the zip from Python.)
 
 The table path must name the same storage on the driver and every executor (a shared file
 system, for local paths). The defaults of :mod:`lakehouse.spark.session` (driver on 127.0.0.1,
@@ -115,6 +120,7 @@ def _dispatch(app: str, mod, argv: list[str]) -> int:
     say), else with None: the app then starts a bare SparkContext itself if it has work."""
     from lakehouse.spark import session
 
+    before = session.active_context()
     spark = None
     if getattr(mod, "NEEDS_SESSION", True):
         spark = session.build_session(f"lakehouse-{app}")
@@ -124,7 +130,11 @@ def _dispatch(app: str, mod, argv: list[str]) -> int:
     try:
         return int(mod.main(argv, spark))
     finally:
-        session.stop_active()
+        # Stop what this run started (an app may have started a context itself), never a
+        # context that a caller in this process was already using.
+        started = session.active_context()
+        if started is not None and started is not before:
+            started.stop()
 
 
 def _run_ingest(argv: list[str], started: float) -> int:

@@ -1,0 +1,161 @@
+"""The spark-submit applications on local[2], and the app contract (JSON line, exit codes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import lakehouse
+from lakehouse import faults
+from lakehouse.spark import submit
+from lakehouse.timeline.instant import Action, State
+from tests.spark.spark_tables import assert_same_tables, late_batch, rows, write_history
+
+pytestmark = pytest.mark.spark
+
+
+def _last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_plan_execute_commit_each_a_spark_submit_equal_the_python_api(tmp_path, spark_submit):
+    ours = write_history(tmp_path / "spark")
+    reference = write_history(tmp_path / "python")
+
+    r = spark_submit("compaction-plan", ours.path, "--force")
+    assert r.returncode == 0 and r.doc["status"] == "ok", r.explain()
+    t = r.doc["instant"]
+    assert r.doc["app"] == "compaction-plan" and r.doc["action"] == "compaction" and r.doc["operations"] > 2
+    assert ours.timeline.get(t).state is State.REQUESTED
+
+    r = spark_submit("compaction-execute", ours.path, "--instant", t, "--parallelism", "8")
+    assert r.returncode == 0 and r.doc["status"] == "ok", r.explain()
+    ops = r.doc["operations"]
+    assert r.doc["instant"] == t and r.doc["failed"] == 0 and r.doc["rows"] > 0 and r.doc["bytes"] > 0
+    assert r.doc["spark"]["master"] == "local[2]" and r.doc["spark"]["tasks"] == min(ops, 8)
+    assert ours.timeline.get(t).state is State.INFLIGHT
+
+    # Phase 1 of a write while the compaction is inflight: its logs go to the new file slices;
+    # commit completes both, oldest first.
+    w = ours.upsert(late_batch(), commit=False)
+    r = spark_submit("commit", ours.path)
+    assert r.returncode == 0 and r.doc["status"] == "ok", r.explain()
+    assert [(c["instant"], c["action"]) for c in r.doc["committed"]] == [(t, "compaction"), (w, "deltacommit")]
+    assert r.doc["instant"] == w and r.doc["skipped"] == [] and r.doc["failed"] == []
+    timeline = ours.timeline
+    assert timeline.is_compaction(t) and timeline.get(t).is_completed and timeline.get(w).is_completed
+    assert ours.active.commit_metadata(timeline.get(t)).operation_type == "COMPACT"
+
+    ref = reference.compact(force=True)
+    assert ref.committed and r.doc["committed"][0]["files"] == ref.operations == ops
+    assert r.doc["committed"][0]["rows"] == ref.rows
+    reference.upsert(late_batch())
+    assert_same_tables(ours.path, reference.path)
+
+
+def test_clean_via_spark_submit_deletes_what_the_dry_run_planned(tmp_path, spark_submit):
+    table = write_history(tmp_path / "cow", table_type="COPY_ON_WRITE")
+    before = rows(table.read())
+    files_before = {f.path for f in table.storage.list("", recursive=True)
+                    if f.name.endswith(".parquet")}
+    plan = table.clean(options={"hoodie.cleaner.commits.retained": "1"}, dry_run=True)
+    assert plan.planned and plan.files and set(plan.files) < files_before
+
+    r = spark_submit("clean", table.path, "--option", "hoodie.cleaner.commits.retained=1")
+    assert r.returncode == 0 and r.doc["status"] == "ok", r.explain()
+    assert r.doc["files_deleted"] == len(plan.files) and r.doc["bytes_freed"] == plan.bytes
+    assert r.doc["earliest_retained"] == plan.plan.earliest_instant_to_retain.timestamp
+    assert r.doc["spark"]["master"] == "local[2]"
+    files_after = {f.path for f in table.storage.list("", recursive=True) if f.name.endswith(".parquet")}
+    assert files_after == files_before - set(plan.files)
+    inst = table.timeline.get(r.doc["instant"])
+    assert inst.action is Action.CLEAN and inst.is_completed
+    assert rows(table.read()) == before
+    from tests.interop.hudi_oracle import hudi_read
+    assert rows(hudi_read(table.path)) == before
+
+
+# --- the app contract, in-process (these steps start no Spark) ------------------------------
+
+
+def test_usage_errors_exit_2_with_a_json_line(capsys):
+    assert submit.main(["compaction-execute"]) == 2
+    out, err = capsys.readouterr()
+    doc = _last_json(out)
+    assert doc["app"] == "compaction-execute" and doc["status"] == "failed" and "usage" in doc["reason"]
+    assert "the following arguments are required: table" in err
+    assert submit.main(["no-such-app", "/t"]) == 2
+    assert _last_json(capsys.readouterr()[0])["status"] == "failed"
+    assert submit.main(["compaction-execute", "/t", "--parallelism", "0"]) == 2
+    assert submit.main(["compaction-plan", "/t", "--option", "novalue"]) == 2
+
+
+def test_errors_exit_1_with_help_on_stderr(tmp_path, capsys):
+    assert submit.main(["commit", str(tmp_path / "missing")]) == 1
+    out, err = capsys.readouterr()
+    assert _last_json(out)["status"] == "failed" and "is not a table" in err and "Help:" in err
+    cow = write_history(tmp_path / "cow", table_type="COPY_ON_WRITE")
+    assert submit.main(["compaction-plan", cow.path]) == 1
+    assert "COPY_ON_WRITE" in _last_json(capsys.readouterr()[0])["reason"]
+    assert submit.main(["clean", cow.path, "--option", "hoodie.compact.inline.max.delta.commits=1"]) == 1
+    assert "not an option of clean" in _last_json(capsys.readouterr()[0])["reason"]
+
+
+def test_nothing_to_do_says_why(tmp_path, capsys):
+    table = write_history(tmp_path / "t")
+    assert submit.main(["compaction-plan", table.path]) == 0
+    doc = _last_json(capsys.readouterr()[0])
+    assert doc["status"] == "nothing_to_do" and doc["instant"] is None and doc["reason"].startswith("not yet")
+    assert submit.main(["compaction-execute", table.path]) == 0
+    assert _last_json(capsys.readouterr()[0])["reason"] == "no compaction is pending"
+    assert submit.main(["commit", table.path]) == 0
+    assert _last_json(capsys.readouterr()[0])["reason"] == "nothing is inflight"
+    done = table.timeline.completed_writes().last.time
+    assert submit.main(["commit", table.path, "--instant", done]) == 0
+    doc = _last_json(capsys.readouterr()[0])
+    assert (doc["instant"], doc["status"], doc["reason"]) == (done, "nothing_to_do", "already completed")
+    assert submit.main(["commit", table.path, "--instant", "20990101000000000"]) == 1
+    assert "not on the timeline" in _last_json(capsys.readouterr()[0])["reason"]
+    assert submit.main(["clean", table.path, "--dry-run"]) == 0
+    doc = _last_json(capsys.readouterr()[0])
+    assert doc["status"] == "nothing_to_do" and "hoodie.cleaner.commits.retained" in doc["reason"]
+
+
+def test_commit_skips_a_write_whose_phase_1_did_not_finish(tmp_path, capsys):
+    table = write_history(tmp_path / "t")
+    faults.activate("write.after_data_files", "raise")
+    try:
+        with pytest.raises(faults.InjectedFault):
+            table.upsert(late_batch(), commit=False)
+    finally:
+        faults.reset()
+    pending = table.timeline.pending().instants[-1]
+    assert submit.main(["commit", table.path]) == 0
+    doc = _last_json(capsys.readouterr()[0])
+    assert doc["status"] == "nothing_to_do" and doc["committed"] == []
+    assert [s["instant"] for s in doc["skipped"]] == [pending.time]
+    assert "phase 1" in doc["reason"]
+    assert lakehouse.open_table(table.path).timeline.get(pending.time).is_inflight
+
+
+def test_clean_dry_run_reports_the_plan(tmp_path, capsys):
+    table = write_history(tmp_path / "cow", table_type="COPY_ON_WRITE")
+    plan = table.clean(options={"hoodie.cleaner.commits.retained": "1"}, dry_run=True)
+    assert submit.main(["clean", table.path, "--dry-run", "--option", "hoodie.cleaner.commits.retained=1"]) == 0
+    doc = _last_json(capsys.readouterr()[0])
+    assert doc["status"] == "ok" and doc["dry_run"] and doc["files"] == len(plan.files) and doc["bytes"] == plan.bytes
+    assert "spark" not in doc and table.timeline.filter(actions=[Action.CLEAN]).instants == ()
+
+
+def test_ingest_missing_is_a_clear_usage_error(monkeypatch, capsys):
+    monkeypatch.setattr(submit, "INGEST", "lakehouse.spark.apps.no_such_ingest")
+    assert submit.main(["ingest", "/t", "--source-dir", "/in"]) == 2
+    out, err = capsys.readouterr()
+    assert "ingest application is not installed" in err and _last_json(out)["app"] == "ingest"
+
+
+def test_submit_path_is_this_file():
+    p = Path(submit.submit_path())
+    assert p.is_absolute() and p.name == "submit.py" and p.read_text().startswith('"""The one file')
