@@ -161,7 +161,8 @@ class Table:
         self.run_compaction(scheduled.instant)
         return self.commit_compaction(scheduled.instant)
 
-    def clean(self, *, options: Mapping[str, Any] | None = None, dry_run: bool = False):
+    def clean(self, *, options: Mapping[str, Any] | None = None, dry_run: bool = False,
+              engine=None):
         """Finish pending cleans, then plan and run one (``dry_run``: only the plan, nothing
         written)."""
         from lakehouse.config import CleanConfig
@@ -169,7 +170,13 @@ class Table:
         cfg = CleanConfig.from_options({**self.config.extra, **(options or {})})
         if dry_run:
             return plan_clean(self, cfg, dry_run=True)
-        return clean(self, cfg)
+        return clean(self, cfg, engine=engine)
+
+    def write_ready(self, instant_time: str) -> str:
+        """Why an inflight write cannot be committed yet ('' when phase 1 recorded complete
+        results and :meth:`commit` may run)."""
+        from lakehouse.write.client import phase_one_problem
+        return phase_one_problem(self, instant_time)
 
     def create_savepoint(self, instant_time: str | None = None, *, user: str = "", comments: str = ""):
         from lakehouse.services.savepoint import create_savepoint

@@ -137,13 +137,11 @@ def read_file_slice(fs: FileSlice, ctx: SliceReadContext) -> pa.Table:
     needed = ctx.needed_columns()
     target = pa.schema([ctx.schema.field(c) for c in needed])
     parts: list[pa.Table] = []
-    seq_base = 0
     ordering = ctx.spec.ordering_field
     if base_file is not None:
         base = read_base_file(ctx.storage, base_file.path, ctx.schema, needed)
         keys = _keys(base, ctx)
         parts.append(_with_helpers(base, keys, 0, delete_flags(base), pa.repeat(False, base.num_rows)))
-        seq_base = base.num_rows
     block_size = 1 << 32
     for seq, rows in logs.data:
         rows = conform_table(rows, target, extra="ignore")

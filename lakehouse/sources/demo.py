@@ -8,6 +8,7 @@ cancellations (``_hoodie_is_deleted``) and in-batch duplicates. Batches are dete
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -102,9 +103,7 @@ def write_batches(directory: str, count: int, stream: DemoStream | None = None,
         if fmt == "parquet":
             pq.write_table(table, tmp)
         else:
-            import pyarrow.json  # noqa: F401
             with open(tmp, "w") as f:
-                import json
                 for row in table.to_pylist():
                     f.write(json.dumps(row) + "\n")
         os.replace(tmp, path)  # lands whole: a reader never sees half a batch

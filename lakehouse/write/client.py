@@ -49,6 +49,20 @@ RESULTS_KEY = "lakehouse.write.results"
 PARTITION = "__lh_partition"
 
 
+def phase_one_problem(table: "Table", instant_time: str) -> str:
+    """Why ``instant_time`` cannot be committed ('' if its phase 1 recorded complete results)."""
+    inst = table.timeline.get(instant_time)
+    if inst is None:
+        return f"{instant_time} is not on the timeline"
+    if not inst.is_inflight:
+        return f"{instant_time} is {inst.state.name.lower()}, not inflight"
+    meta = CommitMetadata.from_bytes(table.active.read(inst), table.active.path(inst))
+    if meta.extra_metadata.get(RESULTS_KEY) != "complete":
+        return ("phase 1 has not recorded complete results (still writing, or crashed: the next "
+                "write rolls it back)")
+    return ""
+
+
 class Operation(enum.StrEnum):
     INSERT = "insert"
     UPSERT = "upsert"

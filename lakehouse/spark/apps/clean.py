@@ -12,7 +12,6 @@ import argparse
 from typing import Any
 
 from lakehouse.config import CleanConfig
-from lakehouse.services.clean import clean
 from lakehouse.spark.apps import (FAILED, NOTHING, OK, add_option_arg, new_parser, parse_options,
                                   run_app, spark_info)
 from lakehouse.spark.engine import SparkEngine
@@ -33,10 +32,8 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
     if args.dry_run:
         res = table.clean(options=options, dry_run=True)
         return {**res.to_json(), "status": OK if res.planned else NOTHING}
-    # The same configuration as Table.clean: the table's own options, then this run's.
-    cfg = CleanConfig.from_options({**table.config.extra, **options})
     engine = SparkEngine(spark, app_name=f"lakehouse-{APP}")
-    res = clean(table, cfg, engine=engine)
+    res = table.clean(options=options, engine=engine)
     doc: dict[str, Any] = res.to_json()
     if res.instant is None:
         return {**doc, "status": NOTHING}

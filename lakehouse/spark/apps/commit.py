@@ -21,9 +21,7 @@ from lakehouse.services.compaction import commit_compaction
 from lakehouse.services.compaction.results import read_results
 from lakehouse.spark.apps import FAILED, NOTHING, OK, new_parser, run_app
 from lakehouse.table import Table, open_table
-from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import Action, Instant
-from lakehouse.write.client import RESULTS_KEY
 
 NEEDS_SESSION = False  # Spark starts only if there is work for executors (SparkEngine)
 APP = "commit"
@@ -49,10 +47,7 @@ def _candidates(table: Table, only: str | None) -> list[Instant]:
 
 def _write_ready(table: Table, inst: Instant) -> str:
     """Why the write cannot be committed yet ('' if it can)."""
-    meta = CommitMetadata.from_bytes(table.active.read(inst), table.active.path(inst))
-    if meta.extra_metadata.get(RESULTS_KEY) != "complete":
-        return "phase 1 has not recorded complete results (still writing, or crashed: the next write rolls it back)"
-    return ""
+    return table.write_ready(inst.time)
 
 
 def _commit_write(table: Table, inst: Instant) -> dict[str, Any]:
