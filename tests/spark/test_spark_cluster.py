@@ -78,3 +78,22 @@ def test_compaction_execute_on_standalone_cluster_with_py_files(tmp_path, spark_
     assert ours.commit_compaction(planned.instant).committed
     assert reference.compact(force=True).committed
     assert_same_tables(ours.path, reference.path)
+
+
+def test_ingest_on_standalone_cluster(tmp_path, spark_submit, spark_cluster):
+    import lakehouse
+    from lakehouse.sources import demo
+    from lakehouse.sources.files import ingest
+
+    src = tmp_path / "in"
+    demo.write_batches(str(src), 2, demo.DemoStream(rows=400, seed=5))
+    r = spark_submit("ingest", tmp_path / "trips", "--source-dir", src, "--create", "--commit",
+                     "--option", "hoodie.bucket.index.num.buckets=2", master=spark_cluster.master_url,
+                     spark_args=("--deploy-mode", "client", "--total-executor-cores", "2",
+                                 "--executor-memory", "512m"))
+    assert r.returncode == 0 and r.doc["status"] == "ok" and r.doc["files"] == 2, r.explain()
+    reference = lakehouse.create_table(str(tmp_path / "ref"), name="ref", table_type="MERGE_ON_READ",
+                                       index="BUCKET", schema=demo.SCHEMA,
+                                       options={"hoodie.bucket.index.num.buckets": 2}, **demo.TABLE_OPTIONS)
+    ingest(reference, str(src))
+    assert_same_tables(tmp_path / "trips", tmp_path / "ref")
