@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test bench venv clean
+.PHONY: run test bench bench-spark venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
+
+bench-spark: $(STAMP)
+	$(PY) benchmarks/bench_spark_ingest.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,161 @@
+"""write_dataframe: a DataFrame written by Spark executors gives the table the Python path gives."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pyarrow as pa
+import pytest
+
+import lakehouse
+from lakehouse.errors import RecordKeyError
+from lakehouse.file_group.naming import bucket_of_file_id
+from tests.spark.spark_tables import assert_same_tables
+
+pytestmark = pytest.mark.spark
+CITIES = ("sf", "la", "nyc")
+BUCKETS = 4
+
+
+def create(path, table_type, index="BUCKET"):
+    opts = {"hoodie.bucket.index.num.buckets": BUCKETS} if index == "BUCKET" else {}
+    return lakehouse.create_table(str(path), name="trips", table_type=table_type, record_key="id",
+                                  partition_by="city", ordering_field="ts", index=index, options=opts)
+
+
+def rows_for(keys, ts, rnd):
+    # Some keys appear twice in a batch, some with the same ts: precombine must keep the one
+    # the Python path keeps (the later row on a tie), so the executors must keep input order.
+    keys = list(keys) + rnd.sample(list(keys), min(len(keys), 300))
+    return pa.table({"id": [f"k{k:06d}" for k in keys], "city": [CITIES[k % 3] for k in keys],
+                     "ts": [ts + (rnd.random() < 0.5) for _ in keys],
+                     "v": [rnd.randrange(10**9) for _ in keys]})
+
+
+def history(seed=5, n=20_000):
+    """(operation, batch) pairs: inserts, updates with new keys, deletes, re-inserts."""
+    rnd = random.Random(seed)
+    gone = rnd.sample(range(n), n * 3 // 40)
+    return [
+        ("upsert", rows_for(range(n), 1, rnd)),
+        ("upsert", rows_for(rnd.sample(range(n), n // 5) + list(range(n, n + n // 10)), 10, rnd)),
+        ("delete", pa.table({"id": [f"k{k:06d}" for k in gone], "city": [CITIES[k % 3] for k in gone]})),
+        ("upsert", rows_for(rnd.sample(range(n + n // 10), n * 3 // 20) + gone[:n // 40], 20, rnd)),
+    ]
+
+
+def bucket_groups(path):
+    t = lakehouse.open_table(str(path))
+    return {(s.partition, s.file_id) for s in t.file_system_view().latest_slices()}
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_bucket_table_same_as_python_path(tmp_path, spark, table_type):
+    from lakehouse.spark.write import write_dataframe
+
+    ours, ref = create(tmp_path / "ours", table_type), create(tmp_path / "ref", table_type)
+    ours.write = None  # the bucket index must take the executors' path, not the fallback
+    for op, batch in history():
+        ref.write(batch, op)
+        df = spark.createDataFrame(batch)
+        assert df.rdd.getNumPartitions() > 1  # so input order across tasks matters
+        t = write_dataframe(ours, df, op)
+        assert ours.timeline.get(t).is_completed
+    assert_same_tables(tmp_path / "ours", tmp_path / "ref")
+    groups = bucket_groups(tmp_path / "ours")
+    buckets = {(p, bucket_of_file_id(f)) for p, f in groups}
+    assert None not in {b for _, b in buckets}
+    # One file group per (partition, bucket), the same buckets the Python path uses.
+    assert len(buckets) == len(groups) == len(CITIES) * BUCKETS
+    assert buckets == {(p, bucket_of_file_id(f)) for p, f in bucket_groups(tmp_path / "ref")}
+
+
+def test_phase_one_only_then_commit(tmp_path, spark):
+    from lakehouse.spark.write import write_dataframe
+
+    ours, ref = create(tmp_path / "ours", "MERGE_ON_READ"), create(tmp_path / "ref", "MERGE_ON_READ")
+    op, batch = history(n=2000)[0]
+    ref.write(batch, op, extra_metadata={"source": "x"})
+    t = write_dataframe(ours, spark.createDataFrame(batch), op, commit=False, extra_metadata={"source": "x"})
+    assert ours.timeline.get(t).is_inflight and ours.read().num_rows == 0
+    ours.commit(t)
+    assert_same_tables(tmp_path / "ours", tmp_path / "ref")
+    meta = ours.active.commit_metadata(ours.timeline.get(t))
+    assert meta.extra_metadata["source"] == "x" and "schema" in meta.extra_metadata
+
+
+def test_empty_dataframe_commits_an_empty_instant(tmp_path, spark):
+    from lakehouse.spark.write import write_dataframe
+
+    t = create(tmp_path / "t", "COPY_ON_WRITE")
+    schema = pa.schema([("id", pa.string()), ("city", pa.string()), ("ts", pa.int64()), ("v", pa.int64())])
+    instant = write_dataframe(t, spark.createDataFrame(schema.empty_table()))
+    assert t.timeline.get(instant).is_completed and t.read().num_rows == 0
+
+
+def _failing_write_task(job):
+    from lakehouse.spark import write as w
+    real = w._real_write_task(job)
+
+    def per_task(batches):
+        yield from real(batches)  # the task's data files are written, then it dies
+        raise RuntimeError("executor lost")
+    return per_task
+
+
+def test_failed_executor_rolls_the_instant_back(tmp_path, spark, monkeypatch):
+    from lakehouse.errors import WriteError
+    from lakehouse.spark import write as w
+
+    t = create(tmp_path / "t", "MERGE_ON_READ")
+    first, second = history(n=2000)[:2]
+    w.write_dataframe(t, spark.createDataFrame(first[1]))
+    before = sorted(t.read(columns=["id", "ts", "v"]).to_pylist(), key=repr)
+    files_before = files_outside_timeline(tmp_path / "t")
+    monkeypatch.setattr(w, "_real_write_task", w._write_task, raising=False)
+    monkeypatch.setattr(w, "_write_task", _failing_write_task)
+    with pytest.raises(WriteError, match="executor lost|failed"):
+        w.write_dataframe(t, spark.createDataFrame(second[1]))
+    t = lakehouse.open_table(str(tmp_path / "t"))
+    assert not [i for i in t.timeline.instants if not i.is_completed]
+    assert sorted(t.read(columns=["id", "ts", "v"]).to_pylist(), key=repr) == before
+    assert files_outside_timeline(tmp_path / "t") == files_before
+
+
+def files_outside_timeline(path):
+    return sorted(os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path)
+                  for f in fs if ".hoodie" not in os.path.relpath(d, path).split(os.sep)[0])
+
+
+def test_null_key_fails_before_the_instant(tmp_path, spark):
+    from lakehouse.spark.write import write_dataframe
+
+    t = create(tmp_path / "t", "MERGE_ON_READ")
+    timeline_before = sorted(os.listdir(tmp_path / "t" / ".hoodie"))
+    batch = pa.table({"id": ["a", None, "c"], "city": ["sf", "la", "sf"], "ts": [1, 2, 3], "v": [1, 2, 3]})
+    with pytest.raises(RecordKeyError, match="null"):
+        write_dataframe(t, spark.createDataFrame(batch))
+    assert sorted(os.listdir(tmp_path / "t" / ".hoodie")) == timeline_before
+    assert len(lakehouse.open_table(str(tmp_path / "t")).timeline.instants) == 0
+    assert files_outside_timeline(tmp_path / "t") == []
+    batch = batch.set_column(0, "id", pa.array(["a", "b", "c"])).set_column(
+        2, "ts", pa.array([1, None, 3], pa.int64()))
+    with pytest.raises(RecordKeyError, match="ordering field"):
+        write_dataframe(t, spark.createDataFrame(batch))
+    assert files_outside_timeline(tmp_path / "t") == []
+
+
+def test_simple_index_falls_back(tmp_path, spark):
+    from lakehouse.spark.write import write_dataframe
+
+    ours = create(tmp_path / "ours", "MERGE_ON_READ", index="SIMPLE")
+    ref = create(tmp_path / "ref", "MERGE_ON_READ", index="SIMPLE")
+    for op, batch in history(n=3000):
+        ref.write(batch, op)
+        write_dataframe(ours, spark.createDataFrame(batch), op)
+    a, b = lakehouse.open_table(str(tmp_path / "ours")), lakehouse.open_table(str(tmp_path / "ref"))
+    cols = ["id", "city", "ts", "v"]
+    for ro in (False, True):
+        assert sorted(a.read(read_optimized=ro, columns=cols).to_pylist(), key=repr) == \
+            sorted(b.read(read_optimized=ro, columns=cols).to_pylist(), key=repr)
