@@ -1,0 +1,218 @@
+"""A table as a Spark DataFrame: the driver plans the file slices, the executors read them.
+
+The plan is the one :class:`~lakehouse.read.reader.TableReader` makes (visibility, time travel,
+partition pruning, the file groups an incremental range touched), so Spark and ``Table.read`` /
+``Table.read_changes`` return the same rows. Each Spark task merges whole file slices with
+:func:`~lakehouse.read.file_slice_reader.read_file_slice`: a slice is the unit the merge needs
+entire, so it is never split across tasks.
+
+Not a Spark data source: ``read_table`` is a function, and :func:`register` only binds it to a
+session for convenience.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse.config import TableConfig
+from lakehouse.errors import ConfigError
+from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
+from lakehouse.read.reader import Filter, TableReader, filters_to_expression
+from lakehouse.storage import Storage, get_storage
+from lakehouse.table import open_table
+from lakehouse.timeline.active import ActiveTimeline, Timeline
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+COMMIT_TIME = "_hoodie_commit_time"
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """Everything an executor needs to read the planned slices; plain data, so it pickles."""
+
+    path: str
+    config: TableConfig
+    # The driver's timeline travels with the plan: executors then judge log blocks by the same
+    # instants even if the table moves on (or archives) while the job runs.
+    timeline: Timeline
+    schema: pa.Schema  # the table schema at the read's instant, meta fields included
+    slices: tuple[FileSlice, ...]
+    visible: frozenset[str]
+    read_columns: list[str] | None  # what the slice reader projects (None: all)
+    columns: list[str]  # the DataFrame's columns
+    row_filter: pc.Expression | None
+    read_logs: bool
+    commit_range: tuple[str | None, str | None] | None = None  # incremental: (start, end]
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        return pa.schema([self.schema.field(c) for c in self.columns])
+
+    def context(self) -> SliceReadContext:
+        storage = get_storage(self.path)
+        reader = TableReader(storage, self.config, ActiveTimeline(storage), self.timeline)
+        # TableReader owns the visibility rule (archived instants, tables without meta fields).
+        return reader._context(self.schema, set(self.visible), self.read_columns, self.row_filter,
+                               self.read_logs)
+
+    def read_slice(self, index: int, ctx: SliceReadContext) -> pa.Table:
+        table = read_file_slice(self.slices[index], ctx)
+        wanted = ctx.columns or self.schema.names
+        target = pa.schema([self.schema.field(c) for c in wanted])
+        if table.schema != target:
+            table = table.cast(target)
+        if self.commit_range is not None:
+            # Row by row, so filtering each slice equals TableReader.changes filtering the union.
+            start, end = self.commit_range
+            ct = table.column(COMMIT_TIME)
+            mask = pc.greater(ct, start) if start is not None else pc.is_valid(ct)
+            if end is not None:
+                mask = pc.and_(mask, pc.less_equal(ct, end))
+            table = table.filter(mask)
+        return table.select(self.columns)
+
+
+def plan_read(path: str | Storage, *, as_of: str | None = None,
+              columns: Sequence[str] | None = None,
+              filters: Sequence[Filter] | pc.Expression | None = None,
+              read_optimized: bool = False, changes_from: str | None = None,
+              changes_to: str | None = None) -> ReadPlan:
+    """The slices and read parameters of ``Table.read`` (or, with ``changes_from`` or
+    ``changes_to``, of ``Table.read_changes``), made on the driver."""
+    table = open_table(path)
+    reader = TableReader(table.storage, table.config, table.active)
+    incremental = changes_from is not None or changes_to is not None
+    if incremental and (as_of is not None or read_optimized):
+        raise ConfigError("an incremental read takes neither as_of nor read_optimized",
+                          help="changes_to is the incremental read's end instant")
+    common = dict(path=table.path, config=table.config, timeline=reader.timeline)
+    if incremental:
+        return _plan_changes(reader, common, changes_from, changes_to, columns, filters)
+    if as_of is not None:
+        as_of = str(as_of)
+        reader._check_retained(as_of, "time travel to")
+    schema = reader.schema(as_of)
+    cols = reader._check_columns(columns, schema)
+    row_filter = filters_to_expression(filters, schema)
+    view = reader.view()
+    partitions = reader.prune_partitions(view.all_partitions(), filters, schema)
+    slices = view.latest_slices(as_of=as_of, partitions=partitions)
+    if read_optimized:
+        # The base files only: a pending compaction's slice reads as the slice it compacts.
+        slices = [s.previous if s.base_file is None and s.previous else s for s in slices]
+        slices = [FileSlice(s.partition, s.file_id, s.base_instant, s.base_file)
+                  for s in slices if s.base_file is not None]
+    visible = frozenset(t for t in reader.timeline.completed_write_times
+                        if as_of is None or t <= as_of)
+    return ReadPlan(**common, schema=schema, slices=tuple(slices), visible=visible,
+                    read_columns=cols, columns=cols or schema.names, row_filter=row_filter,
+                    read_logs=not read_optimized)
+
+
+def _plan_changes(reader: TableReader, common: dict, start: str | None, end: str | None,
+                  columns, filters) -> ReadPlan:
+    start = None if start is None else str(start)
+    end = None if end is None else str(end)
+    if start is not None:
+        reader._check_retained(start, "changes since")
+    in_range = [i for i in reader.timeline.completed_writes()
+                if (start is None or i.time > start) and (end is None or i.time <= end)]
+    schema = reader.schema(end)
+    cols = reader._check_columns(columns, schema)
+    touched: set[tuple[str, str]] = set()
+    for inst in in_range:
+        touched |= reader.active.commit_metadata(inst).file_ids()
+    # No commit in range touched anything: skip listing the table.
+    slices = [s for s in reader.view().latest_slices(as_of=end)
+              if (s.partition, s.file_id) in touched] if touched else []
+    read_cols = None if cols is None else list(dict.fromkeys([*cols, COMMIT_TIME]))
+    visible = frozenset(t for t in reader.timeline.completed_write_times if end is None or t <= end)
+    return ReadPlan(**common, schema=schema, slices=tuple(slices), visible=visible,
+                    read_columns=read_cols, columns=cols or schema.names,
+                    row_filter=filters_to_expression(filters, schema), read_logs=True,
+                    commit_range=(start, end))
+
+
+def group_slices(slices: Sequence[FileSlice], parallelism: int) -> list[list[int]]:
+    """Slice indices in at most ``parallelism`` groups of similar bytes (largest first into the
+    lightest group), each group in plan order; one group per slice when parallelism allows."""
+    if parallelism >= len(slices):
+        return [[i] for i in range(len(slices))]
+
+    def size(s: FileSlice) -> int:
+        prev = s.previous
+        return s.base_size + s.total_log_size + (prev.base_size + prev.total_log_size if prev else 0)
+
+    groups: list[list[int]] = [[] for _ in range(parallelism)]
+    loads = [0] * parallelism
+    for i in sorted(range(len(slices)), key=lambda i: -size(slices[i])):
+        g = loads.index(min(loads))
+        groups[g].append(i)
+        loads[g] += size(slices[i])
+    return [sorted(g) for g in groups if g]
+
+
+class _ReadGroups:
+    """The mapInArrow function: reads the slices of the group ids it is given. A module-level
+    class so that executors import it rather than unpickle its code."""
+
+    def __init__(self, plan: ReadPlan, groups: list[list[int]], arrow_schema: pa.Schema) -> None:
+        self.plan = plan
+        self.groups = groups
+        self.arrow_schema = arrow_schema
+
+    def __call__(self, batches):
+        ctx = None
+        for batch in batches:
+            for g in batch.column(0).to_pylist():
+                for i in self.groups[g]:
+                    if ctx is None:
+                        ctx = self.plan.context()
+                    table = self.plan.read_slice(i, ctx)
+                    # Spark accepts only its own Arrow types (microsecond timestamps, ...).
+                    yield from table.cast(self.arrow_schema).to_batches()
+
+
+def spark_schema(schema: pa.Schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+
+
+def read_table(spark: "SparkSession", path: str | Storage, *, as_of: str | None = None,
+               columns: Sequence[str] | None = None,
+               filters: Sequence[Filter] | pc.Expression | None = None,
+               read_optimized: bool = False, changes_from: str | None = None,
+               changes_to: str | None = None, parallelism: int | None = None) -> "DataFrame":
+    """The rows of ``Table.read(as_of, columns, filters, read_optimized)``, or with
+    ``changes_from``/``changes_to`` those of ``Table.read_changes(changes_from, changes_to,
+    columns, filters)``, as a DataFrame of one partition per file slice (at most
+    ``parallelism`` partitions, slices grouped by size)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if parallelism is not None and parallelism < 1:
+        raise ConfigError(f"parallelism {parallelism} must be at least 1", help="pass 1 or more")
+    plan = plan_read(path, as_of=as_of, columns=columns, filters=filters,
+                     read_optimized=read_optimized, changes_from=changes_from,
+                     changes_to=changes_to)
+    schema = spark_schema(plan.output_schema)
+    groups = group_slices(plan.slices, parallelism or max(1, len(plan.slices)))
+    fn = _ReadGroups(plan, groups, to_arrow_schema(schema, timezone="UTC"))
+    # One row per partition, so each group is one task (and no slices, no task). The plan
+    # travels in the function's closure; PySpark broadcasts a closure once it exceeds its
+    # broadcast threshold.
+    return spark.range(len(groups), numPartitions=len(groups)).mapInArrow(fn, schema)
+
+
+def register(spark: "SparkSession") -> Any:
+    """Bind :func:`read_table` to the session: ``spark.read_lakehouse(path, **options)``."""
+    bound = functools.partial(read_table, spark)
+    spark.read_lakehouse = bound
+    return bound
