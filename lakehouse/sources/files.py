@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from lakehouse.errors import ConfigError, SchemaError
+from lakehouse.errors import ConfigError, LakehouseError, SchemaError
 from lakehouse.storage import get_storage
 
 if TYPE_CHECKING:
@@ -108,11 +108,18 @@ class IngestResult:
                 "checkpoint": self.checkpoint, "committed": self.committed, "reason": self.reason}
 
 
+Writer = Callable[[list[str], dict[str, str]], tuple[str, int]]
+
+
 def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: str = "auto",
            max_files: int | None = None, commit: bool = True,
-           options: dict[str, str] | None = None) -> IngestResult:
+           options: dict[str, str] | None = None, writer: Writer | None = None) -> IngestResult:
     """Apply the files that landed since the last checkpoint as one write (phase 1, and phase 2
-    unless ``commit=False``). Exactly once, whatever crashed before."""
+    unless ``commit=False``). Exactly once, whatever crashed before.
+
+    ``writer(file_uris, extra_metadata) -> (instant, rows)`` replaces the in-process read and
+    write (the Spark job reads and writes on executors); it must put ``extra_metadata`` on the
+    commit, since the checkpoint travels there."""
     source = get_storage(source_dir).uri()
     after = last_checkpoint(table, source)
     files = pending_files(source_dir, after, max_files=max_files)
@@ -120,15 +127,18 @@ def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: s
         return IngestResult(None, 0, 0, after.encode() if after else None, False,
                             reason=f"no new files in {source} since "
                                    f"{after.name if after else 'the beginning'}")
-    schema = None
-    try:
-        schema = table.schema()
-    except Exception:  # a table without data yet has no schema to parse CSV with
-        schema = None
-    tables = [read_file(uri, fmt, schema) for _, uri in files]
-    batch = pa.concat_tables(tables, promote_options="permissive")
     checkpoint = files[-1][0].encode()
     extra = {CHECKPOINT_KEY: checkpoint, SOURCE_KEY: source,
              "lakehouse.ingest.files": json.dumps([os.path.basename(u) for _, u in files])}
+    if writer is not None:
+        instant, rows = writer([uri for _, uri in files], extra)
+        return IngestResult(instant, len(files), rows, checkpoint, commit)
+    schema = None
+    try:
+        schema = table.schema()
+    except LakehouseError:  # a table without data yet has no schema to parse CSV with
+        schema = None
+    tables = [read_file(uri, fmt, schema) for _, uri in files]
+    batch = pa.concat_tables(tables, promote_options="permissive")
     instant = table.write(batch, operation, commit=commit, extra_metadata=extra, options=options)
     return IngestResult(instant, len(files), batch.num_rows, checkpoint, commit)

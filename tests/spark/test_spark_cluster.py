@@ -87,10 +87,12 @@ def test_ingest_on_standalone_cluster(tmp_path, spark_submit, spark_cluster):
 
     src = tmp_path / "in"
     demo.write_batches(str(src), 2, demo.DemoStream(rows=400, seed=5))
+    # The write runs on the executors: they get lakehouse from the --py-files zip.
+    zip_path = build_py_files(tmp_path / "dist")
     r = spark_submit("ingest", tmp_path / "trips", "--source-dir", src, "--create", "--commit",
                      "--option", "hoodie.bucket.index.num.buckets=2", master=spark_cluster.master_url,
                      spark_args=("--deploy-mode", "client", "--total-executor-cores", "2",
-                                 "--executor-memory", "512m"))
+                                 "--executor-memory", "512m", "--py-files", str(zip_path)))
     assert r.returncode == 0 and r.doc["status"] == "ok" and r.doc["files"] == 2, r.explain()
     reference = lakehouse.create_table(str(tmp_path / "ref"), name="ref", table_type="MERGE_ON_READ",
                                        index="BUCKET", schema=demo.SCHEMA,

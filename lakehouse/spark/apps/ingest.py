@@ -53,7 +53,7 @@ def _options(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace, spark=None) -> dict:
     import lakehouse
     from lakehouse.sources import demo
     from lakehouse.sources.files import ingest
@@ -73,9 +73,45 @@ def run(args: argparse.Namespace) -> dict:
                                        index=args.index, schema=demo.SCHEMA,
                                        options=table_opts, **demo.TABLE_OPTIONS)
     write_opts = {k: v for k, v in options.items() if k in WRITE_OPTION_KEYS}
+    writer = _spark_writer(spark, table, args, write_opts) if spark is not None else None
     res = ingest(table, args.source_dir, operation=args.op, fmt=args.format,
-                 max_files=args.max_files, commit=args.commit, options=write_opts)
+                 max_files=args.max_files, commit=args.commit, options=write_opts, writer=writer)
     return res.to_json()
+
+
+def _spark_writer(spark, table, args, options):
+    """Read the landed files with Spark and write them from the executors (bucket-index
+    tables; lakehouse.spark.write falls back to the driver for the others)."""
+    from lakehouse.spark.write import write_dataframe
+
+    def write(uris: list[str], extra: dict[str, str]) -> tuple[str, int]:
+        paths = [u[len("file://"):] if u.startswith("file://") else u for u in uris]
+        kinds = {p.rsplit(".", 1)[-1].lower() for p in paths}
+        fmt = args.format if args.format != "auto" else (kinds.pop() if len(kinds) == 1 else "mixed")
+        if fmt == "parquet":
+            df = spark.read.parquet(*paths)
+        elif fmt in ("jsonl", "json"):
+            df = spark.read.json(paths)
+        elif fmt == "csv":
+            df = spark.read.option("header", True).option("inferSchema", True).csv(paths)
+        else:
+            return _driver_write(table, uris, extra, args, options)
+        df = df.persist()  # read twice: the null-key check, then the write
+        try:
+            instant = write_dataframe(table, df, args.op, commit=args.commit, extra_metadata=extra,
+                                      options=options)
+            return instant, df.count()
+        finally:
+            df.unpersist()
+    return write
+
+
+def _driver_write(table, uris, extra, args, options):
+    import pyarrow as pa
+
+    from lakehouse.sources.files import read_file
+    batch = pa.concat_tables([read_file(u) for u in uris], promote_options="permissive")
+    return table.write(batch, args.op, commit=args.commit, extra_metadata=extra, options=options), batch.num_rows
 
 
 def main(argv: list[str], spark=None) -> int:
@@ -83,7 +119,7 @@ def main(argv: list[str], spark=None) -> int:
     started = time.time()
     out = {"app": "ingest", "table": args.table}
     try:
-        result = run(args)
+        result = run(args, spark)
     except LakehouseError as e:
         print(f"error: {e.message}", file=sys.stderr)
         if e.help:
