@@ -240,8 +240,6 @@ class TableReader:
         for inst in in_range:
             meta = self.active.commit_metadata(inst)
             touched |= meta.file_ids()
-            if inst.action is Action.REPLACE_COMMIT:
-                touched |= meta.file_ids()
         read_cols = None if columns is None else list(dict.fromkeys([*columns, "_hoodie_commit_time"]))
         row_filter = filters_to_expression(filters, schema)
         view = self.view()
