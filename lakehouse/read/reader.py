@@ -22,7 +22,6 @@ from lakehouse.read.merge import MergeSpec
 from lakehouse.schema import HOODIE_META_FIELDS, avro_to_arrow_schema
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
-from lakehouse.timeline.instant import Action
 from lakehouse.write.keygen import DEFAULT_PARTITION, KeyGenerator
 
 Filter = tuple[str, str, Any]
