@@ -52,3 +52,17 @@ def test_ingest_then_commit_as_two_jobs_and_a_crashed_ingest_rerun(tmp_path, spa
     assert rows(lakehouse.open_table(str(path))) == expected
     h = hudi_read(path)
     assert sorted(tuple(r[c] for c in COLS) for r in h.select(COLS).to_pylist()) == expected
+
+
+@pytest.mark.parametrize("point", ["write.after_results", "commit.after_complete"])
+def test_spark_ingest_killed_on_the_driver_is_applied_once(tmp_path, spark_submit, point):
+    src, path = tmp_path / "in", tmp_path / "trips"
+    demo.write_batches(str(src), 2, demo.DemoStream(rows=200))
+    env = dict(spark_submit.env, LAKEHOUSE_FAULTS=f"{point}:kill")
+    crashed = spark_submit("ingest", path, "--source-dir", src, "--create", "--commit", *OPTS, env=env)
+    assert crashed.returncode != 0, crashed.explain()
+    rerun = spark_submit("ingest", path, "--source-dir", src, "--commit", *OPTS)
+    assert rerun.returncode == 0, rerun.explain()
+    # Killed after the commit: the batch is in, the rerun has nothing to do; before: it redoes it.
+    assert rerun.doc["status"] == ("nothing_to_do" if point == "commit.after_complete" else "ok")
+    assert rows(lakehouse.open_table(str(path))) == reference(tmp_path / "ref", src)
