@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from urllib.parse import unquote
 from concurrent.futures import ThreadPoolExecutor
@@ -201,8 +202,10 @@ class TableReader:
         target = pa.schema([ctx.schema.field(c) for c in out_cols])
         return pa.concat_tables([t.cast(target) if t.schema != target else t for t in tables])
 
-    def snapshot(self, *, as_of: str | None = None, columns: Sequence[str] | None = None,
-                 filters: Sequence[Filter] | None = None, read_optimized: bool = False) -> pa.Table:
+    # --- plans: what a read reads, decided once (here, or on a Spark driver) -----------------
+
+    def plan_snapshot(self, *, as_of: str | None = None, columns: Sequence[str] | None = None,
+                      filters: Sequence[Filter] | None = None, read_optimized: bool = False) -> "ReadPlan":
         if as_of is not None:
             as_of = str(as_of)
             self._check_retained(as_of, "time travel to")
@@ -212,44 +215,80 @@ class TableReader:
         view = self.view()
         partitions = self.prune_partitions(view.all_partitions(), filters, schema)
         slices = view.latest_slices(as_of=as_of, partitions=partitions)
-        committed = set(self.timeline.completed_write_times)
-        visible = {t for t in committed if as_of is None or t <= as_of}
         if read_optimized:
+            # Base files only: a pending compaction's slice reads as the slice it compacts.
             slices = [s.previous if s.base_file is None and s.previous else s for s in slices]
             slices = [FileSlice(s.partition, s.file_id, s.base_instant, s.base_file)
                       for s in slices if s.base_file is not None]
-        ctx = self._context(schema, visible, columns, row_filter, read_logs=not read_optimized)
-        return self.read_slices(slices, ctx)
+        visible = frozenset(t for t in self.timeline.completed_write_times if as_of is None or t <= as_of)
+        return ReadPlan(schema, tuple(slices), visible, columns, columns or schema.names, row_filter,
+                        read_logs=not read_optimized)
 
-    def changes(self, start: str | None, end: str | None = None, *,
-                columns: Sequence[str] | None = None,
-                filters: Sequence[Filter] | None = None) -> pa.Table:
-        """Latest state of the records written by commits in (start, end]."""
+    def plan_changes(self, start: str | None, end: str | None = None, *,
+                     columns: Sequence[str] | None = None,
+                     filters: Sequence[Filter] | None = None) -> "ReadPlan":
+        """The file groups written by commits in (start, end], read as of ``end``."""
+        start = None if start is None else str(start)
+        end = None if end is None else str(end)
         if start is not None:
-            self._check_retained(str(start), "changes since")
-        writes = self.timeline.completed_writes()
-        in_range = [i for i in writes if (start is None or i.time > start)
-                    and (end is None or i.time <= end)]
+            self._check_retained(start, "changes since")
+        in_range = [i for i in self.timeline.completed_writes()
+                    if (start is None or i.time > start) and (end is None or i.time <= end)]
         schema = self.schema(end)
         columns = self._check_columns(columns, schema)
-        out_cols = columns or schema.names
-        if not in_range:
-            return schema.empty_table().select(out_cols)
         touched: set[tuple[str, str]] = set()
         for inst in in_range:
-            meta = self.active.commit_metadata(inst)
-            touched |= meta.file_ids()
+            touched |= self.active.commit_metadata(inst).file_ids()
+        # No commit in range touched anything: skip listing the table.
+        slices = [s for s in self.view().latest_slices(as_of=end)
+                  if (s.partition, s.file_id) in touched] if touched else []
         read_cols = None if columns is None else list(dict.fromkeys([*columns, "_hoodie_commit_time"]))
-        row_filter = filters_to_expression(filters, schema)
-        view = self.view()
-        as_of = end
-        slices = [s for s in view.latest_slices(as_of=as_of)
-                  if (s.partition, s.file_id) in touched]
-        visible = {t for t in self.timeline.completed_write_times if as_of is None or t <= as_of}
-        ctx = self._context(schema, visible, read_cols, row_filter, read_logs=True)
-        table = self.read_slices(slices, ctx)
-        ct = table.column("_hoodie_commit_time")
-        mask = pc.greater(ct, start) if start is not None else pc.is_valid(ct)
-        if end is not None:
-            mask = pc.and_(mask, pc.less_equal(ct, end))
-        return table.filter(mask).select(out_cols)
+        visible = frozenset(t for t in self.timeline.completed_write_times if end is None or t <= end)
+        return ReadPlan(schema, tuple(slices), visible, read_cols, columns or schema.names,
+                        filters_to_expression(filters, schema), read_logs=True, commit_range=(start, end))
+
+    def slice_context(self, plan: "ReadPlan") -> SliceReadContext:
+        return self._context(plan.schema, set(plan.visible), plan.read_columns, plan.row_filter,
+                             plan.read_logs)
+
+    def execute(self, plan: "ReadPlan") -> pa.Table:
+        return plan.finish(self.read_slices(list(plan.slices), self.slice_context(plan)))
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def snapshot(self, **kw: Any) -> pa.Table:
+        return self.execute(self.plan_snapshot(**kw))
+
+    def changes(self, start: str | None, end: str | None = None, **kw: Any) -> pa.Table:
+        """Latest state of the records written by commits in (start, end]."""
+        return self.execute(self.plan_changes(start, end, **kw))
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What one read reads; plain data, so it also travels to Spark executors."""
+
+    schema: pa.Schema  # the table schema at the read's instant, meta fields included
+    slices: tuple[FileSlice, ...]
+    visible: frozenset[str]
+    read_columns: list[str] | None  # what the slice reader projects (None: all)
+    columns: list[str]  # the result's columns
+    row_filter: pc.Expression | None
+    read_logs: bool
+    commit_range: tuple[str | None, str | None] | None = None  # incremental: (start, end]
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        return pa.schema([self.schema.field(c) for c in self.columns])
+
+    def finish(self, table: pa.Table) -> pa.Table:
+        """The rows of one or all slices as the read returns them: in the commit range (for
+        incremental reads; row by row, so per slice equals on the union), projected."""
+        if self.commit_range is not None:
+            start, end = self.commit_range
+            ct = table.column("_hoodie_commit_time")
+            mask = pc.greater(ct, start) if start is not None else pc.is_valid(ct)
+            if end is not None:
+                mask = pc.and_(mask, pc.less_equal(ct, end))
+            table = table.filter(mask)
+        return table.select(self.columns)

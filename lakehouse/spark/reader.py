@@ -23,7 +23,7 @@ from lakehouse.config import TableConfig
 from lakehouse.errors import ConfigError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
-from lakehouse.read.reader import Filter, TableReader, filters_to_expression
+from lakehouse.read.reader import Filter, ReadPlan, TableReader
 from lakehouse.storage import Storage, get_storage
 from lakehouse.table import open_table
 from lakehouse.timeline.active import ActiveTimeline, Timeline
@@ -31,114 +31,58 @@ from lakehouse.timeline.active import ActiveTimeline, Timeline
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-COMMIT_TIME = "_hoodie_commit_time"
 
 
 @dataclass(frozen=True)
-class ReadPlan:
-    """Everything an executor needs to read the planned slices; plain data, so it pickles."""
+class SparkReadPlan:
+    """A :class:`~lakehouse.read.reader.ReadPlan` with what an executor needs to carry it out;
+    plain data, so it pickles."""
 
     path: str
     config: TableConfig
     # The driver's timeline travels with the plan: executors then judge log blocks by the same
     # instants even if the table moves on (or archives) while the job runs.
     timeline: Timeline
-    schema: pa.Schema  # the table schema at the read's instant, meta fields included
-    slices: tuple[FileSlice, ...]
-    visible: frozenset[str]
-    read_columns: list[str] | None  # what the slice reader projects (None: all)
-    columns: list[str]  # the DataFrame's columns
-    row_filter: pc.Expression | None
-    read_logs: bool
-    commit_range: tuple[str | None, str | None] | None = None  # incremental: (start, end]
+    plan: ReadPlan
+
+    @property
+    def slices(self) -> tuple[FileSlice, ...]:
+        return self.plan.slices
 
     @property
     def output_schema(self) -> pa.Schema:
-        return pa.schema([self.schema.field(c) for c in self.columns])
+        return self.plan.output_schema
 
     def context(self) -> SliceReadContext:
         storage = get_storage(self.path)
         reader = TableReader(storage, self.config, ActiveTimeline(storage), self.timeline)
-        # TableReader owns the visibility rule (archived instants, tables without meta fields).
-        return reader._context(self.schema, set(self.visible), self.read_columns, self.row_filter,
-                               self.read_logs)
+        return reader.slice_context(self.plan)
 
     def read_slice(self, index: int, ctx: SliceReadContext) -> pa.Table:
-        table = read_file_slice(self.slices[index], ctx)
-        wanted = ctx.columns or self.schema.names
-        target = pa.schema([self.schema.field(c) for c in wanted])
-        if table.schema != target:
-            table = table.cast(target)
-        if self.commit_range is not None:
-            # Row by row, so filtering each slice equals TableReader.changes filtering the union.
-            start, end = self.commit_range
-            ct = table.column(COMMIT_TIME)
-            mask = pc.greater(ct, start) if start is not None else pc.is_valid(ct)
-            if end is not None:
-                mask = pc.and_(mask, pc.less_equal(ct, end))
-            table = table.filter(mask)
-        return table.select(self.columns)
+        table = read_file_slice(self.plan.slices[index], ctx)
+        wanted = ctx.columns or self.plan.schema.names
+        target = pa.schema([self.plan.schema.field(c) for c in wanted])
+        return self.plan.finish(table if table.schema == target else table.cast(target))
 
 
 def plan_read(path: str | Storage, *, as_of: str | None = None,
               columns: Sequence[str] | None = None,
               filters: Sequence[Filter] | pc.Expression | None = None,
               read_optimized: bool = False, changes_from: str | None = None,
-              changes_to: str | None = None) -> ReadPlan:
+              changes_to: str | None = None) -> SparkReadPlan:
     """The slices and read parameters of ``Table.read`` (or, with ``changes_from`` or
-    ``changes_to``, of ``Table.read_changes``), made on the driver."""
+    ``changes_to``, of ``Table.read_changes``), made on the driver by the same planner."""
     table = open_table(path)
     reader = TableReader(table.storage, table.config, table.active)
     incremental = changes_from is not None or changes_to is not None
     if incremental and (as_of is not None or read_optimized):
         raise ConfigError("an incremental read takes neither as_of nor read_optimized",
                           help="changes_to is the incremental read's end instant")
-    common = dict(path=table.path, config=table.config, timeline=reader.timeline)
-    if incremental:
-        return _plan_changes(reader, common, changes_from, changes_to, columns, filters)
-    if as_of is not None:
-        as_of = str(as_of)
-        reader._check_retained(as_of, "time travel to")
-    schema = reader.schema(as_of)
-    cols = reader._check_columns(columns, schema)
-    row_filter = filters_to_expression(filters, schema)
-    view = reader.view()
-    partitions = reader.prune_partitions(view.all_partitions(), filters, schema)
-    slices = view.latest_slices(as_of=as_of, partitions=partitions)
-    if read_optimized:
-        # The base files only: a pending compaction's slice reads as the slice it compacts.
-        slices = [s.previous if s.base_file is None and s.previous else s for s in slices]
-        slices = [FileSlice(s.partition, s.file_id, s.base_instant, s.base_file)
-                  for s in slices if s.base_file is not None]
-    visible = frozenset(t for t in reader.timeline.completed_write_times
-                        if as_of is None or t <= as_of)
-    return ReadPlan(**common, schema=schema, slices=tuple(slices), visible=visible,
-                    read_columns=cols, columns=cols or schema.names, row_filter=row_filter,
-                    read_logs=not read_optimized)
-
-
-def _plan_changes(reader: TableReader, common: dict, start: str | None, end: str | None,
-                  columns, filters) -> ReadPlan:
-    start = None if start is None else str(start)
-    end = None if end is None else str(end)
-    if start is not None:
-        reader._check_retained(start, "changes since")
-    in_range = [i for i in reader.timeline.completed_writes()
-                if (start is None or i.time > start) and (end is None or i.time <= end)]
-    schema = reader.schema(end)
-    cols = reader._check_columns(columns, schema)
-    touched: set[tuple[str, str]] = set()
-    for inst in in_range:
-        touched |= reader.active.commit_metadata(inst).file_ids()
-    # No commit in range touched anything: skip listing the table.
-    slices = [s for s in reader.view().latest_slices(as_of=end)
-              if (s.partition, s.file_id) in touched] if touched else []
-    read_cols = None if cols is None else list(dict.fromkeys([*cols, COMMIT_TIME]))
-    visible = frozenset(t for t in reader.timeline.completed_write_times if end is None or t <= end)
-    return ReadPlan(**common, schema=schema, slices=tuple(slices), visible=visible,
-                    read_columns=read_cols, columns=cols or schema.names,
-                    row_filter=filters_to_expression(filters, schema), read_logs=True,
-                    commit_range=(start, end))
+    plan = (reader.plan_changes(changes_from, changes_to, columns=columns, filters=filters)
+            if incremental else
+            reader.plan_snapshot(as_of=as_of, columns=columns, filters=filters,
+                                 read_optimized=read_optimized))
+    return SparkReadPlan(table.path, table.config, reader.timeline, plan)
 
 
 def group_slices(slices: Sequence[FileSlice], parallelism: int) -> list[list[int]]:
@@ -164,7 +108,7 @@ class _ReadGroups:
     """The mapInArrow function: reads the slices of the group ids it is given. A module-level
     class so that executors import it rather than unpickle its code."""
 
-    def __init__(self, plan: ReadPlan, groups: list[list[int]], arrow_schema: pa.Schema) -> None:
+    def __init__(self, plan: SparkReadPlan, groups: list[list[int]], arrow_schema: pa.Schema) -> None:
         self.plan = plan
         self.groups = groups
         self.arrow_schema = arrow_schema
