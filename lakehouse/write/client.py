@@ -270,6 +270,12 @@ class WriteClient:
                 raise WriteError(f"instant {instant_time}: {s.path} is "
                                  f"{'missing' if size is None else f'{size.size} bytes, expected {s.file_size_in_bytes}'}",
                                  help="roll the instant back and write the batch again")
+        # Files this instant created that its results do not list (a retried task's first
+        # attempt, say) would become visible with the commit: remove them while still invisible.
+        listed = {s.path for s in meta.write_stats()}
+        for m in Markers(self.storage, instant_time).all():
+            if m.data_path not in listed:
+                self.storage.delete(m.data_path)
         extra = {k: v for k, v in meta.extra_metadata.items() if k != RESULTS_KEY}
         extra.update(extra_metadata or {})
         final = CommitMetadata(meta.partition_to_write_stats, meta.operation_type, meta.compacted,
