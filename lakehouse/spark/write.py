@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse.config import IndexType
-from lakehouse.errors import RecordKeyError, SchemaError, WriteError
+from lakehouse.errors import RecordKeyError
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, delete_flags
@@ -33,7 +33,7 @@ from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.spark.engine import SparkTaskError, _Failure, _Guarded, _java_failure_summary
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import State
-from lakehouse.write.client import PARTITION, RESULTS_KEY, Operation, WriteClient
+from lakehouse.write.client import PARTITION, Operation, WriteClient
 from lakehouse.write.handles import HandleContext, schema_json
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ def _context(client: WriteClient, data_schema: pa.Schema, t: str) -> HandleConte
 
 def _write(client: WriteClient, df: "DataFrame", job: _Job, prepared, partitions: set[str],
            commit: bool, extra_metadata: Mapping[str, str] | None) -> str:
-    from lakehouse.services.rollback import rollback_failed_writes, rollback_instant
+    from lakehouse.services.rollback import rollback_failed_writes
     from lakehouse.write.markers import delete_stale_markers
     active = client.active
     rollback_failed_writes(active)
@@ -332,23 +332,8 @@ def _write(client: WriteClient, df: "DataFrame", job: _Job, prepared, partitions
     except InjectedFault:
         raise
     except Exception as e:
-        try:
-            rollback_instant(active, inflight)
-        except Exception:  # noqa: BLE001 - the next writer rolls it back
-            pass
-        if isinstance(e, (SchemaError, RecordKeyError)):
-            raise
-        raise WriteError(f"writing instant {t} failed: {e}",
-                         help="nothing of it is visible; fix the cause and write again") from e
-    by_partition: dict[str, list[WriteStat]] = {}
-    for s in stats:
-        by_partition.setdefault(s.partition_path, []).append(s)
-    meta = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in by_partition.items()},
-                          operation_type=job.op.operation_type, compacted=False,
-                          extra_metadata={**base_meta.extra_metadata, RESULTS_KEY: "complete"},
-                          partition_to_replace_file_ids=None)
-    active.overwrite(inflight, meta.to_bytes())
-    fault_point("write.after_results")
+        client.abort(inflight, e)
+    client.record_results(inflight, stats, base_meta)
     if commit:
         client.commit(t)
     return t

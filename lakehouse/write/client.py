@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import typing
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -226,26 +227,37 @@ class WriteClient:
         except InjectedFault:
             raise
         except Exception as e:
-            try:
-                from lakehouse.services.rollback import rollback_instant
-                rollback_instant(self.active, inflight)
-            except Exception:
-                pass  # the next writer rolls it back
-            if isinstance(e, (SchemaError, RecordKeyError)):
-                raise
-            raise WriteError(f"writing instant {t} failed: {e}",
-                             help="nothing of it is visible; fix the cause and write again") from e
+            self.abort(inflight, e)
+        self.record_results(inflight, stats, base_meta,
+                            replaced if action is Action.REPLACE_COMMIT else None)
+        return t
+
+    def abort(self, inflight, error: Exception) -> "typing.NoReturn":
+        """Roll a failed phase 1 back (best effort: else the next writer does) and raise: input
+        errors as they are, anything else as a WriteError (definitely not visible)."""
+        from lakehouse.services.rollback import rollback_instant
+        try:
+            rollback_instant(self.active, inflight)
+        except Exception:  # noqa: BLE001 - the next writer rolls it back
+            pass
+        if isinstance(error, (SchemaError, RecordKeyError)):
+            raise error
+        raise WriteError(f"writing instant {inflight.time} failed: {error}",
+                         help="nothing of it is visible; fix the cause and write again") from error
+
+    def record_results(self, inflight, stats: list[WriteStat], base_meta: CommitMetadata,
+                       replaced: dict | None = None) -> None:
+        """End phase 1: the write results on the inflight instant, where phase 2 finds them."""
         by_partition: dict[str, list[WriteStat]] = {}
         for s in stats:
             by_partition.setdefault(s.partition_path, []).append(s)
         meta = CommitMetadata(
             partition_to_write_stats={p: tuple(v) for p, v in by_partition.items()},
-            operation_type=op.operation_type, compacted=False,
+            operation_type=base_meta.operation_type, compacted=False,
             extra_metadata={**base_meta.extra_metadata, RESULTS_KEY: "complete"},
-            partition_to_replace_file_ids=replaced if action is Action.REPLACE_COMMIT else None)
+            partition_to_replace_file_ids=replaced)
         self.active.overwrite(inflight, meta.to_bytes())
         fault_point("write.after_results")
-        return t
 
     # --- phase 2 ---------------------------------------------------------------------------
 
