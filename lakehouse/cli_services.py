@@ -26,6 +26,7 @@ from lakehouse.cli import (_EPILOG, _console, _human_bytes, _instant_arg, _note,
                            _rich_table, main)
 from lakehouse.config import ArchivalConfig, CleanConfig, CompactionConfig
 from lakehouse.errors import ConfigError, CorruptFileError, InstantNotFoundError, LakehouseError
+from lakehouse.services.compaction import require_mor
 from lakehouse.table import Table, open_table
 from lakehouse.timeline.active import METAFOLDER, Timeline
 from lakehouse.timeline.avro_files import (CleanerPlan, CleanMetadata, CompactionPlan, RollbackMetadata,
@@ -85,11 +86,7 @@ def _duration(seconds: float | None) -> str:
 
 
 def _mor_table(path: str) -> Table:
-    table = open_table(path)
-    if not table.config.is_mor:
-        raise ConfigError(f"{table.name} is a COPY_ON_WRITE table; only MERGE_ON_READ tables compact",
-                          help="copy-on-write tables have no logs to compact")
-    return table
+    return require_mor(open_table(path))
 
 
 # --- compaction -------------------------------------------------------------------------------

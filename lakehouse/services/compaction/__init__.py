@@ -3,7 +3,7 @@ schedule (plan), execute, commit."""
 
 from lakehouse.services.compaction.commit import CommitResult, commit_compaction
 from lakehouse.services.compaction.execute import ExecuteResult, execute_compaction, undo_execution
-from lakehouse.services.compaction.plan import ScheduleResult, read_plan, schedule_compaction
+from lakehouse.services.compaction.plan import ScheduleResult, read_plan, require_mor, schedule_compaction
 
 __all__ = ["CommitResult", "ExecuteResult", "ScheduleResult", "commit_compaction",
-           "execute_compaction", "read_plan", "schedule_compaction", "undo_execution"]
+           "execute_compaction", "read_plan", "require_mor", "schedule_compaction", "undo_execution"]

@@ -98,9 +98,7 @@ def plan_operations(slices: list[FileSlice], cfg: CompactionConfig) -> list[Comp
 def schedule_compaction(table: "Table", config: CompactionConfig | None = None, *,
                         now: datetime | None = None, force: bool = False) -> ScheduleResult:
     """Write ``<t>.compaction.requested`` if the trigger fires (or ``force``); else say why not."""
-    if not table.config.is_mor:
-        raise ConfigError(f"{table.name} is a COPY_ON_WRITE table; only MERGE_ON_READ tables compact",
-                          help="copy-on-write tables have no logs to compact")
+    require_mor(table)
     cfg = config or CompactionConfig.from_options(table.config.extra)
     timeline = table.timeline
     pending_writes = timeline.pending().filter(
@@ -144,6 +142,14 @@ def schedule_compaction(table: "Table", config: CompactionConfig | None = None, 
     return ScheduleResult(inst.time, len(ops), sum(len(o.delta_file_paths) for o in ops),
                           int(sum(o.metrics["TOTAL_LOG_FILES_SIZE"] for o in ops)),
                           reason=trig.reason if trig.fire else "forced")
+
+
+def require_mor(table: "Table") -> "Table":
+    """``table``, if it can compact at all (every compaction entry point checks this first)."""
+    if not table.config.is_mor:
+        raise ConfigError(f"{table.name} is a COPY_ON_WRITE table; only MERGE_ON_READ tables compact",
+                          help="copy-on-write tables have no logs to compact")
+    return table
 
 
 def read_plan(table: "Table", instant_time: str) -> CompactionPlan:

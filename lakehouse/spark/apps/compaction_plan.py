@@ -12,8 +12,8 @@ import argparse
 from typing import Any
 
 from lakehouse.config import CompactionConfig
-from lakehouse.errors import ConfigError
 from lakehouse.spark.apps import NOTHING, OK, add_option_arg, new_parser, parse_options, run_app
+from lakehouse.services.compaction import require_mor
 from lakehouse.table import Table, open_table
 
 NEEDS_SESSION = False  # Spark starts only if there is work for executors (SparkEngine)
@@ -27,11 +27,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def open_mor_table(path: str) -> Table:
-    table = open_table(path)
-    if not table.config.is_mor:
-        raise ConfigError(f"{table.name} is a COPY_ON_WRITE table; only MERGE_ON_READ tables compact",
-                          help="copy-on-write tables have no logs to compact: leave compaction out")
-    return table
+    return require_mor(open_table(path))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
