@@ -31,12 +31,13 @@ from lakehouse.spark.submit import submit_path  # noqa: E402
 BUCKETS = {"hoodie.bucket.index.num.buckets": 16}
 
 
-def spark_ingest(table: str, src: str, master: str) -> tuple[float, dict]:
+def spark_ingest(table: str, src: str, master: str, index: str) -> tuple[float, dict]:
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
     cmd = [os.path.join(os.path.dirname(sys.executable), "spark-submit"), "--master", master,
-           submit_path(), "ingest", table, "--source-dir", src, "--create", "--commit",
-           "--option", f"hoodie.bucket.index.num.buckets={BUCKETS['hoodie.bucket.index.num.buckets']}"]
+           submit_path(), "ingest", table, "--source-dir", src, "--create", "--commit", "--index", index]
+    if index == "BUCKET":
+        cmd += ["--option", f"hoodie.bucket.index.num.buckets={BUCKETS['hoodie.bucket.index.num.buckets']}"]
     started = time.monotonic()
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--files", type=int, default=10)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--index", default="BUCKET", choices=["BUCKET", "SIMPLE", "BLOOM"],
+                    help="the tables' index (BUCKET: 16 buckets per partition)")
     ap.add_argument("--out", default=os.path.join(REPO, "bench-out", "spark_ingest.json"))
     args = ap.parse_args(argv)
     work = tempfile.mkdtemp(prefix="bench-spark-")
@@ -58,18 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     rows = args.rows // args.files * args.files
 
     table = lakehouse.create_table(os.path.join(work, "python"), name="trips", table_type="MERGE_ON_READ",
-                                   index="BUCKET", schema=demo.SCHEMA, options=BUCKETS, **demo.TABLE_OPTIONS)
+                                   index=args.index, schema=demo.SCHEMA,
+                                   options=BUCKETS if args.index == "BUCKET" else {}, **demo.TABLE_OPTIONS)
     started = time.monotonic()
     res = ingest(table, src)
     python_s = time.monotonic() - started
 
-    spark_wall, doc = spark_ingest(os.path.join(work, "spark"), src, args.master)
-    idle_wall, idle = spark_ingest(os.path.join(work, "spark"), src, args.master)  # nothing new
+    spark_wall, doc = spark_ingest(os.path.join(work, "spark"), src, args.master, args.index)
+    idle_wall, idle = spark_ingest(os.path.join(work, "spark"), src, args.master, args.index)  # nothing new
     inside = doc["duration_s"]
     same = (lakehouse.open_table(os.path.join(work, "spark")).read(columns=["trip_id", "event_ts"]).sort_by("trip_id")
             .equals(table.read(columns=["trip_id", "event_ts"]).sort_by("trip_id")))
     report = {
-        "rows": rows, "files": args.files, "master": args.master, "same_rows": same,
+        "rows": rows, "files": args.files, "master": args.master, "index": args.index, "same_rows": same,
         "python_api": {"seconds": round(python_s, 3), "rows_per_s": round(rows / python_s)},
         "spark": {"wall_s": round(spark_wall, 3), "in_app_s": inside,
                   "startup_s": round(spark_wall - inside, 3),
@@ -81,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=2)
-    print(f"{rows:,} rows in {args.files} files (written: {res.rows:,})")
+    print(f"{rows:,} rows in {args.files} files (written: {res.rows:,}), {args.index} index")
     print(f"python API         {python_s:8.2f} s  {rows / python_s:12,.0f} rows/s")
     print(f"spark-submit wall  {spark_wall:8.2f} s  {rows / spark_wall:12,.0f} rows/s")
     print(f"  inside the app   {inside:8.2f} s  {rows / inside if inside else 0:12,.0f} rows/s "

@@ -1,13 +1,23 @@
-"""A DataFrame written into a BUCKET-index table by Spark executors, as one lakehouse instant.
+"""A DataFrame written into a table by Spark executors, as one lakehouse instant.
 
 The driver validates, owns the timeline (rollback of failed writes, requested, inflight, results,
-commit) and never holds the data. Executors compute keys and buckets per Arrow batch; a shuffle on
-(partition path, bucket) brings each file group's records into one task, which precombines them
-and runs the same handle as :class:`~lakehouse.write.client.WriteClient` (create, merge or append).
-The bucket index needs no lookup, so a record's file group is known from its key alone: that is
-what makes the write distributable without a join. Other indexes (and insert_overwrite, whose
-replaced file groups depend on the whole batch) fall back to ``df.toArrow()`` on the driver and
-:meth:`Table.write`: correct, but the batch must fit in the driver's memory.
+commit) and never holds the data. Executors compute keys per Arrow batch; then, as in Hudi's Spark
+write path:
+
+* BUCKET index: a record's file group follows from its key alone, so a shuffle on (partition
+  path, bucket) brings each file group's records into one task, which precombines them and runs
+  the same handle as :class:`~lakehouse.write.client.WriteClient` (create, merge or append).
+* SIMPLE / BLOOM (and their GLOBAL_ forms): records are precombined after a shuffle on their key,
+  tagged with their stored location by a distributed join (:mod:`lakehouse.spark.index`), and
+  routed (updates to their file group; partition moves). The driver collects only the number of
+  inserts per partition (Hudi's workload profile), spreads them over small and new file groups
+  (:func:`lakehouse.write.assign.plan_inserts`), and executors pick each insert's file group by a
+  hash of its key, weighted by the plan. A shuffle on (partition path, file group) then writes.
+* bulk_insert without a bucket index: a range shuffle on (partition path, key), each task writing
+  new file groups of its sorted run.
+
+insert_overwrite (whose replaced file groups depend on the whole batch) falls back to
+``df.toArrow()`` on the driver and :meth:`Table.write`: correct, but the batch must fit there.
 
 Executors reopen the table from ``table.path``: that location must be reachable from them.
 A Python exception on an executor comes back as a value (as in :mod:`lakehouse.spark.engine`),
@@ -17,6 +27,7 @@ so Spark does not retry a task that would fail again; the driver rolls the insta
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
@@ -33,6 +44,7 @@ from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.spark.engine import SparkTaskError, _Failure, _Guarded, _java_failure_summary
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import State
+from lakehouse.write import assign
 from lakehouse.write.client import PARTITION, Operation, WriteClient
 from lakehouse.write.handles import HandleContext, schema_json
 
@@ -57,7 +69,7 @@ def write_dataframe(table: "Table", df: "DataFrame", operation: str = "upsert", 
     With ``commit=False`` only phase 1 runs (commit later with :meth:`Table.commit`).
     """
     op = Operation(operation)
-    if table.config.index_type is not IndexType.BUCKET or op not in _SPARK_OPS:
+    if op not in _SPARK_OPS:
         return table.write(df.toArrow(), op.value, commit=commit, options=options,
                            extra_metadata=extra_metadata)
     client = WriteClient(table, options)
@@ -65,8 +77,8 @@ def write_dataframe(table: "Table", df: "DataFrame", operation: str = "upsert", 
     # the same reconciled schema and the same typed errors, before anything is written.
     prepared = client.prepare(arrow_schema(df.schema).empty_table(), op)
     job = _Job(table.path, dict(options or {}), op, prepared.data_schema)
-    partitions = _check(df, job, client)
-    return _write(client, df, job, prepared, partitions, commit, extra_metadata)
+    counts = _check(df, job, client)
+    return _write(client, df, job, prepared, counts, commit, extra_metadata)
 
 
 def arrow_schema(schema) -> pa.Schema:
@@ -101,6 +113,9 @@ class _Job:
     instant: str = ""
     latest: dict = field(default_factory=dict)
     pending: dict = field(default_factory=dict)
+    mode: str = "bucket"  # "bucket" | "bulk" | "indexed": how a write task finds its targets
+    avg_size: int = 0
+    plan: dict = field(default_factory=dict)  # partition -> [(file id, inserts, small)]
 
     def client(self) -> WriteClient:
         import lakehouse
@@ -152,36 +167,42 @@ def _collect(df: "DataFrame", what: str) -> list:
                              help="see the executor logs; the write can be run again") from e
 
 
-def _check(df: "DataFrame", job: _Job, client: WriteClient) -> set[str]:
+def _check(df: "DataFrame", job: _Job, client: WriteClient) -> dict[str, int]:
     """Keys, partition paths and ordering values of every row, checked on the executors and
-    only on the columns they need (Spark prunes the rest); returns the partition paths."""
+    only on the columns they need (Spark prunes the rest); returns the rows per partition path
+    (which size the shuffles)."""
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         client = job.client()
-        seen: set[str] = set()
+        seen: dict[str, int] = {}
 
         def one(b: pa.RecordBatch) -> None:
             rows = job.rows(client, pa.Table.from_batches([b]), subset=True)
             client.keygen.record_keys(rows)
-            seen.update(pc.unique(client.keygen.partition_paths(rows)).to_pylist())
+            counts = pc.value_counts(client.keygen.partition_paths(rows).combine_chunks())
+            for v, c in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
+                seen[v] = seen.get(v, 0) + c
             job.check_ordering(client, rows)
 
         for b in batches:
             err = _failure_bytes(one, b)
             if err is not None:
                 yield pa.record_batch({"partition": pa.array([None], pa.string()),
-                                       ERROR: pa.array([err], pa.binary())})
+                                       "n": pa.array([0], pa.int64()), ERROR: pa.array([err], pa.binary())})
                 return
-        yield pa.record_batch({"partition": pa.array(sorted(seen), pa.string()),
+        yield pa.record_batch({"partition": pa.array(list(seen), pa.string()),
+                               "n": pa.array(list(seen.values()), pa.int64()),
                                ERROR: pa.nulls(len(seen), pa.binary())})
 
     needed = [*client.keygen.required_columns(), client.config.ordering_field]
     cols = [c for c in df.columns if c in needed]
-    out = _collect(df.select(*cols).mapInArrow(per_task, f"partition string, {ERROR} binary"),
+    out = _collect(df.select(*cols).mapInArrow(per_task, f"partition string, n long, {ERROR} binary"),
                    "checks the record keys")
+    counts: dict[str, int] = {}
     for r in out:
         if r[ERROR] is not None:
             _raise_failure(r[ERROR])
-    return {r["partition"] for r in out}
+        counts[r["partition"]] = counts.get(r["partition"], 0) + r["n"]
+    return counts
 
 
 def _keyed(df: "DataFrame", job: _Job) -> "DataFrame":
@@ -209,7 +230,8 @@ def _keyed(df: "DataFrame", job: _Job) -> "DataFrame":
                             DELETE: delete, UNCONDITIONAL: pa.repeat(job.op is Operation.DELETE, n),
                             BUCKET: pa.array(bucket_ids(hash_columns(
                                 rows, keys, cfg.bucket_hash_fields, cfg.record_key_fields,
-                                complex_keys), cfg.bucket_num) if n else np.zeros(0, np.int32))})
+                                complex_keys), cfg.bucket_num) if n and job.mode == "bucket"
+                                else np.zeros(n, np.int32))})
 
             err = _failure_bytes(one)
             if err is not None:
@@ -235,9 +257,40 @@ _HELPER_TYPES = {KEY: pa.string(), PARTITION: pa.string(), SEQ: pa.int64(), DELE
                  UNCONDITIONAL: pa.bool_(), BUCKET: pa.int32()}
 
 
+def _targets(client: WriteClient, job: _Job, rows: pa.Table) -> list:
+    """This task's file groups and their rows (sorted by SEQ, precombined where needed)."""
+    op = job.op
+    if job.mode == "indexed":
+        out = []
+        new = {(p, f) for p, slots in job.plan.items() for f, _, small in slots if not small}
+        small = {(p, f) for p, slots in job.plan.items() for f, _, s in slots if s}
+        for (partition, fid), part in assign._split(rows, [PARTITION, assign.FID]):
+            if fid is None:  # deletes of keys the table does not hold
+                continue
+            part = part.drop_columns([assign.FID])
+            if (partition, fid) in new:
+                part = part.filter(pc.invert(part.column(DELETE)))
+                tg = assign._target(partition, fid, None, None, "create")
+                tg.inserts = part.num_rows
+            else:
+                tg = assign.update_target(client, partition, fid, job.latest, job.pending,
+                                          (partition, fid) in small)
+            tg.rows.append(part)
+            out.append(tg)
+        return out
+    combine = {Operation.UPSERT: client.write_config.combine_before_upsert,
+               Operation.DELETE: True}.get(op, client.write_config.combine_before_insert)
+    if job.mode == "bucket" and combine and rows.num_rows > 1:
+        rows = client.precombine(rows)
+    if op is Operation.BULK_INSERT:
+        rows = rows.filter(pc.invert(rows.column(DELETE))).sort_by([(KEY, "ascending")])
+        if job.mode == "bulk":
+            return assign.bulk_targets(rows, job.avg_size, client.write_config)
+    return assign.bucket_targets(client, rows, job.latest, job.pending)
+
+
 def _write_task(job: _Job):
-    """The per-task function: this task's file groups, precombined and written by their handles."""
-    from lakehouse.write import assign
+    """The per-task function: this task's file groups, written by their handles."""
 
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -254,21 +307,16 @@ def _write_task(job: _Job):
         def run() -> list[str]:
             client = job.client()
             ctx = _context(client, job.data_schema, job.instant)
-            helpers = table.select([KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL])
-            data = job.rows(client, table.drop_columns([*_HELPER_TYPES, ERROR]))
+            helpers = table.select([c for c in (KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL, assign.FID)
+                                    if c in table.column_names])
+            data = job.rows(client, table.drop_columns(
+                [c for c in table.column_names if c in _HELPER_TYPES or c in (ERROR, assign.FID)]))
             rows = pa.Table.from_arrays(data.columns + helpers.columns,
                                         names=data.column_names + helpers.column_names).sort_by(SEQ)
-            op = job.op
-            combine = {Operation.UPSERT: client.write_config.combine_before_upsert,
-                       Operation.DELETE: True}.get(op, client.write_config.combine_before_insert)
-            if combine and rows.num_rows > 1:
-                rows = client._precombine(rows)
-            if op is Operation.BULK_INSERT:
-                rows = rows.filter(pc.invert(rows.column(DELETE))).sort_by([(KEY, "ascending")])
             out = []
             # Several file groups can share a task; the task number keeps their write tokens
             # and sequence numbers apart, as the Python path's per-target numbering does.
-            for i, tg in enumerate(assign.bucket_targets(client, rows, job.latest, job.pending)):
+            for i, tg in enumerate(_targets(client, job, rows)):
                 part = pa.concat_tables(tg.rows) if len(tg.rows) > 1 else tg.rows[0]
                 out += [json.dumps(s.to_json()) for s in
                         assign.run_target(client, ctx, tg, part, pid * 1000 + i)]
@@ -283,6 +331,70 @@ def _write_task(job: _Job):
     return per_task
 
 
+def _precombine_task(job: _Job):
+    """Duplicate keys in a batch reduced to one record each, as the Python path's prepare does;
+    the shuffle before it brought every copy of a key into one task."""
+    def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = list(batches)
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        if table.column(ERROR).null_count < table.num_rows:
+            yield from table.filter(pc.is_valid(table.column(ERROR))).to_batches()
+            return
+        client = job.client()
+        out = client.precombine(table.sort_by(SEQ)) if table.num_rows > 1 else table
+        yield from out.select(table.column_names).cast(table.schema).to_batches()
+    return per_task
+
+
+def _route_task(job: _Job):
+    """Tagged records to their file groups (FID; null for inserts), partition moves included."""
+    from lakehouse.spark.index import LOC_KEY
+    from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
+
+    def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        client = job.client()
+        for b in batches:
+            t = pa.Table.from_batches([b])
+            loc_cols = [c for c in (LOC_PARTITION, LOC_FILE_ID, LOC_ORDERING) if c in t.column_names]
+            loc = t.select(loc_cols)
+            rows = t.drop_columns(loc_cols + [c for c in (LOC_KEY,) if c in t.column_names])
+            yield from assign.route(client, rows, loc).to_batches()
+    return per_task
+
+
+def _pick_task(job: _Job):
+    """Each insert's file group, by a hash of its key weighted by the driver's insert plan (as
+    Hudi's UpsertPartitioner does): the same on a retried task, so no record moves."""
+    from lakehouse.write.index.bloom_filter import murmur_hash
+    weights = {p: (np.cumsum([c for _, c, _ in slots]) / max(1, sum(c for _, c, _ in slots)),
+                   pa.array([f for f, _, _ in slots], pa.string()))
+               for p, slots in job.plan.items() if slots}
+
+    def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            t = pa.Table.from_batches([b])
+            fid = t.column(assign.FID).combine_chunks()
+            insert = pc.fill_null(pc.and_(pc.is_null(fid), pc.invert(t.column(DELETE).combine_chunks())), False)
+            if pc.any(insert).as_py():
+                ins = np.flatnonzero(insert.to_numpy(zero_copy_only=False))
+                parts = t.column(PARTITION).combine_chunks().take(pa.array(ins))
+                r = (murmur_hash(t.column(KEY).combine_chunks().take(pa.array(ins))).astype(np.int64)
+                     % (1 << 31)) / float(1 << 31)
+                chosen = pa.nulls(len(ins), pa.string())
+                for p in pc.unique(parts).to_pylist():
+                    cum, fids = weights[p]
+                    mask = pc.equal(parts, p)
+                    sel = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+                    idx = np.minimum(np.searchsorted(cum, r[sel], side="right"), len(fids) - 1)
+                    chosen = pc.replace_with_mask(chosen, mask, fids.take(pa.array(idx)))
+                picked = pc.replace_with_mask(fid, insert, chosen)
+                t = t.set_column(t.schema.get_field_index(assign.FID), assign.FID, picked)
+            yield from t.to_batches()
+    return per_task
+
+
 def _context(client: WriteClient, data_schema: pa.Schema, t: str) -> HandleContext:
     from lakehouse.read.reader import with_meta_fields
     from lakehouse.write.markers import Markers
@@ -292,7 +404,89 @@ def _context(client: WriteClient, data_schema: pa.Schema, t: str) -> HandleConte
                          avro_schema_json=schema_json(avro), config=client.write_config, spec=client.spec)
 
 
-def _write(client: WriteClient, df: "DataFrame", job: _Job, prepared, partitions: set[str],
+def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSystemView, timeline,
+                 counts: dict[str, int]) -> list[WriteStat]:
+    cfg = client.config
+    index = cfg.index_type
+    partitions = set(counts)
+    par = df.sparkSession.sparkContext.defaultParallelism
+    # Shuffles sized by the batch: a small batch in a few tasks, a big one in enough to keep
+    # every core busy (and no task with more than about one file's worth of rows to write).
+    per_file = assign._records_per_file(client.avg_record_size(timeline), client.write_config)
+    rows = sum(counts.values())
+    tasks = max(1, min(par * 4, math.ceil(rows / per_file)))
+    global_ = index.is_global and index is not IndexType.BUCKET
+    # Only the file groups a write task may touch travel to the executors.
+    job.latest = {(g.partition, g.file_id): g.slices[-1] for g in view.file_groups()
+                  if global_ or g.partition in partitions}
+    if index is IndexType.BUCKET:
+        job.mode = "bucket"
+        tasks = max(1, min(len(partitions) * cfg.bucket_num, par * 4))
+        return _run_writes(_keyed(df, job).repartition(tasks, PARTITION, BUCKET), job)
+    keyed = _keyed(df, job)
+    op = job.op
+    combine = {Operation.UPSERT: client.write_config.combine_before_upsert,
+               Operation.DELETE: True}.get(op, client.write_config.combine_before_insert)
+    if combine:
+        by = [KEY] if global_ else [PARTITION, KEY]
+        keyed = keyed.repartition(tasks, *by).mapInArrow(_precombine_task(job), keyed.schema)
+    if op is Operation.BULK_INSERT:
+        job.mode, job.avg_size = "bulk", client.avg_record_size(timeline)
+        return _run_writes(keyed.repartitionByRange(tasks, PARTITION, KEY), job)
+    job.mode = "indexed"
+    from lakehouse.spark.index import IndexJob, tag
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+    if op is Operation.INSERT:  # inserts skip the index, as in Hudi
+        files, ordering = [], None
+    else:
+        files = _latest_base_files(view)
+        files = [b for b in files if global_ or b.partition in partitions]
+        ordering = cfg.ordering_field if global_ and client.spec.uses_ordering else None
+    ijob = IndexJob(job.path, job.options, files, ordering, global_ and cfg.is_mor,
+                    {(s.partition, s.file_id): s for s in view.latest_slices()} if global_ and cfg.is_mor else {})
+    ordering_type = job.data_schema.field(ordering).type if ordering else None
+    tagged = tag(keyed, ijob, index, ordering_type)
+    routed_schema = StructType(keyed.schema.fields + [StructField(assign.FID, StringType(), True)])
+    routed = tagged.mapInArrow(_route_task(job), routed_schema).persist()
+    try:
+        counts = _collect(routed.where((F.col(assign.FID).isNull() & ~F.col(DELETE)) | F.col(ERROR).isNotNull())
+                          .groupBy(PARTITION).agg(F.count(F.lit(1)).alias("n"),
+                                                  F.first(ERROR, ignorenulls=True).alias("err")),
+                          "counts the inserts")
+        for r in counts:
+            if r["err"] is not None:
+                _raise_failure(r["err"])
+        plan = assign.plan_inserts(client, {r[PARTITION]: r["n"] for r in counts}, job.latest,
+                                   job.pending, client.avg_record_size(timeline))
+        job.plan = {p: [(s.file_id, s.count, s.small) for s in slots] for p, slots in plan.items()}
+        picked = routed.mapInArrow(_pick_task(job), routed_schema)
+        return _run_writes(picked.repartition(tasks, PARTITION, assign.FID), job)
+    finally:
+        routed.unpersist()
+
+
+def _latest_base_files(view: FileSystemView) -> list:
+    """The newest base file of every file group (what Hudi's SIMPLE and BLOOM indexes look in)."""
+    out = []
+    for g in view.file_groups():
+        for s in reversed(g.slices):
+            if s.base_file is not None:
+                out.append(s.base_file)
+                break
+    return out
+
+
+def _run_writes(shuffled: "DataFrame", job: _Job) -> list[WriteStat]:
+    out = _collect(shuffled.mapInArrow(_write_task(job), f"stat string, {ERROR} binary"),
+                   f"writes instant {job.instant}")
+    for r in out:
+        if r[ERROR] is not None:
+            _raise_failure(r[ERROR])
+    return [WriteStat.from_json(json.loads(r["stat"])) for r in out]
+
+
+def _write(client: WriteClient, df: "DataFrame", job: _Job, prepared, counts: dict[str, int],
            commit: bool, extra_metadata: Mapping[str, str] | None) -> str:
     from lakehouse.services.rollback import rollback_failed_writes
     from lakehouse.write.markers import delete_stale_markers
@@ -311,23 +505,11 @@ def _write(client: WriteClient, df: "DataFrame", job: _Job, prepared, partitions
     inflight = active.transition(instant, State.INFLIGHT, base_meta.to_bytes())
     try:
         view = FileSystemView.load(client.storage, timeline, active)
-        job.pending = client._pending_compaction_fgs(timeline)
-        # Only the bucket file groups of partitions this batch touches travel to the executors.
-        job.latest = {(g.partition, g.file_id): g.slices[-1] for g in view.file_groups()
-                      if g.partition in partitions}
+        job.pending = client.pending_compaction_fgs(timeline)
         stats: list[WriteStat] = []
-        if partitions:
-            client._ensure_partitions(partitions, t)
-            cfg = client.config
-            tasks = max(1, min(len(partitions) * cfg.bucket_num,
-                               df.sparkSession.sparkContext.defaultParallelism * 4))
-            shuffled = _keyed(df, job).repartition(tasks, PARTITION, BUCKET)
-            out = _collect(shuffled.mapInArrow(_write_task(job), f"stat string, {ERROR} binary"),
-                           f"writes instant {t}")
-            for r in out:
-                if r[ERROR] is not None:
-                    _raise_failure(r[ERROR])
-            stats = [WriteStat.from_json(json.loads(r["stat"])) for r in out]
+        if counts:
+            client.ensure_partitions(set(counts), t)
+            stats = _write_files(client, df, job, view, timeline, counts)
         fault_point("write.after_data_files")
     except InjectedFault:
         raise

@@ -11,6 +11,7 @@ index log files; the bucket index can, so there everything appends.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -119,15 +120,30 @@ def _split(rows: pa.Table, by: list[str]):
     return out
 
 
-def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest: dict[tuple[str, str], FileSlice],
-                   pending: dict, avg_size: int) -> list["_Target"]:
+FID = "__lh_fid"
+
+
+@dataclass(frozen=True)
+class InsertSlot:
+    """Where some of a partition's inserts go: a small file group (merged: its base file is
+    rewritten with them) or a new one."""
+
+    file_id: str
+    count: int
+    small: bool
+
+
+def route(client: "WriteClient", rows: pa.Table, loc: pa.Table) -> pa.Table:
+    """``rows`` with FID, the file group each record updates (null: an insert), from the index's
+    locations ``loc`` (aligned with ``rows``). A record whose key moved partition (global
+    indexes) either stays in its old partition or, with update.partition.path, becomes a delete
+    there (an extra row) and an insert in its new one. Row-local: it runs per batch anywhere."""
     cfg = client.config
     wc = client.write_config
     loc_p = loc.column(LOC_PARTITION)
     loc_f = loc.column(LOC_FILE_ID)
     found = pc.is_valid(loc_f)
-    moved = pc.and_(found, pc.not_equal(loc_p, rows.column(PARTITION)))
-    moved = pc.fill_null(moved, False)
+    moved = pc.fill_null(pc.and_(found, pc.not_equal(loc_p, rows.column(PARTITION))), False)
     extra_deletes = None
     if pc.any(moved).as_py():
         update_path = (wc.bloom_update_partition_path if cfg.index_type.value.endswith("BLOOM")
@@ -151,74 +167,100 @@ def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest:
                                          pa.repeat(True, old.num_rows))
                              .set_column(old.schema.get_field_index(UNCONDITIONAL), UNCONDITIONAL,
                                          pa.repeat(True, old.num_rows))
-                             .append_column("__lh_fid", loc_f.filter(moved)))
+                             .append_column(FID, loc_f.filter(moved)))
             loc_f = pc.if_else(moved, pa.scalar(None, pa.string()), loc_f)
-            found = pc.is_valid(loc_f)
         else:
             rows = rows.set_column(rows.schema.get_field_index(PARTITION), PARTITION,
                                    pc.if_else(moved, loc_p, rows.column(PARTITION)))
-    rows = rows.append_column("__lh_fid", loc_f)
-    updates = rows.filter(found)
-    inserts = rows.filter(pc.and_(pc.invert(found), pc.invert(rows.column(DELETE))))
+    rows = rows.append_column(FID, pc.cast(loc_f, pa.string()))
     if extra_deletes is not None:
-        updates = pa.concat_tables([updates, extra_deletes.cast(updates.schema)])
+        rows = pa.concat_tables([rows, extra_deletes.cast(rows.schema)])
+    return rows
 
-    targets: dict[tuple[str, str], "_Target"] = {}
 
-    def target_for(partition: str, fid: str) -> "_Target":
-        tg = targets.get((partition, fid))
-        if tg is None:
-            fs = latest.get((partition, fid))
-            if cfg.is_mor:
-                base_instant = pending.get((partition, fid), fs.base_instant if fs else None)
-                kind = "append"
-            else:
-                base_instant, kind = None, "merge"
-            tg = targets[(partition, fid)] = _target(partition, fid, fs, base_instant, kind)
-        return tg
-
-    for (partition, fid), part in _split(updates, [PARTITION, "__lh_fid"]):
-        target_for(partition, fid).rows.append(part.drop_columns(["__lh_fid"]))
-
+def plan_inserts(client: "WriteClient", counts: dict[str, int], latest: dict[tuple[str, str], FileSlice],
+                 pending: dict, avg_size: int) -> dict[str, list[InsertSlot]]:
+    """Per partition, how its ``counts`` inserts are spread: small file groups first (smallest
+    first, each up to hoodie.parquet.max.file.size), then new file groups of at most as many
+    records as fit in one file, evenly filled (Hudi's UpsertPartitioner)."""
+    cfg = client.config
+    wc = client.write_config
     per_file = _records_per_file(avg_size, wc)
-    new_targets: list["_Target"] = []
-    for partition, part in _split(inserts, [PARTITION]):
-        part = part.drop_columns(["__lh_fid"])
+    plan: dict[str, list[InsertSlot]] = {}
+    for partition, n in sorted(counts.items()):
+        slots: list[InsertSlot] = []
         offset = 0
-        # Small files first, fullest last so they fill up and stop being small.
         small = [s for (p, f), s in latest.items()
                  if p == partition and s.base_file is not None and (p, f) not in pending
                  and s.base_file.size < wc.small_file_limit and (not cfg.is_mor or not s.log_files)]
-        for s in sorted(small, key=lambda s: s.base_file.size):
-            if offset >= part.num_rows:
+        for s in sorted(small, key=lambda s: (s.base_file.size, s.file_id)):
+            if offset >= n:
                 break
             room = (wc.max_file_size - s.base_file.size) // max(1, avg_size)
             if room <= 0:
                 continue
-            take = min(room, part.num_rows - offset)
-            tg = target_for(partition, s.file_id)
-            if cfg.is_mor:
-                tg.kind = "merge"
-                tg.base_instant = None
-            tg.rows.append(part.slice(offset, take))
-            tg.inserts += take
+            take = min(room, n - offset)
+            slots.append(InsertSlot(s.file_id, take, True))
             offset += take
-        remaining = part.num_rows - offset
+        remaining = n - offset
         if remaining > 0:
             nfiles = math.ceil(remaining / per_file)
             size = math.ceil(remaining / nfiles)
-            for off in range(offset, part.num_rows, size):
-                take = min(size, part.num_rows - off)
-                tg = _target(partition, new_file_id(), None, None, "create")
-                tg.rows.append(part.slice(off, take))
-                tg.inserts = take
+            for off in range(offset, n, size):
+                slots.append(InsertSlot(new_file_id(), min(size, n - off), False))
+        plan[partition] = slots
+    return plan
+
+
+def update_target(client: "WriteClient", partition: str, fid: str, latest: dict, pending: dict,
+                  small: bool = False) -> "_Target":
+    """The handle for a file group that takes updates or deletes (and, if ``small``, inserts)."""
+    fs = latest.get((partition, fid))
+    if small and fs is not None:
+        return _target(partition, fid, fs, None, "merge")
+    if client.config.is_mor:
+        return _target(partition, fid, fs, pending.get((partition, fid), fs.base_instant if fs else None),
+                       "append")
+    return _target(partition, fid, fs, None, "merge")
+
+
+def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest: dict[tuple[str, str], FileSlice],
+                   pending: dict, avg_size: int) -> list["_Target"]:
+    rows = route(client, rows, loc)
+    is_insert = pc.and_(pc.is_null(rows.column(FID)), pc.invert(rows.column(DELETE)))
+    updates = rows.filter(pc.is_valid(rows.column(FID)))
+    inserts = rows.filter(is_insert).drop_columns([FID])
+    by_partition = dict(_split(inserts, [PARTITION]))
+    plan = plan_inserts(client, {p: t.num_rows for p, t in by_partition.items()}, latest, pending, avg_size)
+    small = {(p, s.file_id) for p, slots in plan.items() for s in slots if s.small}
+
+    targets: dict[tuple[str, str], "_Target"] = {}
+    for (partition, fid), part in _split(updates, [PARTITION, FID]):
+        targets[(partition, fid)] = tg = update_target(client, partition, fid, latest, pending,
+                                                       (partition, fid) in small)
+        tg.rows.append(part.drop_columns([FID]))
+    new_targets: list["_Target"] = []
+    for partition, slots in plan.items():
+        part, offset = by_partition[partition], 0
+        for slot in slots:
+            chunk = part.slice(offset, slot.count)
+            offset += slot.count
+            if slot.small:
+                tg = targets.get((partition, slot.file_id))
+                if tg is None:
+                    tg = targets[(partition, slot.file_id)] = update_target(
+                        client, partition, slot.file_id, latest, pending, True)
+            else:
+                tg = _target(partition, slot.file_id, None, None, "create")
                 new_targets.append(tg)
+            tg.rows.append(chunk)
+            tg.inserts += slot.count
     return list(targets.values()) + new_targets
 
 
 def run_target(client: "WriteClient", ctx: HandleContext, tg: "_Target", rows: pa.Table,
                task: int) -> list[WriteStat]:
-    data_cols = [c for c in rows.column_names if c not in HELPER_COLUMNS and c not in (PARTITION, "__lh_fid")]
+    data_cols = [c for c in rows.column_names if c not in HELPER_COLUMNS and c not in (PARTITION, FID)]
     if tg.kind == "create":
         live = rows.filter(pc.invert(rows.column(DELETE)))
         if live.num_rows == 0:

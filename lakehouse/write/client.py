@@ -171,11 +171,11 @@ class WriteClient:
         combine = {Operation.UPSERT: self.write_config.combine_before_upsert,
                    Operation.DELETE: True}.get(op, self.write_config.combine_before_insert)
         if combine and n > 1:
-            rows = self._precombine(rows)
+            rows = self.precombine(rows)
         return Prepared(op, rows, data_schema, changed, record_schema=table_schema is not None
                         or op is not Operation.DELETE)
 
-    def _precombine(self, rows: pa.Table) -> pa.Table:
+    def precombine(self, rows: pa.Table) -> pa.Table:
         global_ = self.config.index_type.is_global
         dedup_key = rows.column(KEY) if global_ else pc.binary_join_element_wise(
             rows.column(PARTITION), rows.column(KEY), "\x00")
@@ -300,7 +300,7 @@ class WriteClient:
 
     # --- file writing ----------------------------------------------------------------------
 
-    def _pending_compaction_fgs(self, timeline) -> dict[tuple[str, str], str]:
+    def pending_compaction_fgs(self, timeline) -> dict[tuple[str, str], str]:
         out: dict[tuple[str, str], str] = {}
         for inst in timeline.pending_compactions():
             req = inst.with_state(State.REQUESTED)
@@ -313,7 +313,7 @@ class WriteClient:
         op = prepared.operation
         rows = prepared.rows
         view = FileSystemView.load(self.storage, timeline, self.active)
-        pending = self._pending_compaction_fgs(timeline)
+        pending = self.pending_compaction_fgs(timeline)
         groups = view.file_groups()
         latest: dict[tuple[str, str], FileSlice] = {}
         base_files: dict[tuple[str, str], BaseFile] = {}
@@ -343,13 +343,13 @@ class WriteClient:
                 # (a hash, nothing more) would miss them.
                 targets = assign.bucket_targets(self, live.sort_by([(KEY, "ascending")]), keep, pending)
             else:
-                targets = assign.bulk_targets(live, self._avg_record_size(timeline), self.write_config)
+                targets = assign.bulk_targets(live, self.avg_record_size(timeline), self.write_config)
         else:
             targets = self._assign(rows, op, latest, base_files, pending, timeline,
                                    {(s.partition, s.file_id): s for s in view.latest_slices()})
         return self._run(ctx, targets), replaced
 
-    def _avg_record_size(self, timeline) -> int:
+    def avg_record_size(self, timeline) -> int:
         """Bytes per record from the newest commit big enough to tell (as Hudi estimates it)."""
         wc = self.write_config
         threshold = wc.record_size_estimation_threshold * wc.small_file_limit
@@ -379,7 +379,7 @@ class WriteClient:
             if index.is_global and self.config.is_mor:
                 # A key deleted in a log is gone, although its base file still holds it: a global
                 # index must see that, or a record moved back would exist twice.
-                source = self._merged_keys(timeline, read_slices, ordering)
+                source = self.merged_keys(timeline, read_slices, ordering)
             else:
                 source = base_file_keys(self.storage, ordering)
             if index in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM):
@@ -389,9 +389,9 @@ class WriteClient:
             if loc.num_rows != n:
                 rows = rows.take(loc.column(ROW))
             loc = loc.drop_columns([ROW])
-        return assign.assign_targets(self, rows, loc, latest, pending, self._avg_record_size(timeline))
+        return assign.assign_targets(self, rows, loc, latest, pending, self.avg_record_size(timeline))
 
-    def _merged_keys(self, timeline, read_slices: dict, ordering: str | None):
+    def merged_keys(self, timeline, read_slices: dict, ordering: str | None):
         reader = TableReader(self.storage, self.config, self.active, timeline)
         cols = ["_hoodie_record_key"] + ([ordering] if ordering else [])
         ctx = reader._context(reader.schema(), set(timeline.completed_write_times), cols, None,
@@ -409,7 +409,7 @@ class WriteClient:
             return pa.concat_tables(parts) if parts else base_file_keys(self.storage, ordering)([])
         return read
 
-    def _ensure_partitions(self, partitions: set[str], instant_time: str) -> None:
+    def ensure_partitions(self, partitions: set[str], instant_time: str) -> None:
         """Java Hudi only treats a folder holding ``.hoodie_partition_metadata`` as a partition."""
         for p in partitions:
             path = join(p, PARTITION_METAFILE)
@@ -422,7 +422,7 @@ class WriteClient:
                 pass
 
     def _run(self, ctx: HandleContext, targets: list[_Target]) -> list[WriteStat]:
-        self._ensure_partitions({tg.partition for tg in targets}, ctx.instant_time)
+        self.ensure_partitions({tg.partition for tg in targets}, ctx.instant_time)
         def run(item: tuple[int, _Target]) -> list[WriteStat]:
             task, tg = item
             rows = pa.concat_tables(tg.rows) if len(tg.rows) > 1 else tg.rows[0]

@@ -202,10 +202,10 @@ def test_record_size_estimate_ignores_commits_below_the_threshold(tmp_path):
                                         "hoodie.parquet.max.file.size": 5_000_000})
     t.insert(pa.table({"id": [f"a{i}" for i in range(50)], "ts": [1] * 50}))
     # ~450 KB written, under 1.0 x the 4 MB small-file limit: too small to tell, keep the default.
-    assert WriteClient(t)._avg_record_size(t.timeline) == 1024
+    assert WriteClient(t).avg_record_size(t.timeline) == 1024
     small = WriteClient(t, {"hoodie.parquet.small.file.limit": 100_000})
     written = t.active.commit_metadata(t.timeline.completed_writes().last).total("total_write_bytes")
-    assert small._avg_record_size(t.timeline) == written // 50
+    assert small.avg_record_size(t.timeline) == written // 50
 
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
