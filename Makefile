@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test bench bench-spark venv clean
+.PHONY: run stop status demo test bench bench-spark venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,19 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Airflow on this machine (SQLite, local Spark, a sample table under var/ fed by the demo source):
+# starts it, runs a first ingest/compaction/clean cycle, prints the URL and login.
 run: $(STAMP)
+	$(PY) -m lakehouse.airflow.platform start
+
+stop:
+	@if [ -x $(PY) ]; then $(PY) -m lakehouse.airflow.platform stop; else echo "not running"; fi
+
+status: $(STAMP)
+	$(PY) -m lakehouse.airflow.platform status
+
+# The Python API walk-through (no Airflow) on a local table under ./demo-tables.
+demo: $(STAMP)
 	$(PY) -m lakehouse.demo
 
 test: $(STAMP)

@@ -3,7 +3,9 @@
 A test activates points through the environment (``LAKEHOUSE_FAULTS=name[:action],...``, read
 when this module is imported, so it reaches subprocesses) or :func:`activate`. Actions: ``kill``
 (SIGKILL this process: nothing is flushed or cleaned up, like a machine dying) and ``raise``
-(:class:`InjectedFault`). An inactive point costs one truth test of a module global.
+(:class:`InjectedFault`). ``kill@/some/marker`` (or ``raise@...``) fires once across processes:
+only where the marker file can still be created, so a retried task gets past the point (as
+after a real crash). An inactive point costs one truth test of a module global.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ def fault_point(name: str) -> None:
     action = _active.get(name)
     if action is None:
         return
+    action, _, marker = action.partition("@")
+    if marker:
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return  # fired already, in this process or another
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     raise InjectedFault(f"injected fault at {name}")

@@ -138,11 +138,12 @@ class Table:
 
     # --- table services --------------------------------------------------------------------
 
-    def schedule_compaction(self, *, force: bool = False, options: Mapping[str, Any] | None = None):
+    def schedule_compaction(self, *, force: bool = False, options: Mapping[str, Any] | None = None,
+                            extra_metadata: Mapping[str, str] | None = None):
         from lakehouse.config import CompactionConfig
         from lakehouse.services.compaction import schedule_compaction
         cfg = CompactionConfig.from_options({**self.config.extra, **(options or {})})
-        return schedule_compaction(self, cfg, force=force)
+        return schedule_compaction(self, cfg, force=force, extra_metadata=extra_metadata)
 
     def run_compaction(self, instant_time: str | None = None, **kw: Any):
         from lakehouse.services.compaction import execute_compaction
@@ -162,15 +163,15 @@ class Table:
         return self.commit_compaction(scheduled.instant)
 
     def clean(self, *, options: Mapping[str, Any] | None = None, dry_run: bool = False,
-              engine=None):
+              engine=None, extra_metadata: Mapping[str, str] | None = None):
         """Finish pending cleans, then plan and run one (``dry_run``: only the plan, nothing
         written)."""
         from lakehouse.config import CleanConfig
         from lakehouse.services.clean import clean, plan_clean
         cfg = CleanConfig.from_options({**self.config.extra, **(options or {})})
         if dry_run:
-            return plan_clean(self, cfg, dry_run=True)
-        return clean(self, cfg, engine=engine)
+            return plan_clean(self, cfg, dry_run=True, extra_metadata=extra_metadata)
+        return clean(self, cfg, engine=engine, extra_metadata=extra_metadata)
 
     def write_ready(self, instant_time: str) -> str:
         """Why an inflight write cannot be committed yet ('' when phase 1 recorded complete

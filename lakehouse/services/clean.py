@@ -37,7 +37,7 @@ import time as _time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.config import CleanConfig
 from lakehouse.engine import Engine, default_engine
@@ -297,8 +297,12 @@ class _Rules:
         return [s for s in out if s is not newest_first[0] and not self.savepointed_slice(s)]
 
 
+BYTES_FREED = "lakehouse.clean.bytes.freed"
+
+
 def plan_clean(table: "Table", config: CleanConfig | None = None, *,
-               now: datetime | str | None = None, dry_run: bool = False) -> CleanPlanResult:
+               now: datetime | str | None = None, dry_run: bool = False,
+               extra_metadata: Mapping[str, str] | None = None) -> CleanPlanResult:
     """Decide and, unless ``dry_run``, write ``<t>.clean.requested``; else say why not."""
     cfg = clean_config(table, config)
     active = table.active
@@ -359,7 +363,8 @@ def plan_clean(table: "Table", config: CleanConfig | None = None, *,
             p: tuple(CleanFileInfo(table.storage.uri(path), False) for path, _ in sorted(fs))
             for p, fs in sorted(delete.items()) if fs} | {p: () for p in empty if p not in delete},
         partitions_to_be_deleted=tuple(sorted(empty)),
-        extra_metadata={SAVEPOINTED_TIMESTAMPS: ",".join(savepoints)} if savepoints else {})
+        extra_metadata={**(extra_metadata or {}),
+                        **({SAVEPOINTED_TIMESTAMPS: ",".join(savepoints)} if savepoints else {})})
     instant = None
     if not dry_run:
         instant = active.create_requested(Action.CLEAN, plan.to_bytes()).time
@@ -438,7 +443,8 @@ def _run(table: "Table", inst: Instant, engine: Engine | None) -> CleanResult:
                                        for i in plan.file_paths_to_be_deleted_per_partition.get(p, ())),
             success_delete_files=tuple(ok.get(p, ())), failed_delete_files=tuple(failed.get(p, ())),
             is_partition_deleted=p in deleted_parts) for p in parts},
-        extra_metadata=dict(plan.extra_metadata))
+        # Hudi's clean metadata counts files, not bytes: the bytes go with it for the history.
+        extra_metadata={**plan.extra_metadata, BYTES_FREED: str(freed)})
     active.transition(inflight, State.COMPLETED, meta.to_bytes())
     # Files that failed to go stay in the file-system view, so the next clean plans them again.
     return CleanResult(inst.time, meta.total_files_deleted, freed, deleted_parts,
@@ -468,11 +474,11 @@ def execute_clean(table: "Table", instant_time: str | None = None, *,
 
 
 def clean(table: "Table", config: CleanConfig | None = None, *, now: datetime | str | None = None,
-          engine: Engine | None = None) -> CleanResult:
+          engine: Engine | None = None, extra_metadata: Mapping[str, str] | None = None) -> CleanResult:
     """Finish pending cleans, then plan and execute a new one if the trigger fires."""
     timeline, _ = load_timeline(table.active)
     done = [_run(table, i, engine) for i in timeline.pending().filter(actions=[Action.CLEAN])]
-    planned = plan_clean(table, config, now=now)
+    planned = plan_clean(table, config, now=now, extra_metadata=extra_metadata)
     if planned.instant is not None:
         done.append(execute_clean(table, planned.instant, engine=engine))
     if not done:

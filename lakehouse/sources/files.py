@@ -113,13 +113,14 @@ Writer = Callable[[list[str], dict[str, str]], tuple[str, int]]
 
 def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: str = "auto",
            max_files: int | None = None, commit: bool = True,
-           options: dict[str, str] | None = None, writer: Writer | None = None) -> IngestResult:
+           options: dict[str, str] | None = None, writer: Writer | None = None,
+           extra_metadata: dict[str, str] | None = None) -> IngestResult:
     """Apply the files that landed since the last checkpoint as one write (phase 1, and phase 2
     unless ``commit=False``). Exactly once, whatever crashed before.
 
     ``writer(file_uris, extra_metadata) -> (instant, rows)`` replaces the in-process read and
     write (the Spark job reads and writes on executors); it must put ``extra_metadata`` on the
-    commit, since the checkpoint travels there."""
+    commit, since the checkpoint travels there. ``extra_metadata`` (tags: who ran it) goes there too."""
     source = get_storage(source_dir).uri()
     after = last_checkpoint(table, source)
     files = pending_files(source_dir, after, max_files=max_files)
@@ -128,7 +129,7 @@ def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: s
                             reason=f"no new files in {source} since "
                                    f"{after.name if after else 'the beginning'}")
     checkpoint = files[-1][0].encode()
-    extra = {CHECKPOINT_KEY: checkpoint, SOURCE_KEY: source,
+    extra = {**(extra_metadata or {}), CHECKPOINT_KEY: checkpoint, SOURCE_KEY: source,
              "lakehouse.ingest.files": json.dumps([os.path.basename(u) for _, u in files])}
     if writer is not None:
         instant, rows = writer([uri for _, uri in files], extra)

@@ -5,7 +5,7 @@ that the plan can run again."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.errors import TimelineError
 from lakehouse.faults import fault_point
@@ -48,7 +48,8 @@ def _problems(table: "Table", t: str, stats: list[WriteStat], failures: list[dic
     return out
 
 
-def commit_compaction(table: "Table", instant_time: str | None = None) -> CommitResult:
+def commit_compaction(table: "Table", instant_time: str | None = None, *,
+                      extra_metadata: Mapping[str, str] | None = None) -> CommitResult:
     timeline = table.timeline
     if instant_time is None:
         inflight = [i for i in timeline.pending_compactions() if i.is_inflight]
@@ -75,7 +76,7 @@ def commit_compaction(table: "Table", instant_time: str | None = None) -> Commit
     schema = TableReader(table.storage, table.config, table.active).avro_schema()
     meta = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in by_partition.items()},
                           operation_type="COMPACT", compacted=True,
-                          extra_metadata={"schema": schema} if schema else {})
+                          extra_metadata={**(extra_metadata or {}), **({"schema": schema} if schema else {})})
     fault_point("compaction.before_commit")
     table.active.transition(inst, State.COMPLETED, meta.to_bytes())
     Markers(table.storage, t).delete_all()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.config import CompactionConfig
 from lakehouse.errors import ConfigError
@@ -96,8 +96,10 @@ def plan_operations(slices: list[FileSlice], cfg: CompactionConfig) -> list[Comp
 
 
 def schedule_compaction(table: "Table", config: CompactionConfig | None = None, *,
-                        now: datetime | None = None, force: bool = False) -> ScheduleResult:
-    """Write ``<t>.compaction.requested`` if the trigger fires (or ``force``); else say why not."""
+                        now: datetime | None = None, force: bool = False,
+                        extra_metadata: Mapping[str, str] | None = None) -> ScheduleResult:
+    """Write ``<t>.compaction.requested`` if the trigger fires (or ``force``); else say why not.
+    ``extra_metadata`` (who asked, say) goes into the plan's extraMetadata."""
     require_mor(table)
     cfg = config or CompactionConfig.from_options(table.config.extra)
     timeline = table.timeline
@@ -130,7 +132,8 @@ def schedule_compaction(table: "Table", config: CompactionConfig | None = None, 
     plan = CompactionPlan(operations=tuple(ops), strategy=CompactionStrategy(
         compactor_class_name=STRATEGY_CLASS,
         strategy_params={"hoodie.compaction.target.io": str(cfg.target_io_mb)}),
-        extra_metadata={"lakehouse.trigger": trig.reason if trig.fire else f"forced ({trig.reason})"},
+        extra_metadata={**(extra_metadata or {}),
+                        "lakehouse.trigger": trig.reason if trig.fire else f"forced ({trig.reason})"},
         preserve_hoodie_metadata=True)
     inst = table.active.create_requested(Action.COMPACTION, plan.to_bytes())
     # Seed 000's rule: nothing may have completed at or after the compaction instant.

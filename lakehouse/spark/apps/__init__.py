@@ -62,6 +62,12 @@ def add_option_arg(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"a hoodie.* {what} option for this run (repeatable)")
 
 
+def add_tag_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                   help="put KEY=VALUE in the extra metadata of the instant this run makes, so a "
+                        "scheduler finds it there (repeatable; Airflow tasks tag their run)")
+
+
 def parse_options(values: list[str], cls: type, app: str) -> dict[str, str]:
     """``KEY=VALUE`` pairs, each one an option of ``cls``: any other key would be ignored
     silently, a misspelt one included."""

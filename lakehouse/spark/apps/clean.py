@@ -12,8 +12,9 @@ import argparse
 from typing import Any
 
 from lakehouse.config import CleanConfig
-from lakehouse.spark.apps import (FAILED, NOTHING, OK, add_option_arg, new_parser, parse_options,
-                                  run_app, spark_info)
+from lakehouse.spark.apps import (FAILED, NOTHING, OK, add_option_arg, add_tag_arg, new_parser,
+                                  parse_options, run_app, spark_info)
+from lakehouse.timeline.tags import parse_tags
 from lakehouse.spark.engine import SparkEngine
 from lakehouse.table import open_table
 
@@ -24,16 +25,18 @@ APP = "clean"
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted; write nothing")
     add_option_arg(p, "clean (hoodie.clean*, hoodie.cleaner*)")
+    add_tag_arg(p)
 
 
 def run(args: argparse.Namespace, spark) -> dict[str, Any]:
     table = open_table(args.table)
     options = parse_options(args.option, CleanConfig, APP)
+    tags = parse_tags(args.tag)
     if args.dry_run:
-        res = table.clean(options=options, dry_run=True)
+        res = table.clean(options=options, dry_run=True, extra_metadata=tags)
         return {**res.to_json(), "status": OK if res.planned else NOTHING}
     engine = SparkEngine(spark, app_name=f"lakehouse-{APP}")
-    res = table.clean(options=options, engine=engine)
+    res = table.clean(options=options, engine=engine, extra_metadata=tags)
     doc: dict[str, Any] = res.to_json()
     if res.instant is None:
         return {**doc, "status": NOTHING}

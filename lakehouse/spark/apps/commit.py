@@ -19,7 +19,8 @@ from typing import Any
 from lakehouse.errors import InstantNotFoundError, LakehouseError
 from lakehouse.services.compaction import commit_compaction
 from lakehouse.services.compaction.results import read_results
-from lakehouse.spark.apps import FAILED, NOTHING, OK, new_parser, run_app
+from lakehouse.spark.apps import FAILED, NOTHING, OK, add_tag_arg, new_parser, run_app
+from lakehouse.timeline.tags import parse_tags
 from lakehouse.table import Table, open_table
 from lakehouse.timeline.instant import Action, Instant
 
@@ -30,6 +31,7 @@ _WRITES = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instant", metavar="T", help="commit only this instant")
+    add_tag_arg(p)
 
 
 def _candidates(table: Table, only: str | None) -> list[Instant]:
@@ -50,8 +52,8 @@ def _write_ready(table: Table, inst: Instant) -> str:
     return table.write_ready(inst.time)
 
 
-def _commit_write(table: Table, inst: Instant) -> dict[str, Any]:
-    meta = table.commit(inst.time)
+def _commit_write(table: Table, inst: Instant, tags: dict[str, str]) -> dict[str, Any]:
+    meta = table.commit(inst.time, extra_metadata=tags)
     stats = meta.write_stats()
     return {"instant": inst.time, "action": str(inst.action), "operation": meta.operation_type,
             "files": len(stats), "rows": sum(s.num_writes for s in stats),
@@ -63,6 +65,7 @@ def _commit_write(table: Table, inst: Instant) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     table = open_table(args.table)
     cands = _candidates(table, args.instant)
+    tags = parse_tags(args.tag)
     committed: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     failed: list[dict[str, str]] = []
@@ -74,7 +77,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                     "reason": "its execution has recorded no results (still running, "
                                               "or crashed: run compaction-execute again)"})
                     continue
-                res = commit_compaction(table, inst.time)
+                res = commit_compaction(table, inst.time, extra_metadata=tags)
                 if res.committed:
                     committed.append({"instant": inst.time, "action": "compaction", "operation": "COMPACT",
                                       "files": res.operations, "rows": res.rows})
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             elif why := _write_ready(table, inst):
                 skipped.append({"instant": inst.time, "action": str(inst.action), "reason": why})
             else:
-                committed.append(_commit_write(table, inst))
+                committed.append(_commit_write(table, inst, tags))
         except LakehouseError as e:
             # One instant that cannot be committed does not keep the others from being committed.
             failed.append({"instant": inst.time, "action": str(inst.action), "reason": e.message})

@@ -12,7 +12,8 @@ import argparse
 from typing import Any
 
 from lakehouse.config import CompactionConfig
-from lakehouse.spark.apps import NOTHING, OK, add_option_arg, new_parser, parse_options, run_app
+from lakehouse.spark.apps import NOTHING, OK, add_option_arg, add_tag_arg, new_parser, parse_options, run_app
+from lakehouse.timeline.tags import parse_tags
 from lakehouse.services.compaction import require_mor
 from lakehouse.table import Table, open_table
 
@@ -24,6 +25,7 @@ DESCRIPTION = "Schedule a compaction if its trigger fires (or with --force)."
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="plan even if the trigger has not fired")
     add_option_arg(p, "compaction (hoodie.compact*)")
+    add_tag_arg(p)
 
 
 def open_mor_table(path: str) -> Table:
@@ -32,7 +34,8 @@ def open_mor_table(path: str) -> Table:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     options = parse_options(args.option, CompactionConfig, APP)
-    res = open_mor_table(args.table).schedule_compaction(force=args.force, options=options)
+    res = open_mor_table(args.table).schedule_compaction(force=args.force, options=options,
+                                                         extra_metadata=parse_tags(args.tag))
     return {**res.to_json(), "status": OK if res.scheduled else NOTHING}
 
 

@@ -39,7 +39,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--create", action="store_true", help="create the table if it does not exist")
     p.add_argument("--table-type", default="MERGE_ON_READ")
     p.add_argument("--index", default="BUCKET")
+    p.add_argument("--record-key", help="with --create: the record key field(s), comma-separated "
+                                        "(default: the demo's)")
+    p.add_argument("--partition-by", help="with --create: the partition field(s), comma-separated")
+    p.add_argument("--ordering-field", help="with --create: the ordering (precombine) field")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                   help="put KEY=VALUE in the write's commit metadata (repeatable)")
     return p.parse_args(argv)
 
 
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace, spark=None) -> dict:
     import lakehouse
     from lakehouse.sources import demo
     from lakehouse.sources.files import ingest
+    from lakehouse.timeline.tags import parse_tags
 
     options = _options(args.option)
     if args.demo_batches:
@@ -69,19 +76,26 @@ def run(args: argparse.Namespace, spark=None) -> dict:
             raise
         name = args.table.rstrip("/").rsplit("/", 1)[-1].replace("-", "_") or "table"
         table_opts = {k: v for k, v in options.items() if k.startswith("hoodie.")}
+        fields = dict(demo.TABLE_OPTIONS)
+        schema = demo.SCHEMA
+        if args.record_key:  # another source: its own fields, the schema from its first batch
+            schema = None
+            fields = {"record_key": args.record_key.split(","),
+                      "partition_by": args.partition_by.split(",") if args.partition_by else None,
+                      "ordering_field": args.ordering_field}
         table = lakehouse.create_table(args.table, name=name, table_type=args.table_type,
-                                       index=args.index, schema=demo.SCHEMA,
-                                       options=table_opts, **demo.TABLE_OPTIONS)
+                                       index=args.index, schema=schema, options=table_opts, **fields)
     write_opts = {k: v for k, v in options.items() if k in WRITE_OPTION_KEYS}
     writer = _spark_writer(spark, table, args, write_opts) if spark is not None else None
     res = ingest(table, args.source_dir, operation=args.op, fmt=args.format,
-                 max_files=args.max_files, commit=args.commit, options=write_opts, writer=writer)
+                 max_files=args.max_files, commit=args.commit, options=write_opts, writer=writer,
+                 extra_metadata=parse_tags(args.tag))
     return res.to_json()
 
 
 def _spark_writer(spark, table, args, options):
-    """Read the landed files with Spark and write them from the executors (bucket-index
-    tables; lakehouse.spark.write falls back to the driver for the others)."""
+    """Read the landed files with Spark and write them from the executors
+    (:mod:`lakehouse.spark.write`)."""
     from lakehouse.spark.write import write_dataframe
 
     def write(uris: list[str], extra: dict[str, str]) -> tuple[str, int]:

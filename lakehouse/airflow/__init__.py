@@ -1,0 +1,1 @@
+"""Airflow integration: the table registry, the Spark-submitting operator, the DAG factory."""

@@ -1,0 +1,120 @@
+"""The DAGs of every table in the registry: ingest, compaction and clean, each step a Spark
+application submitted by :class:`~lakehouse.airflow.operators.LakehouseSparkSubmitOperator`.
+
+* ``<table>_ingest`` (cron, or manual): ingest (phase 1) → commit. The commit task updates the
+  table's Asset, so data-aware DAGs can follow it.
+* ``<table>_compaction`` (Merge-On-Read only): compaction-plan → compaction-execute → commit.
+  Scheduled by the Asset (``after_commits: K``: it runs after ingest commits, and its plan step
+  fires once K delta commits are waiting: hoodie.compact.inline.max.delta.commits=K, Hudi's own
+  trigger) or on a cron. Nothing planned: the plan task is skipped, and the rest with it.
+* ``<table>_clean`` (daily by default): clean, with the table's retention settings.
+
+Every DAG runs one run at a time (``max_active_runs=1``): one run of a service per table. The
+instant a step makes passes to the next one through the timeline, XCom holding only its time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from airflow.sdk import DAG, Asset
+
+from lakehouse.airflow.operators import LakehouseSparkSubmitOperator
+from lakehouse.airflow.registry import Registry, TableEntry
+
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def commits_asset(t: TableEntry) -> Asset:
+    """The table's commits as an Airflow Asset: updated by every ingest commit. Named after the
+    registry entry, not the path: Airflow wants one URI per asset name, and a table that moves
+    keeps its DAGs' history."""
+    return Asset(name=f"lakehouse_{t.name}_commits", uri=f"lakehouse://tables/{t.name}/commits",
+                 group="lakehouse", extra={"path": t.path})
+
+
+def _options(opts: dict[str, str]) -> list[str]:
+    return [a for k, v in sorted(opts.items()) for a in ("--option", f"{k}={v}")]
+
+
+def ingest_args(t: TableEntry) -> list[str]:
+    s = t.source
+    args = ["--source-dir", s.dir, "--op", s.operation, "--format", s.format, "--create",
+            "--table-type", t.table_type, "--index", t.index]
+    if s.max_files:
+        args += ["--max-files", str(s.max_files)]
+    if s.kind == "demo":
+        args += ["--demo-batches", str(s.demo_batches), "--demo-rows", str(s.demo_rows)]
+    if t.record_key:
+        args += ["--record-key", ",".join(t.record_key)]
+        if t.partition_by:
+            args += ["--partition-by", ",".join(t.partition_by)]
+        if t.ordering_field:
+            args += ["--ordering-field", t.ordering_field]
+    return args + _options(dict(t.options))
+
+
+#: A run triggered with conf {"force": true} plans whether or not the trigger fired.
+FORCE_FROM_CONF = "{{ '--force' if (dag_run.conf or {}).get('force') else '' }}"
+
+
+def compaction_plan_args(t: TableEntry) -> list[str]:
+    opts = dict(t.compaction_options)
+    if t.schedule.compaction_after_commits:
+        opts.setdefault("hoodie.compact.inline.max.delta.commits", str(t.schedule.compaction_after_commits))
+    return [FORCE_FROM_CONF, *_options(opts)]
+
+
+def _doc(t: TableEntry, what: str) -> str:
+    return (f"**{t.name}** ({t.table_type}, {t.index} index) at `{t.path}`: {what}\n\n"
+            "Generated from the lakehouse table registry; edit the registry, not this DAG.")
+
+
+def table_dags(t: TableEntry) -> dict[str, DAG]:
+    common: dict[str, Any] = dict(
+        start_date=START, catchup=False, max_active_runs=1, tags=["lakehouse", t.name],
+        default_args={"retries": t.retries, "retry_delay": timedelta(seconds=t.retry_delay_s)})
+
+    def op(task_id: str, app: str, args: list[str] | None = None, instant: str | None = None,
+           **kw: Any) -> LakehouseSparkSubmitOperator:
+        return LakehouseSparkSubmitOperator(
+            task_id=task_id, app=app, table_path=t.path, table_name=t.name, app_args=args or [],
+            instant=instant, conn_id=t.spark_conn_id, conf=dict(t.spark_conf),
+            ship_package=t.ship_package, **kw)
+
+    out: dict[str, DAG] = {}
+    with DAG(t.dag_id("ingest"), schedule=t.schedule.ingest,
+             doc_md=_doc(t, f"ingest new files from `{t.source.dir}`, then commit."), **common) as d:
+        op("ingest", "ingest", ingest_args(t)) >> op(
+            "commit", "commit", instant="{{ ti.xcom_pull(task_ids='ingest') }}", outlets=[commits_asset(t)])
+    out[d.dag_id] = d
+
+    if t.is_mor:
+        s = t.schedule
+        schedule: Any = [commits_asset(t)] if s.compaction_after_commits else s.compaction_cron
+        with DAG(t.dag_id("compaction"), schedule=schedule,
+                 doc_md=_doc(t, "plan a compaction if its trigger fires, execute it, commit it."),
+                 **common) as d:
+            pulled = "{{ ti.xcom_pull(task_ids='compaction_plan') }}"
+            (op("compaction_plan", "compaction-plan", compaction_plan_args(t))
+             >> op("compaction_execute", "compaction-execute", instant=pulled)
+             >> op("commit", "commit", instant=pulled))
+        out[d.dag_id] = d
+
+    with DAG(t.dag_id("clean"), schedule=t.schedule.clean,
+             doc_md=_doc(t, "delete file versions the retention policy no longer keeps."), **common) as d:
+        op("clean", "clean", _options(dict(t.clean_options)))
+    out[d.dag_id] = d
+    return out
+
+
+def build_dags(registry: Registry) -> dict[str, DAG]:
+    """Every table's DAGs by DAG id (put them in a DAG file's globals)."""
+    out: dict[str, DAG] = {}
+    for t in registry.tables:
+        out.update(table_dags(t))
+    return out
+
+
+__all__ = ["build_dags", "table_dags", "commits_asset", "ingest_args"]

@@ -1,0 +1,329 @@
+"""The embedded platform behind ``make run`` / ``make stop``: Airflow on one machine.
+
+``start`` sets up ``var/airflow`` under the project (SQLite metadata database, LocalExecutor, the
+DAGs of ``dags/`` and the plugin of ``plugins/``, Spark on ``local[2]``), starts Airflow's four
+components in one process group bound to 127.0.0.1 (api-server, scheduler, dag-processor,
+triggerer; not ``airflow standalone``, whose log servers bind every interface), waits until the
+API is healthy and the DAGs are parsed, unpauses the lakehouse DAGs, runs a first cycle (two
+ingests, a forced compaction, clean) through the REST API as a user would, and prints the URL and login.
+``stop`` ends the process group; ``status`` says whether it runs.
+
+    python -m lakehouse.airflow.platform start [--port 8080] [--no-cycle]
+    python -m lakehouse.airflow.platform stop
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lakehouse.errors import LakehouseError
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPONENTS = {
+    "api-server": ["api-server", "--host", "127.0.0.1", "--port", "{port}"],
+    "scheduler": ["scheduler", "--skip-serve-logs"],
+    "dag-processor": ["dag-processor"],
+    "triggerer": ["triggerer", "--skip-serve-logs"],
+}
+USER = "admin"
+
+
+class PlatformError(LakehouseError):
+    """The embedded platform could not start or stop."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the embedded platform keeps its state (all under the project's ``var/``)."""
+
+    root: Path  # the project: dags/ and plugins/
+    port: int = 8080
+    var: Path | None = None  # state (Airflow's home, logs): default root/var
+    registry_file: Path | None = None  # default: $LAKEHOUSE_REGISTRY, else root/dags/tables.yaml
+
+    @property
+    def home(self) -> Path:
+        return (self.var or self.root / "var") / "airflow"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "platform.pid"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def registry(self) -> Path:
+        return self.registry_file or Path(os.environ.get("LAKEHOUSE_REGISTRY") or self.root / "dags" / "tables.yaml")
+
+    def secret(self) -> str:
+        # One JWT secret shared by every component (tasks talk to the API with tokens the
+        # scheduler signs), kept so that a restart does not invalidate running tasks.
+        path = self.home / "jwt_secret"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_text(secrets.token_urlsafe(32))
+            path.chmod(0o600)
+        return path.read_text().strip()
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
+        bin_dir = str(Path(sys.executable).parent)
+        env.update({
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home}/airflow.db",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.root / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.root / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API_AUTH__JWT_SECRET": self.secret(),
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+                {"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client"}}),
+            "LAKEHOUSE_REGISTRY": str(self.registry),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYSPARK_PYTHON": sys.executable,
+            "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
+            "PYTHONPATH": os.pathsep.join([str(self.root), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]),
+        })
+        return env
+
+
+def _airflow(layout: Layout) -> list[str]:
+    return [str(Path(sys.executable).parent / "airflow")]
+
+
+def _reap(pgid: int) -> None:
+    """Collect exited members of the group that are this process's children (when the
+    platform was started from this process, as tests do): a zombie still counts as alive."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-pgid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def running_pgid(layout: Layout) -> int | None:
+    try:
+        pgid = int(layout.pid_file.read_text().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+    _reap(pgid)
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pgid
+    return pgid
+
+
+def password(layout: Layout) -> str:
+    path = layout.home / "simple_auth_manager_passwords.json.generated"
+    try:
+        return json.loads(path.read_text())[USER]
+    except (FileNotFoundError, KeyError, ValueError):
+        raise PlatformError(f"no generated password in {path}",
+                            help="the api-server writes it on start: check var/airflow/logs/api-server.log") from None
+
+
+class Api:
+    """Airflow's REST API as a logged-in user."""
+
+    def __init__(self, layout: Layout, user: str = USER, pw: str | None = None) -> None:
+        import httpx
+        self.http = httpx.Client(base_url=layout.url, timeout=30)
+        r = self.http.post("/auth/token", json={"username": user, "password": pw or password(layout)})
+        if r.status_code >= 300:
+            raise PlatformError(f"login as {user} failed: HTTP {r.status_code} {r.text[:200]}",
+                                help="check AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS and the generated password file")
+        self.http.headers["Authorization"] = f"Bearer {r.json()['access_token']}"
+
+    def get(self, path: str, **params: Any) -> Any:
+        r = self.http.get(f"/api/v2{path}", params=params)
+        r.raise_for_status()
+        return r.json()
+
+    def patch(self, path: str, body: dict) -> Any:
+        r = self.http.patch(f"/api/v2{path}", json=body)
+        r.raise_for_status()
+        return r.json()
+
+    def post(self, path: str, body: dict) -> Any:
+        r = self.http.post(f"/api/v2{path}", json=body)
+        r.raise_for_status()
+        return r.json()
+
+    def trigger(self, dag_id: str, conf: dict | None = None) -> str:
+        return self.post(f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}})["dag_run_id"]
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float = 600) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.get(f"/dags/{dag_id}/dagRuns/{run_id}")["state"]
+            if state in ("success", "failed"):
+                return state
+            time.sleep(2)
+        raise PlatformError(f"{dag_id} run {run_id} did not finish in {timeout:.0f} s",
+                            help="see its task logs in the Airflow UI")
+
+
+def _wait(what: str, check, timeout: float, log: Path | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            out = check()
+            if out:
+                return out
+        except Exception as e:  # noqa: BLE001 - not up yet
+            last = e
+        time.sleep(1)
+    raise PlatformError(f"{what} not ready after {timeout:.0f} s ({last})",
+                        help=f"see {log}" if log else "see var/airflow/logs")
+
+
+def _healthy(layout: Layout) -> bool:
+    import httpx
+    r = httpx.get(f"{layout.url}/api/v2/monitor/health", timeout=5)
+    return r.status_code == 200 and r.json().get("metadatabase", {}).get("status") == "healthy"
+
+
+def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
+    if (pgid := running_pgid(layout)) is not None:
+        raise PlatformError(f"the platform is already running (process group {pgid})",
+                            help="`make stop` stops it")
+    logs = layout.home / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = layout.env()
+    echo(f"airflow home: {layout.home}")
+    subprocess.run([*_airflow(layout), "db", "migrate"], env=env, check=True,
+                   stdout=open(logs / "db-migrate.log", "w"), stderr=subprocess.STDOUT)
+    leader = None
+    pids = []
+    for name, args in COMPONENTS.items():
+        cmd = [*_airflow(layout), *[a.format(port=layout.port) for a in args]]
+        out = open(logs / f"{name}.log", "a")
+        # All four in one process group (the first one's): one signal stops everything.
+        p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                             process_group=0 if leader is None else leader, cwd=layout.root)
+        leader = leader or p.pid
+        pids.append(p.pid)
+    layout.pid_file.write_text(f"{leader} {' '.join(map(str, pids))}\n")
+    _wait("the Airflow API", lambda: _healthy(layout), 180, logs / "api-server.log")
+    api = Api(layout)
+    from lakehouse.airflow import registry
+    reg = registry.load(str(layout.registry))
+    dag_ids = [d for t in reg.tables for d in (t.dag_id("ingest"), t.dag_id("compaction"), t.dag_id("clean"))
+               if t.is_mor or not d.endswith("_compaction")]
+    _wait("the lakehouse DAGs", lambda: all(_dag_exists(api, d) for d in dag_ids), 240,
+          logs / "dag-processor.log")
+    for d in dag_ids:
+        api.patch(f"/dags/{d}", {"is_paused": False})
+    runs: dict[str, list[str]] = {}
+    if cycle:
+        for t in reg.tables:
+            # Two ingests, so that the second one's updates leave logs for the compaction.
+            steps = [(t.dag_id("ingest"), {}), (t.dag_id("ingest"), {})]
+            if t.is_mor:
+                steps.append((t.dag_id("compaction"), {"force": True}))
+            steps.append((t.dag_id("clean"), {}))
+            for dag_id, conf in steps:
+                echo(f"running {dag_id} ...")
+                run_id = api.trigger(dag_id, conf)
+                runs.setdefault(dag_id, []).append(api.wait_run(dag_id, run_id))
+                echo(f"  {dag_id}: {runs[dag_id][-1]}")
+    return {"url": layout.url, "user": USER, "password": password(layout), "runs": runs,
+            "pgid": leader}
+
+
+def _dag_exists(api: Api, dag_id: str) -> bool:
+    import httpx
+    try:
+        api.get(f"/dags/{dag_id}")
+        return True
+    except httpx.HTTPStatusError:
+        return False
+
+
+def stop(layout: Layout, timeout: float = 30) -> bool:
+    pgid = running_pgid(layout)
+    if pgid is None:
+        layout.pid_file.unlink(missing_ok=True)
+        return False
+    os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and running_pgid(layout) is not None:
+        time.sleep(0.5)
+    if running_pgid(layout) is not None:
+        os.killpg(pgid, signal.SIGKILL)
+        while time.monotonic() < deadline + 10 and running_pgid(layout) is not None:
+            time.sleep(0.2)
+    layout.pid_file.unlink(missing_ok=True)
+    return True
+
+
+@click.group()
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=ROOT, show_default=True,
+              help="the project folder (var/ goes under it)")
+@click.option("--var", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where Airflow's state goes (default: ROOT/var)")
+@click.option("--port", type=int, default=lambda: int(os.environ.get("LAKEHOUSE_PORT", 8080)),
+              show_default="8080 or $LAKEHOUSE_PORT", help="the Airflow API and UI port on 127.0.0.1")
+@click.pass_context
+def cli(ctx: click.Context, root: Path, var: Path | None, port: int) -> None:
+    """The embedded lakehouse platform (Airflow on this machine)."""
+    ctx.obj = Layout(root.resolve(), port, var.resolve() if var else None)
+
+
+@cli.command("start")
+@click.option("--no-cycle", is_flag=True, help="do not run the first ingest/compaction/clean cycle")
+@click.pass_obj
+def start_cmd(layout: Layout, no_cycle: bool) -> None:
+    try:
+        out = start(layout, cycle=not no_cycle, echo=click.echo)
+    except LakehouseError as e:
+        click.echo(f"error: {e.message}\nHelp: {e.help}", err=True)
+        raise SystemExit(1)
+    click.echo(f"\nAirflow is running: {out['url']}  (login: {out['user']} / {out['password']})")
+    click.echo("Lakehouse tables: the 'Lakehouse' entry of the Airflow menu. Stop with `make stop`.")
+
+
+@cli.command("stop")
+@click.pass_obj
+def stop_cmd(layout: Layout) -> None:
+    click.echo("stopped" if stop(layout) else "not running")
+
+
+@cli.command("status")
+@click.pass_obj
+def status_cmd(layout: Layout) -> None:
+    pgid = running_pgid(layout)
+    click.echo(f"running (process group {pgid}) at {layout.url}" if pgid else "not running")
+    raise SystemExit(0 if pgid else 3)
+
+
+if __name__ == "__main__":
+    cli()

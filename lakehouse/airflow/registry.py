@@ -1,0 +1,200 @@
+"""The table registry: the one file users edit to put a table under Airflow's care.
+
+YAML (or JSON), validated against ``registry.schema.json`` before any DAG is built, so a typo is
+an import error naming the file, the entry and the field, not a DAG that fails at 3 a.m.::
+
+    defaults:
+      spark_conn_id: spark_default
+      retries: 2
+    tables:
+      trips:
+        path: tables/trips                 # relative to this file, absolute, or a URI
+        table_type: MERGE_ON_READ
+        index: BUCKET
+        record_key: trip_id
+        partition_by: city
+        ordering_field: event_ts
+        options: {hoodie.bucket.index.num.buckets: 4}
+        source: {kind: files, dir: landing/trips, format: parquet}
+        schedule:
+          ingest: "*/10 * * * *"
+          compaction: {after_commits: 4}  # or {cron: "0 * * * *"}; null: manual only
+          clean: "@daily"
+
+Each table gets three DAGs (:mod:`lakehouse.airflow.dags`): ``<name>_ingest``,
+``<name>_compaction`` and ``<name>_clean``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping
+
+from lakehouse.errors import ConfigError
+
+ENV_VAR = "LAKEHOUSE_REGISTRY"
+DEFAULT_CONN = "spark_default"
+#: Hudi's default for hoodie.compact.inline.max.delta.commits, when nothing else is said.
+DEFAULT_AFTER_COMMITS = 5
+_RUNTIME_KEYS = ("spark_conn_id", "spark_conf", "retries", "retry_delay_s", "ship_package")
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str  # "files" | "demo"
+    dir: str
+    format: str = "auto"
+    operation: str = "upsert"
+    max_files: int | None = None
+    demo_batches: int = 1
+    demo_rows: int = 1000
+
+
+@dataclass(frozen=True)
+class Schedule:
+    ingest: str | None = None
+    compaction_after_commits: int | None = DEFAULT_AFTER_COMMITS  # asset-driven, after K ingest commits
+    compaction_cron: str | None = None
+    clean: str | None = "@daily"
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    name: str
+    path: str
+    source: Source
+    table_type: str = "MERGE_ON_READ"
+    index: str = "BUCKET"
+    record_key: tuple[str, ...] = ()
+    partition_by: tuple[str, ...] = ()
+    ordering_field: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+    compaction_options: Mapping[str, str] = field(default_factory=dict)
+    clean_options: Mapping[str, str] = field(default_factory=dict)
+    schedule: Schedule = Schedule()
+    spark_conn_id: str = DEFAULT_CONN
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    retries: int = 2
+    retry_delay_s: float = 60.0
+    ship_package: bool = False
+
+    @property
+    def is_mor(self) -> bool:
+        return self.table_type == "MERGE_ON_READ"
+
+    def dag_id(self, service: str) -> str:
+        return f"{self.name}_{service}"
+
+
+@dataclass(frozen=True)
+class Registry:
+    path: str
+    tables: tuple[TableEntry, ...]
+
+    def table(self, name: str) -> TableEntry:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise ConfigError(f"no table {name!r} in {self.path}",
+                          help=f"the registry has: {', '.join(t.name for t in self.tables)}")
+
+
+@lru_cache(maxsize=1)
+def _validator():
+    import jsonschema
+    schema = json.loads(resources.files("lakehouse.airflow").joinpath("registry.schema.json").read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _where(err) -> str:
+    return "/".join(str(p) for p in err.absolute_path) or "(top level)"
+
+
+def validate(doc: Any, origin: str) -> None:
+    """Raise a ConfigError naming every problem of ``doc`` (the parsed registry file)."""
+    errors = sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = [f"{_where(e)}: {e.message}" for e in errors[:10]]
+        more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
+        raise ConfigError(f"{origin} is not a valid table registry: " + "; ".join(lines) + more,
+                          help="fix those fields; lakehouse/airflow/registry.schema.json lists every one")
+
+
+def _resolve(base: str, path: str) -> str:
+    if "://" in path or os.path.isabs(path):
+        return path
+    return os.path.normpath(os.path.join(base, path))
+
+
+def _fields(v: Any) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    return (v,) if isinstance(v, str) else tuple(v)
+
+
+def _strs(m: Mapping[str, Any] | None) -> dict[str, str]:
+    return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (m or {}).items()}
+
+
+def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
+    validate(doc, origin)
+    defaults = doc.get("defaults") or {}
+    tables = []
+    for name, t in doc["tables"].items():
+        rt = {**defaults, **{k: t[k] for k in _RUNTIME_KEYS if k in t}}
+        src = t["source"]
+        sched = t.get("schedule") or {}
+        comp = sched.get("compaction", {"after_commits": DEFAULT_AFTER_COMMITS})
+        if t.get("table_type", "MERGE_ON_READ") == "COPY_ON_WRITE":
+            comp = None  # nothing to compact: a copy-on-write table has no logs
+        if src["kind"] == "files" and "record_key" not in t:
+            raise ConfigError(f"{origin}: table {name!r} reads files but names no record_key",
+                              help="add record_key (and partition_by, ordering_field) to the entry; "
+                                   "only the demo source has fields of its own")
+        tables.append(TableEntry(
+            name=name, path=_resolve(base_dir, t["path"]),
+            source=Source(kind=src["kind"], dir=_resolve(base_dir, src["dir"]),
+                          format=src.get("format", "auto"), operation=src.get("operation", "upsert"),
+                          max_files=src.get("max_files"), demo_batches=src.get("demo_batches", 1),
+                          demo_rows=src.get("demo_rows", 1000)),
+            table_type=t.get("table_type", "MERGE_ON_READ"), index=t.get("index", "BUCKET"),
+            record_key=_fields(t.get("record_key")), partition_by=_fields(t.get("partition_by")),
+            ordering_field=t.get("ordering_field"), options=_strs(t.get("options")),
+            compaction_options=_strs(t.get("compaction_options")), clean_options=_strs(t.get("clean_options")),
+            schedule=Schedule(ingest=sched.get("ingest"),
+                              compaction_after_commits=(comp or {}).get("after_commits"),
+                              compaction_cron=(comp or {}).get("cron"),
+                              clean=sched.get("clean", "@daily")),
+            spark_conn_id=rt.get("spark_conn_id", DEFAULT_CONN), spark_conf=_strs(rt.get("spark_conf")),
+            retries=rt.get("retries", 2), retry_delay_s=float(rt.get("retry_delay_s", 60)),
+            ship_package=bool(rt.get("ship_package", False))))
+    return Registry(origin, tuple(tables))
+
+
+def load(path: str | None = None) -> Registry:
+    """The registry at ``path`` (default: ``$LAKEHOUSE_REGISTRY``)."""
+    path = path or os.environ.get(ENV_VAR)
+    if not path:
+        raise ConfigError("no table registry given",
+                          help=f"set {ENV_VAR} to the registry file (see lakehouse/airflow/registry.py)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ConfigError(f"table registry {path} does not exist",
+                          help=f"create it, or point {ENV_VAR} at the right file") from None
+    import yaml
+    try:
+        doc = yaml.safe_load(text)  # JSON is YAML too
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not valid YAML: {e}", help="fix the syntax at the line shown") from None
+    return parse(doc if doc is not None else {}, path, os.path.dirname(os.path.abspath(path)))
+
+
+__all__ = ["Registry", "TableEntry", "Source", "Schedule", "load", "parse", "validate", "ENV_VAR"]

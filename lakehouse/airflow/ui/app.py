@@ -1,0 +1,134 @@
+"""The Lakehouse view: a FastAPI app that Airflow's api-server mounts at ``/lakehouse``.
+
+Every endpoint requires an authenticated Airflow user (a Bearer token, or the UI's ``_token``
+cookie when the page is embedded in Airflow's UI). The view reads tables and never changes them:
+its one action, running a table service, triggers the service's DAG through Airflow's own REST
+API with the caller's token, so Airflow applies that user's permissions.
+
+    GET  /lakehouse/                                  tables page (HTML)
+    GET  /lakehouse/tables/{name}                     a table: timeline chart, file groups, cleans
+    GET  /lakehouse/tables/{name}/timeline.svg        the timeline chart alone
+    GET  /lakehouse/api/tables                        the tables (JSON)
+    GET  /lakehouse/api/tables/{name}                 one table in full (JSON)
+    POST /lakehouse/api/tables/{name}/trigger/{svc}   run ingest | compaction | clean (JSON)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
+
+from lakehouse.airflow import registry as registry_mod
+from lakehouse.airflow.ui import overview
+from lakehouse.airflow.ui.chart import timeline_svg
+from lakehouse.airflow.ui.pages import render
+from lakehouse.errors import LakehouseError
+
+PREFIX = "/lakehouse"
+TRIGGER_HEADER = "X-Lakehouse-Trigger"
+
+
+def _registry() -> registry_mod.Registry:
+    try:
+        return registry_mod.load()
+    except LakehouseError as e:
+        raise HTTPException(status_code=503, detail=f"{e.message} (Help: {e.help})") from None
+
+
+def _entry(name: str) -> registry_mod.TableEntry:
+    try:
+        return _registry().table(name)
+    except LakehouseError as e:
+        raise HTTPException(status_code=404, detail=e.message) from None
+
+
+def _services(t: registry_mod.TableEntry) -> list[str]:
+    return ["ingest", *(["compaction"] if t.is_mor else []), "clean"]
+
+
+def _token(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return request.cookies.get("_token")
+
+
+def _api_base(request: Request) -> str:
+    try:
+        from airflow.configuration import conf
+        base = conf.get("api", "base_url", fallback="") or ""
+    except Exception:  # noqa: BLE001 - outside Airflow (tests): the request's own origin
+        base = ""
+    return (base or str(request.base_url)).rstrip("/")
+
+
+def create_app(auth: bool = True) -> FastAPI:
+    """The app; ``auth=False`` only for tests of the pages' content without an Airflow server."""
+    deps = []
+    if auth:
+        from airflow.api_fastapi.core_api.security import requires_authenticated
+        deps = [Depends(requires_authenticated())]
+    app = FastAPI(title="Lakehouse", dependencies=deps,
+                  description="Tables, timelines and table services of the lakehouse registry.")
+
+    @app.get("/", response_class=HTMLResponse)
+    def tables_page() -> str:
+        reg = _registry()
+        return render("tables", prefix=PREFIX, registry=reg.path,
+                      tables=[overview.summary(t.name, t.path, t.table_type) for t in reg.tables])
+
+    @app.get("/tables/{name}", response_class=HTMLResponse)
+    def table_page(name: str) -> str:
+        t = _entry(name)
+        d = overview.details(t.name, t.path, t.table_type)
+        return render("table", prefix=PREFIX, t=d, services=_services(t), chart=timeline_svg(d["timeline"]))
+
+    @app.get("/tables/{name}/timeline.svg")
+    def timeline_chart(name: str) -> Response:
+        t = _entry(name)
+        d = overview.details(t.name, t.path, t.table_type)
+        return Response(timeline_svg(d["timeline"]), media_type="image/svg+xml")
+
+    @app.get("/api/tables")
+    def tables() -> list[dict[str, Any]]:
+        return [{**overview.summary(t.name, t.path, t.table_type), "services": _services(t),
+                 "dags": {s: t.dag_id(s) for s in _services(t)}} for t in _registry().tables]
+
+    @app.get("/api/tables/{name}")
+    def table(name: str) -> dict[str, Any]:
+        t = _entry(name)
+        return {**overview.details(t.name, t.path, t.table_type), "services": _services(t),
+                "dags": {s: t.dag_id(s) for s in _services(t)}}
+
+    @app.post("/api/tables/{name}/trigger/{service}")
+    async def trigger(name: str, service: str, request: Request) -> dict[str, Any]:
+        # A custom header: a form on another site cannot send it, so a cookie alone cannot
+        # trigger anything (no cross-site request forgery).
+        if request.headers.get(TRIGGER_HEADER) != "1":
+            raise HTTPException(status_code=400, detail=f"send the {TRIGGER_HEADER}: 1 header")
+        t = _entry(name)
+        if service not in _services(t):
+            raise HTTPException(status_code=404, detail=f"{name} has no {service} service; "
+                                f"it has {', '.join(_services(t))}")
+        token = _token(request)
+        if not token:
+            raise HTTPException(status_code=401, detail="no Airflow token")
+        import httpx
+        dag_id = t.dag_id(service)
+        async with httpx.AsyncClient(timeout=30) as client:
+            r = await client.post(f"{_api_base(request)}/api/v2/dags/{dag_id}/dagRuns",
+                                  json={"logical_date": None, "conf": {"triggered_from": "lakehouse-view"}},
+                                  headers={"Authorization": f"Bearer {token}"})
+        if r.status_code >= 300:
+            detail = r.json().get("detail", r.text) if r.headers.get("content-type", "").startswith(
+                "application/json") else r.text
+            raise HTTPException(status_code=r.status_code, detail=f"Airflow refused to trigger {dag_id}: {detail}")
+        body = r.json()
+        return {"dag_id": dag_id, "dag_run_id": body.get("dag_run_id"), "state": body.get("state")}
+
+    return app
+
+
+__all__ = ["create_app", "PREFIX", "TRIGGER_HEADER"]

@@ -1,0 +1,64 @@
+"""`make run`'s platform: Airflow's four components on 127.0.0.1, the DAGs unpaused, a first cycle
+of ingest, compaction and clean run through the REST API; stopped by its process group."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import lakehouse
+from lakehouse.timeline.instant import Action
+
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
+
+
+def test_first_cycle_completes_and_leaves_its_instants(platform):
+    layout, started, work = platform
+    assert started["runs"] == {"trips_ingest": ["success", "success"], "trips_compaction": ["success"],
+                               "trips_clean": ["success"]}
+    assert started["url"] == f"http://127.0.0.1:{layout.port}" and started["password"]
+    table = lakehouse.open_table(str(work / "tables" / "trips"))
+    tl = table.timeline
+    done = tl.completed()
+    assert len(done.filter(actions=[Action.DELTA_COMMIT]).instants) == 2
+    compactions = [i for i in done.filter(actions=[Action.COMMIT]).instants if tl.is_compaction(i.time)]
+    assert len(compactions) == 1
+    # The clean (1 file version retained) removed the slices the compaction replaced.
+    assert len(done.filter(actions=[Action.CLEAN]).instants) == 1
+    assert not tl.pending().instants
+
+
+def test_components_run_in_one_process_group_bound_to_loopback(platform):
+    from lakehouse.airflow import platform as plat
+    layout, started, _ = platform
+    pgid = plat.running_pgid(layout)
+    assert pgid == started["pgid"]
+    pids = [int(p) for p in layout.pid_file.read_text().split()[1:]]
+    assert len(pids) == 4 and all(os.getpgid(p) == pgid for p in pids)
+    # Every listening TCP socket of the platform's processes is on 127.0.0.1.
+    inodes = set()
+    for pid in pids:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and cols[9] in inodes:  # LISTEN
+                    listening.append(cols[1])
+    assert listening, "the api-server listens"
+    assert all(addr.split(":")[0] in ("0100007F", "00000000000000000000000001000000") for addr in listening), listening
+
+
+def test_a_second_start_is_refused_while_running(platform):
+    from lakehouse.airflow import platform as plat
+    layout, _, _ = platform
+    with pytest.raises(plat.PlatformError, match="already running"):
+        plat.start(layout, cycle=False)

@@ -1,0 +1,98 @@
+"""The table registry: what users edit is validated, with errors that name the field."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from lakehouse.errors import ConfigError
+from tests.airflow.conftest import REPO
+
+pytest.importorskip("jsonschema", reason="the registry is validated with jsonschema (pip install '.[airflow]')")
+pytest.importorskip("yaml", reason="the registry is YAML (pip install '.[airflow]')")
+
+from lakehouse.airflow import registry  # noqa: E402
+
+GOOD = """
+defaults: {spark_conn_id: my_spark, retries: 3}
+tables:
+  trips:
+    path: data/trips
+    options: {hoodie.bucket.index.num.buckets: 4, hoodie.parquet.small.file.limit: 0}
+    source: {kind: demo, dir: landing}
+  orders:
+    path: s3://bucket/orders
+    table_type: COPY_ON_WRITE
+    index: BLOOM
+    record_key: [order_id, line]
+    partition_by: day
+    ordering_field: updated_at
+    source: {kind: files, dir: /in/orders, format: csv}
+    schedule: {ingest: "0 * * * *", compaction: {cron: "0 3 * * *"}, clean: null}
+    retries: 0
+"""
+
+
+def write(tmp_path, text: str):
+    p = tmp_path / "tables.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_the_shipped_registry_loads():
+    reg = registry.load(str(REPO / "dags" / "tables.yaml"))
+    assert [t.name for t in reg.tables] == ["trips"]
+    t = reg.tables[0]
+    assert t.path == os.path.normpath(REPO / "var" / "tables" / "trips")
+    assert t.schedule.compaction_after_commits == 3
+
+
+def test_entries_are_typed_with_defaults_and_paths_resolved(tmp_path):
+    reg = registry.load(write(tmp_path, GOOD))
+    trips, orders = reg.table("trips"), reg.table("orders")
+    assert trips.path == str(tmp_path / "data" / "trips") and trips.source.dir == str(tmp_path / "landing")
+    assert trips.options == {"hoodie.bucket.index.num.buckets": "4", "hoodie.parquet.small.file.limit": "0"}
+    assert (trips.spark_conn_id, trips.retries, trips.table_type, trips.index) == ("my_spark", 3, "MERGE_ON_READ", "BUCKET")
+    assert trips.schedule.compaction_after_commits == registry.DEFAULT_AFTER_COMMITS
+    assert trips.schedule.clean == "@daily" and trips.schedule.ingest is None
+    assert orders.path == "s3://bucket/orders" and orders.retries == 0
+    assert orders.record_key == ("order_id", "line") and orders.partition_by == ("day",)
+    # Copy-on-write: nothing to compact, whatever the schedule says.
+    assert orders.schedule.compaction_after_commits is None and orders.schedule.compaction_cron is None
+    assert orders.schedule.clean is None
+    with pytest.raises(ConfigError, match="no table 'nope'"):
+        reg.table("nope")
+
+
+@pytest.mark.parametrize("text,where", [
+    ("tables: {trips: {path: x, sourse: {kind: demo, dir: d}}}", "tables/trips"),
+    ("tables: {trips: {path: x, source: {kind: kafka, dir: d}}}", "tables/trips/source/kind"),
+    ("tables: {trips: {path: x, source: {kind: demo, dir: d}, options: {parquet.size: 1}}}", "tables/trips/options"),
+    ("tables: {9trips: {path: x, source: {kind: demo, dir: d}}}", "tables"),
+    ("tables: {trips: {path: x, source: {kind: demo, dir: d}, schedule: {compaction: {after_commits: 0}}}}",
+     "tables/trips/schedule/compaction"),
+    ("tables: {trips: {path: x, source: {kind: demo, dir: d}, retries: -1}}", "tables/trips/retries"),
+    ("tables: {}", "tables"),
+    ("defaults: {retries: 1}", "(top level)"),
+])
+def test_invalid_registries_name_the_field(tmp_path, text, where):
+    with pytest.raises(ConfigError) as e:
+        registry.load(write(tmp_path, text))
+    assert "not a valid table registry" in e.value.message and where in e.value.message
+    assert e.value.help
+
+
+def test_a_files_source_needs_its_record_key(tmp_path):
+    with pytest.raises(ConfigError, match="names no record_key"):
+        registry.load(write(tmp_path, "tables: {t: {path: x, source: {kind: files, dir: d}}}"))
+
+
+def test_missing_and_malformed_files(tmp_path, monkeypatch):
+    with pytest.raises(ConfigError, match="does not exist"):
+        registry.load(str(tmp_path / "absent.yaml"))
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        registry.load(write(tmp_path, "tables: [unclosed"))
+    monkeypatch.delenv(registry.ENV_VAR, raising=False)
+    with pytest.raises(ConfigError, match="no table registry"):
+        registry.load()

@@ -1,0 +1,138 @@
+"""The Lakehouse view's endpoints: content from a real table (no server), and against the running
+platform: authentication required everywhere, triggering through Airflow's API."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import lakehouse
+
+pytest.importorskip("fastapi", reason="the Lakehouse view is a FastAPI app (pip install '.[airflow]')")
+pytest.importorskip("jsonschema", reason="the registry needs jsonschema (pip install '.[airflow]')")
+
+TAGS = {"airflow.dag_id": "orders_ingest", "airflow.run_id": "manual__1", "airflow.task_id": "ingest",
+        "airflow.try_number": "1"}
+
+
+def batch(keys, ts):
+    return pa.table({"id": [f"k{k}" for k in keys], "p": [f"p{k % 2}" for k in keys],
+                     "ts": [ts] * len(keys), "v": [f"<b>{k}</b>" for k in keys]})
+
+
+@pytest.fixture
+def view(tmp_path, monkeypatch):
+    """A registry with one MOR table that went through writes, a compaction and a clean."""
+    t = lakehouse.create_table(str(tmp_path / "orders"), name="orders", table_type="MERGE_ON_READ",
+                               record_key="id", partition_by="p", ordering_field="ts", index="BUCKET",
+                               options={"hoodie.bucket.index.num.buckets": 1})
+    t.write(batch(range(20), 1), "upsert", extra_metadata=TAGS)
+    t.write(batch(range(10), 2), "upsert")
+    sched = t.schedule_compaction(force=True, extra_metadata={**TAGS, "airflow.task_id": "compaction_plan"})
+    t.run_compaction(sched.instant)
+    t.commit_compaction(sched.instant)
+    t.write(batch(range(5), 3), "upsert")
+    cleaned = t.clean(options={"hoodie.cleaner.commits.retained": 1})
+    assert cleaned.instant is not None and cleaned.files_deleted > 0
+    reg = tmp_path / "tables.yaml"
+    reg.write_text(f"tables:\n  orders:\n    path: {tmp_path / 'orders'}\n    record_key: id\n"
+                   f"    source: {{kind: files, dir: {tmp_path / 'in'}}}\n"
+                   f"  later:\n    path: {tmp_path / 'later'}\n    table_type: COPY_ON_WRITE\n"
+                   f"    source: {{kind: demo, dir: {tmp_path / 'in2'}}}\n")
+    monkeypatch.setenv("LAKEHOUSE_REGISTRY", str(reg))
+    from fastapi.testclient import TestClient
+
+    from lakehouse.airflow.ui.app import create_app
+    return t, TestClient(create_app(auth=False))
+
+
+def test_overview_of_a_table(view):
+    from lakehouse.airflow.ui import overview
+    t, _ = view
+    d = overview.details("orders", t.path, "MERGE_ON_READ")
+    actions = [i["action"] for i in d["timeline"]]
+    assert actions == ["deltacommit", "deltacommit", "compaction", "deltacommit", "clean"]
+    first, comp = d["timeline"][0], d["timeline"][2]
+    assert first["made_by"] == {"dag_id": "orders_ingest", "run_id": "manual__1", "task_id": "ingest",
+                                "try_number": "1"}
+    assert comp["made_by"]["task_id"] == "compaction_plan" and d["timeline"][1]["made_by"] is None
+    assert all(i["state"] == "COMPLETED" and i["end"] >= i["start"] - 1 for i in d["timeline"])
+    stats = t.stats()
+    assert (d["file_groups"], d["log_files"], d["log_bytes"]) == (stats.file_groups, stats.log_files, stats.log_bytes)
+    assert len(d["groups"]) == stats.file_groups and sum(g["log_files"] for g in d["groups"]) == stats.log_files
+    [c] = d["cleans"]
+    assert c["files_deleted"] > 0 and c["bytes_freed"] > 0
+
+
+def test_json_endpoints(view):
+    t, client = view
+    rows = client.get("/api/tables").json()
+    assert [r["name"] for r in rows] == ["orders", "later"]
+    assert rows[0]["exists"] and rows[0]["last_commit"] == t.stats().last_commit
+    assert rows[1] == {**rows[1], "exists": False, "services": ["ingest", "clean"]}
+    one = client.get("/api/tables/orders").json()
+    assert one["dags"] == {"ingest": "orders_ingest", "compaction": "orders_compaction", "clean": "orders_clean"}
+    assert len(one["timeline"]) == 5
+    assert client.get("/api/tables/nope").status_code == 404
+
+
+def test_pages_and_chart(view):
+    t, client = view
+    page = client.get("/").text
+    assert 'data-table="orders"' in page and "not created yet" in page
+    page = client.get("/tables/orders").text
+    assert page.count("<tr data-instant=") == 5 and 'data-service="compaction"' in page
+    assert "orders_ingest.ingest (try 1)" in page
+    svg = client.get("/tables/orders/timeline.svg")
+    assert svg.headers["content-type"].startswith("image/svg+xml")
+    assert svg.text.count("<g data-instant=") == 5
+    assert client.get("/tables/nope").status_code == 404
+
+
+def test_trigger_refuses_what_it_cannot_do(view):
+    _, client = view
+    assert client.post("/api/tables/orders/trigger/clean").status_code == 400  # no header: no CSRF
+    h = {"X-Lakehouse-Trigger": "1"}
+    assert client.post("/api/tables/later/trigger/compaction", headers=h).status_code == 404
+    assert client.post("/api/tables/nope/trigger/clean", headers=h).status_code == 404
+    assert client.post("/api/tables/orders/trigger/clean", headers=h).status_code == 401  # no token
+
+
+def test_a_broken_registry_is_a_503_that_says_why(view, tmp_path, monkeypatch):
+    _, client = view
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tables: {orders: {path: x}}")
+    monkeypatch.setenv("LAKEHOUSE_REGISTRY", str(bad))
+    r = client.get("/api/tables")
+    assert r.status_code == 503 and "source" in r.json()["detail"]
+
+
+# --- against the running platform -------------------------------------------------------------
+
+@pytest.mark.airflow
+@pytest.mark.spark
+@pytest.mark.slow
+def test_every_endpoint_needs_an_airflow_user(platform):
+    import httpx
+
+    from lakehouse.airflow import platform as plat
+    layout, _, _ = platform
+    base = f"{layout.url}/lakehouse"
+    gets = ["/", "/tables/trips", "/tables/trips/timeline.svg", "/api/tables", "/api/tables/trips"]
+    for path in gets:
+        assert httpx.get(base + path).status_code == 401, path
+        assert httpx.get(base + path, headers={"Authorization": "Bearer forged"}).status_code in (401, 403), path
+    assert httpx.post(f"{base}/api/tables/trips/trigger/clean",
+                      headers={"X-Lakehouse-Trigger": "1"}).status_code == 401
+    api = plat.Api(layout)
+    for path in gets:
+        assert api.http.get(base + path).status_code == 200, path
+    rows = api.http.get(f"{base}/api/tables").json()
+    assert rows[0]["name"] == "trips" and rows[0]["last_commit"]
+    # Triggering goes through Airflow's API as this user: the run is there afterwards.
+    r = api.http.post(f"{base}/api/tables/trips/trigger/clean", headers={"X-Lakehouse-Trigger": "1"})
+    assert r.status_code == 200, r.text
+    run_id = r.json()["dag_run_id"]
+    assert api.get(f"/dags/trips_clean/dagRuns/{run_id}")["conf"] == {"triggered_from": "lakehouse-view"}
+    assert api.wait_run("trips_clean", run_id) == "success"
+
