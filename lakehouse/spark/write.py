@@ -26,6 +26,7 @@ so Spark does not retry a task that would fail again; the driver rolls the insta
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -306,7 +307,9 @@ def _write_task(job: _Job):
 
         def run() -> list[str]:
             client = job.client()
-            ctx = _context(client, job.data_schema, job.instant)
+            tc = TaskContext.get()
+            ctx = dataclasses.replace(_context(client, job.data_schema, job.instant),
+                                      stage=tc.stageId(), attempt=tc.attemptNumber())
             helpers = table.select([c for c in (KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL, assign.FID)
                                     if c in table.column_names])
             data = job.rows(client, table.drop_columns(
@@ -320,6 +323,9 @@ def _write_task(job: _Job):
                 part = pa.concat_tables(tg.rows) if len(tg.rows) > 1 else tg.rows[0]
                 out += [json.dumps(s.to_json()) for s in
                         assign.run_target(client, ctx, tg, part, pid * 1000 + i)]
+            # A task lost here (executor gone) is retried by Spark: its new attempt writes files
+            # under another write token, and phase 2 removes the lost attempt's.
+            fault_point("spark.write_task.after_files")
             return out
 
         box: list = []

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from lakehouse.config import LogBlockFormat, WriteConfig
 from lakehouse.faults import fault_point
 from lakehouse.file_group.file_slice import FileSlice
-from lakehouse.file_group.naming import BaseFileName, LogFileName, join
+from lakehouse.file_group.naming import BaseFileName, LogFileName, join, write_token
 from lakehouse.log.block import encode_avro_data_block, encode_delete_block, encode_parquet_data_block
 from lakehouse.read.file_slice_reader import read_base_file
 from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, drop_helpers, resolve
@@ -40,6 +40,13 @@ class HandleContext:
     avro_schema_json: str
     config: WriteConfig
     spec: MergeSpec
+    # Spark's stage and task attempt: in the write token (as Hudi's), so a retried task writes
+    # files of its own instead of colliding with its first attempt's (which phase 2 removes).
+    stage: int = 0
+    attempt: int = 0
+
+    def token(self, task: int) -> str:
+        return write_token(task, self.stage, self.attempt)
 
 
 def with_meta(records: pa.Table, *, instant_time: str, task: int, partition: str,
@@ -109,7 +116,7 @@ def _write_data(ctx: HandleContext, path: str, data: bytes) -> None:
 
 def create_base_file(ctx: HandleContext, *, partition: str, file_id: str, records: pa.Table,
                      keys: pa.ChunkedArray, task: int, num_updates: int = 0) -> WriteStat:
-    name = BaseFileName(file_id, f"{task}-0-0", ctx.instant_time)
+    name = BaseFileName(file_id, ctx.token(task), ctx.instant_time)
     ctx.markers.create(partition, str(name), MarkerType.CREATE)
     table = with_meta(records, instant_time=ctx.instant_time, task=task, partition=partition,
                       file_name=str(name), keys=keys, schema=ctx.schema)
@@ -127,7 +134,7 @@ def write_compacted_base_file(ctx: HandleContext, *, partition: str, file_id: st
     """A compaction's output: records keep their commit time and sequence number (as Hudi's
     compactor preserves them); only ``_hoodie_file_name`` points at the new file. An empty
     result is still written, or the slice before the compaction would show through."""
-    name = BaseFileName(file_id, f"{task}-0-0", ctx.instant_time)
+    name = BaseFileName(file_id, ctx.token(task), ctx.instant_time)
     ctx.markers.create(partition, str(name), MarkerType.CREATE)
     cols = []
     for f in ctx.schema:
@@ -155,7 +162,7 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
     """
     assert base_slice.base_file is not None
     partition, file_id = base_slice.partition, base_slice.file_id
-    name = BaseFileName(file_id, f"{task}-0-0", ctx.instant_time)
+    name = BaseFileName(file_id, ctx.token(task), ctx.instant_time)
     ctx.markers.create(partition, str(name), MarkerType.MERGE)
     old = read_base_file(ctx.storage, base_slice.base_file.path, ctx.schema, None)
     n_old = old.num_rows
@@ -238,13 +245,13 @@ def append_log(ctx: HandleContext, *, slice_: FileSlice, partition: str, file_id
     files: list[tuple[LogFileName, bytes]] = []
     for b in blocks:
         if current and size + len(b) > ctx.config.log_max_size:
-            files.append((LogFileName(file_id, base_instant, version, f"{task}-0-0"), b"".join(current)))
+            files.append((LogFileName(file_id, base_instant, version, ctx.token(task)), b"".join(current)))
             version += 1
             current, size = [], 0
         current.append(b)
         size += len(b)
     if current:
-        files.append((LogFileName(file_id, base_instant, version, f"{task}-0-0"), b"".join(current)))
+        files.append((LogFileName(file_id, base_instant, version, ctx.token(task)), b"".join(current)))
     base_name = (str(slice_.base_file.name) if slice_ is not None and slice_.base_file is not None
                  and slice_.base_instant == base_instant else "")
     for i, (name, data) in enumerate(files):

@@ -66,3 +66,25 @@ def test_spark_ingest_killed_on_the_driver_is_applied_once(tmp_path, spark_submi
     # Killed after the commit: the batch is in, the rerun has nothing to do; before: it redoes it.
     assert rerun.doc["status"] == ("nothing_to_do" if point == "commit.after_complete" else "ok")
     assert rows(lakehouse.open_table(str(path))) == reference(tmp_path / "ref", src)
+
+
+@pytest.mark.parametrize("index", ["BUCKET", "SIMPLE"])
+def test_a_write_task_lost_after_writing_is_retried_by_spark(tmp_path, spark_submit, index):
+    """An executor's Python worker dies after its task wrote files: Spark runs the task again
+    (local[2,2]: two attempts), the new attempt writes under its own write token, and the commit
+    removes the lost attempt's files; the batch is in once, with no file left over."""
+    src, path = tmp_path / "in", tmp_path / "trips"
+    demo.write_batches(str(src), 1, demo.DemoStream(rows=400))
+    spark_submit("ingest", path, "--source-dir", src, "--create", "--commit", "--index", index, *OPTS)
+    demo.write_batches(str(src), 1, demo.DemoStream(rows=400))  # updates: MOR log appends
+    env = dict(spark_submit.env, LAKEHOUSE_FAULTS=f"spark.write_task.after_files:kill@{tmp_path}/once")
+    run = spark_submit("ingest", path, "--source-dir", src, "--commit", "--index", index, *OPTS,
+                       master="local[2,2]", env=env)
+    assert run.returncode == 0 and run.doc["status"] == "ok", run.explain()
+    assert (tmp_path / "once").exists()  # the fault did fire
+    t = lakehouse.open_table(str(path))
+    assert rows(t) == reference(tmp_path / "ref", src)
+    committed = {s.path for i in t.timeline.completed_writes() for s in t.active.commit_metadata(i).write_stats()}
+    on_disk = {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()
+               and ".hoodie" not in p.parts and not p.name.startswith(".hoodie_partition_metadata")}
+    assert on_disk == committed

@@ -136,3 +136,16 @@ def test_every_endpoint_needs_an_airflow_user(platform):
     assert api.get(f"/dags/trips_clean/dagRuns/{run_id}")["conf"] == {"triggered_from": "lakehouse-view"}
     assert api.wait_run("trips_clean", run_id) == "success"
 
+
+@pytest.mark.airflow
+@pytest.mark.spark
+@pytest.mark.slow
+def test_task_instances_link_to_their_table(platform):
+    from lakehouse.airflow import platform as plat
+    layout, _, _ = platform
+    api = plat.Api(layout)
+    run = api.get("/dags/trips_ingest/dagRuns", order_by="-run_after", limit=1)["dag_runs"][0]
+    links = api.get(f"/dags/trips_ingest/dagRuns/{run['dag_run_id']}/taskInstances/ingest/links")
+    assert links["Lakehouse table"] == f"{layout.url}/lakehouse/tables/trips"
+    assert api.http.get(links["Lakehouse table"]).status_code == 200
+
