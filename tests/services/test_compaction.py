@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import fastavro
 import pyarrow as pa

@@ -250,7 +250,7 @@ def test_empty_and_null_partition_values_are_never_pruned(tmp_path):
 
 
 def test_naive_timestamps_are_stored_as_utc_instants(tmp_path):
-    from datetime import datetime, timezone
+    from datetime import datetime
     t = lakehouse.create_table(str(tmp_path / "t"), name="n", record_key="id", ordering_field="ts")
     t.upsert(pa.table({"id": ["a"], "ts": [1], "at": pa.array([datetime(2024, 1, 1, 1)], pa.timestamp("us"))}))
     t.upsert(pa.table({"id": ["b"], "ts": [1], "at": pa.array([datetime(2024, 1, 2)], pa.timestamp("us"))}))
