@@ -78,3 +78,16 @@ class CommitConflictError(WriteError):
 
 class CommitOutcomeUnknownError(LakehouseError):
     """The commit may or may not have landed: check the timeline before retrying."""
+
+
+class LockError(LakehouseError):
+    """A table lock could not be taken or kept."""
+
+
+class LockTimeoutError(LockError, TimeoutError):
+    """Another holder kept the lock longer than we would wait. Definitely failed: nothing was
+    done under the lock."""
+
+
+class LockLostError(LockError):
+    """Our lease ran out or was taken over: whatever was about to happen under the lock must not."""

@@ -1,0 +1,1 @@
+"""Concurrency control: table locks (and, next, optimistic commit checks under them)."""

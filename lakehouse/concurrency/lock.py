@@ -1,0 +1,185 @@
+"""Table locks: a provider interface and a lock kept in the table's own storage.
+
+The storage lock needs only the storage's atomic create. It is a sequence of lease files under
+``.hoodie/.locks/``: ``lock-<n>.json`` says who took lease ``n`` and until when. Whoever
+creates ``lock-<n+1>`` first holds the lock; that is allowed when lease ``n`` was released
+(``lock-<n>.released`` exists) or has expired. The holder renews its lease by rewriting its own
+``lock-<n>.heartbeat`` (only the holder writes it, so no race), and before acting on the lock
+checks that it still holds it: no newer lease exists and its own has not run out. A taker whose
+listing was stale (the number it created had been forgotten) sees a newer lease right after
+creating its own and gives it up, so a number is never held twice. The lease
+number is a fencing token: it only grows. A holder that stalls past its lease loses the lock to
+the next writer and learns so at its next check (:class:`LockLostError`), before committing.
+
+Times come from an injected clock, so expiry and takeover are tested without sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from lakehouse.errors import FileAlreadyExistsError, LockError, LockLostError, LockTimeoutError
+from lakehouse.storage.base import Storage
+
+LOCK_DIR = ".hoodie/.locks"
+_LEASE = re.compile(r"^lock-(\d{12})\.json$")
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Lease:
+    number: int  # the fencing token
+    owner: str
+    token: str
+    expires_at: float
+
+
+class LockProvider(Protocol):
+    """What the committer needs of a lock: take it, keep it, check it, give it back."""
+
+    def acquire(self, timeout_s: float | None = None) -> Lease: ...
+
+    def renew(self, lease: Lease) -> Lease: ...
+
+    def check(self, lease: Lease) -> None: ...
+
+    def release(self, lease: Lease) -> None: ...
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
+class StorageLockProvider:
+    """A lease-based lock in the table's storage (see the module docstring)."""
+
+    def __init__(self, storage: Storage, *, owner: str | None = None, lease_s: float = 60.0,
+                 poll_s: float = 0.1, clock: Clock = time.time,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if lease_s <= 0 or poll_s <= 0:
+            raise LockError(f"lease ({lease_s} s) and poll interval ({poll_s} s) must be positive",
+                            help="set hoodie.write.lock.* to positive durations")
+        self.storage = storage
+        self.owner = owner or default_owner()
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+        self.clock = clock
+        self.sleep = sleep
+
+    # --- files ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _path(n: int, suffix: str = ".json") -> str:
+        return f"{LOCK_DIR}/lock-{n:012d}{suffix}"
+
+    def _latest(self) -> int:
+        names = [i.name for i in self.storage.list(LOCK_DIR)] if self.storage.exists(LOCK_DIR) else []
+        return max((int(m.group(1)) for n in names if (m := _LEASE.match(n))), default=0)
+
+    def _expiry(self, n: int) -> float | None:
+        """When lease ``n`` runs out (None: released or unreadable as a lease, i.e. free)."""
+        if n == 0 or self.storage.exists(self._path(n, ".released")):
+            return None
+        expires = 0.0
+        for suffix in (".json", ".heartbeat"):
+            try:
+                doc = json.loads(self.storage.read(self._path(n, suffix)))
+                expires = max(expires, float(doc["expires_at"]))
+            except FileNotFoundError:
+                continue
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn heartbeat: the lease file still tells
+        return expires
+
+    # --- the protocol ----------------------------------------------------------------------------
+
+    def try_acquire(self) -> Lease | None:
+        n = self._latest()
+        expiry = self._expiry(n)
+        if expiry is not None and expiry > self.clock():
+            return None
+        lease = Lease(n + 1, self.owner, uuid.uuid4().hex, self.clock() + self.lease_s)
+        try:
+            self.storage.create(self._path(lease.number), json.dumps(
+                {"owner": lease.owner, "token": lease.token, "expires_at": lease.expires_at,
+                 "took_over": n if expiry is not None else None}).encode())
+        except FileAlreadyExistsError:
+            return None  # someone else was faster
+        if self._latest() != lease.number:
+            # Our listing was stale and the number we took had been forgotten already: a newer
+            # lease exists, so ours is void. Numbers only grow; give this one back and retry.
+            self.release(lease)
+            return None
+        self._forget_before(lease.number - 1)
+        return lease
+
+    def acquire(self, timeout_s: float | None = None) -> Lease:
+        deadline = self.clock() + (timeout_s if timeout_s is not None else self.lease_s * 2)
+        while True:
+            lease = self.try_acquire()
+            if lease is not None:
+                return lease
+            if self.clock() >= deadline:
+                n = self._latest()
+                holder = self._holder(n)
+                raise LockTimeoutError(
+                    f"the table lock is held by {holder} (lease {n}); gave up after "
+                    f"{timeout_s if timeout_s is not None else self.lease_s * 2:.1f} s",
+                    help="retry later, or wait until that writer finishes; a crashed holder's "
+                         "lease expires by itself")
+            self.sleep(self.poll_s)
+
+    def check(self, lease: Lease) -> None:
+        latest = self._latest()
+        if latest > lease.number:
+            raise LockLostError(f"lease {lease.number} of {lease.owner} was taken over by "
+                                f"{self._holder(latest)}",
+                                help="do not commit: another writer holds the lock; retry the operation")
+        expiry = self._expiry(lease.number)
+        if expiry is None or expiry <= self.clock():
+            raise LockLostError(f"lease {lease.number} of {lease.owner} expired",
+                                help="renew the lease more often than hoodie.write.lock lease time; retry")
+
+    def renew(self, lease: Lease) -> Lease:
+        self.check(lease)
+        renewed = Lease(lease.number, lease.owner, lease.token, self.clock() + self.lease_s)
+        self.storage.write(self._path(lease.number, ".heartbeat"),
+                           json.dumps({"owner": lease.owner, "token": lease.token,
+                                       "expires_at": renewed.expires_at}).encode())
+        return renewed
+
+    def release(self, lease: Lease) -> None:
+        try:
+            self.storage.create(self._path(lease.number, ".released"), lease.token.encode())
+        except FileAlreadyExistsError:
+            pass
+
+    # --- housekeeping ------------------------------------------------------------------------------
+
+    def _holder(self, n: int) -> str:
+        try:
+            return str(json.loads(self.storage.read(self._path(n)))["owner"])
+        except (FileNotFoundError, ValueError, KeyError):
+            return "an unknown writer"
+
+    def _forget_before(self, n: int) -> None:
+        """Leases older than the previous one are history (the previous one stays: its holder
+        may still look for lock-<n+1> to learn it lost)."""
+        if n <= 1:
+            return
+        for info in self.storage.list(LOCK_DIR):
+            m = re.match(r"^lock-(\d{12})\.", info.name)
+            if m and int(m.group(1)) < n:
+                self.storage.delete(f"{LOCK_DIR}/{info.name}")
+
+
+__all__ = ["LockProvider", "StorageLockProvider", "Lease", "LockError", "LockTimeoutError",
+           "LockLostError", "default_owner"]

@@ -1,0 +1,129 @@
+"""The storage lock: mutual exclusion through atomic create, leases, renewal, expiry and takeover
+(on an injected clock), fencing, and real threads contending for it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from lakehouse.concurrency.lock import LOCK_DIR, StorageLockProvider
+from lakehouse.errors import LockError, LockLostError, LockTimeoutError
+from lakehouse.storage import get_storage
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+@pytest.fixture
+def storage(tmp_path):
+    return get_storage(str(tmp_path))
+
+
+def provider(storage, clock, owner, lease_s=10.0):
+    return StorageLockProvider(storage, owner=owner, lease_s=lease_s, poll_s=0.5, clock=clock, sleep=clock.sleep)
+
+
+def test_one_holder_at_a_time_and_release_hands_it_on(storage):
+    clock = Clock()
+    a, b = provider(storage, clock, "a"), provider(storage, clock, "b")
+    la = a.acquire()
+    assert b.try_acquire() is None
+    with pytest.raises(LockTimeoutError, match="held by a") as e:
+        b.acquire(timeout_s=3)
+    assert e.value.help and clock.now >= 1_003  # it waited (on the injected clock), then gave up
+    a.check(la)
+    a.release(la)
+    lb = b.acquire(timeout_s=0)
+    assert lb.number == la.number + 1  # the fencing token grows
+    with pytest.raises(LockLostError, match="taken over by b"):
+        a.check(la)
+
+
+def test_an_expired_lease_is_taken_over_and_its_holder_learns_it(storage):
+    clock = Clock()
+    a, b = provider(storage, clock, "a"), provider(storage, clock, "b")
+    la = a.acquire()
+    clock.now += 9
+    la = a.renew(la)  # a heartbeat moves the lease on
+    clock.now += 9
+    assert b.try_acquire() is None  # 18 s after taking it, still held thanks to the renewal
+    clock.now += 2
+    with pytest.raises(LockLostError, match="expired"):
+        a.check(la)  # past its lease: not to be used, even before anyone takes over
+    lb = b.try_acquire()
+    assert lb is not None and lb.number == la.number + 1
+    with pytest.raises(LockLostError, match="taken over"):
+        a.renew(la)  # a stalled holder cannot renew its way back
+    b.check(lb)
+
+
+def test_old_leases_are_forgotten(storage):
+    clock = Clock()
+    p = provider(storage, clock, "p")
+    for _ in range(5):
+        p.release(p.acquire(timeout_s=0))
+    names = sorted(i.name for i in storage.list(LOCK_DIR))
+    assert {n.split(".")[0] for n in names} == {"lock-000000000004", "lock-000000000005"}
+
+
+def test_nonsense_settings_are_refused(storage):
+    with pytest.raises(LockError, match="positive"):
+        StorageLockProvider(storage, lease_s=0)
+
+
+def test_threads_never_hold_it_together(storage):
+    """Real time, real atomic creates: four threads take the lock 15 times each."""
+    inside = []
+    overlaps = []
+    taken = []
+
+    def worker(i: int) -> None:
+        p = StorageLockProvider(storage, owner=f"t{i}", lease_s=30, poll_s=0.001)
+        for _ in range(15):
+            lease = p.acquire(timeout_s=60)
+            inside.append(i)
+            if len(inside) > 1:
+                overlaps.append(list(inside))
+            taken.append(lease.number)
+            time.sleep(0.0005)
+            p.check(lease)
+            inside.remove(i)
+            p.release(lease)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == []
+    assert sorted(taken) == list(range(1, 61))  # every lease number handed out once
+
+
+def test_a_stale_taker_gives_up_a_forgotten_number(storage):
+    """A taker that listed long ago may create a lease number that was already forgotten; it
+    must see the newer lease and not believe it holds the lock."""
+    clock = Clock()
+    a = provider(storage, clock, "a")
+    for _ in range(4):
+        a.release(a.acquire(timeout_s=0))
+    held = a.acquire(timeout_s=0)  # lease 5; leases 1-3 are forgotten
+    stale = provider(storage, clock, "stale")
+    real = stale._latest
+    calls = []
+    stale._latest = lambda: 1 if not calls.append(1) and len(calls) == 1 else real()  # first listing predates 2-5
+    assert not storage.exists(StorageLockProvider._path(2))
+    assert stale.try_acquire() is None
+    assert len(calls) == 2  # it listed again after creating lease 2, and saw lease 5
+    assert storage.exists(StorageLockProvider._path(2, ".released"))
+    del stale._latest
+    a.check(held)  # the real holder still holds it
