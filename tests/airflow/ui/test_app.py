@@ -146,6 +146,7 @@ def test_task_instances_link_to_their_table(platform):
     api = plat.Api(layout)
     run = api.get("/dags/trips_ingest/dagRuns", order_by="-run_after", limit=1)["dag_runs"][0]
     links = api.get(f"/dags/trips_ingest/dagRuns/{run['dag_run_id']}/taskInstances/ingest/links")
-    assert links["Lakehouse table"] == f"{layout.url}/lakehouse/tables/trips"
-    assert api.http.get(links["Lakehouse table"]).status_code == 200
+    url = links["extra_links"]["Lakehouse table"]
+    assert url == f"{layout.url}/lakehouse/tables/trips"
+    assert api.http.get(url).status_code == 200
 

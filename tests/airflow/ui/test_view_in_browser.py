@@ -35,7 +35,10 @@ def test_log_in_find_the_table_and_trigger_a_service(platform, browser, tmp_path
     page.fill("input[name=username]", started["user"])
     page.fill("input[name=password]", started["password"])
     page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{layout.url}/**")
+    # Signed in once the UI has left the login page and settled (going elsewhere while it still
+    # navigates would abort that navigation).
+    page.wait_for_url(lambda url: url.startswith(layout.url) and "/auth/" not in url)
+    page.wait_for_load_state("networkidle")
     # The "Lakehouse" entry sits in the navigation (under Browse) and opens the embedded view.
     page.goto(f"{layout.url}/")
     page.get_by_role("button", name="Browse").click()
