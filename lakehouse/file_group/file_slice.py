@@ -80,3 +80,9 @@ class FileGroup:
     @property
     def latest(self) -> FileSlice | None:
         return self.slices[-1] if self.slices else None
+
+    @property
+    def latest_base_file(self) -> "BaseFile | None":
+        """The newest base file (what Hudi's SIMPLE and BLOOM indexes look in): a slice that has
+        only logs so far (a pending compaction's) does not hide the one before it."""
+        return next((s.base_file for s in reversed(self.slices) if s.base_file is not None), None)

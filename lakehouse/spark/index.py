@@ -117,12 +117,12 @@ def _bloom_matches(keyed: "DataFrame", job: IndexJob, global_: bool, ordering_sp
         by_partition.setdefault(bf.partition, []).append(i)
     lo = [r[0] for r in ranges]
     hi = [r[1] for r in ranges]
+    groups = [(None, list(range(len(job.files))))] if global_ else list(by_partition.items())
 
     def pairs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             keys, parts = b.column(0), b.column(1)
             out_k, out_f = [], []
-            groups = [(None, list(range(len(job.files))))] if global_ else list(by_partition.items())
             for partition, files in groups:
                 in_part = (np.ones(len(keys), bool) if partition is None else
                            pc.fill_null(pc.equal(parts, partition), False).to_numpy(zero_copy_only=False))

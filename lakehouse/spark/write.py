@@ -26,7 +26,6 @@ so Spark does not retry a task that would fail again; the driver rolls the insta
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import State
 from lakehouse.write import assign
 from lakehouse.write.client import PARTITION, Operation, WriteClient
-from lakehouse.write.handles import HandleContext, schema_json
+from lakehouse.write.handles import schema_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -279,9 +278,7 @@ def _targets(client: WriteClient, job: _Job, rows: pa.Table) -> list:
             tg.rows.append(part)
             out.append(tg)
         return out
-    combine = {Operation.UPSERT: client.write_config.combine_before_upsert,
-               Operation.DELETE: True}.get(op, client.write_config.combine_before_insert)
-    if job.mode == "bucket" and combine and rows.num_rows > 1:
+    if job.mode == "bucket" and client.combines(op) and rows.num_rows > 1:
         rows = client.precombine(rows)
     if op is Operation.BULK_INSERT:
         rows = rows.filter(pc.invert(rows.column(DELETE))).sort_by([(KEY, "ascending")])
@@ -308,8 +305,8 @@ def _write_task(job: _Job):
         def run() -> list[str]:
             client = job.client()
             tc = TaskContext.get()
-            ctx = dataclasses.replace(_context(client, job.data_schema, job.instant),
-                                      stage=tc.stageId(), attempt=tc.attemptNumber())
+            ctx = client.handle_context(job.data_schema, job.instant, stage=tc.stageId(),
+                                        attempt=tc.attemptNumber())
             helpers = table.select([c for c in (KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL, assign.FID)
                                     if c in table.column_names])
             data = job.rows(client, table.drop_columns(
@@ -401,15 +398,6 @@ def _pick_task(job: _Job):
     return per_task
 
 
-def _context(client: WriteClient, data_schema: pa.Schema, t: str) -> HandleContext:
-    from lakehouse.read.reader import with_meta_fields
-    from lakehouse.write.markers import Markers
-    avro = arrow_to_avro_schema(data_schema, client.config.name, with_meta_fields=True)
-    return HandleContext(storage=client.storage, markers=Markers(client.storage, t), instant_time=t,
-                         schema=with_meta_fields(data_schema), avro_schema=avro,
-                         avro_schema_json=schema_json(avro), config=client.write_config, spec=client.spec)
-
-
 def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSystemView, timeline,
                  counts: dict[str, int]) -> list[WriteStat]:
     cfg = client.config
@@ -418,7 +406,8 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
     par = df.sparkSession.sparkContext.defaultParallelism
     # Shuffles sized by the batch: a small batch in a few tasks, a big one in enough to keep
     # every core busy (and no task with more than about one file's worth of rows to write).
-    per_file = assign._records_per_file(client.avg_record_size(timeline), client.write_config)
+    avg_size = client.avg_record_size(timeline)
+    per_file = assign._records_per_file(avg_size, client.write_config)
     rows = sum(counts.values())
     tasks = max(1, min(par * 4, math.ceil(rows / per_file)))
     global_ = index.is_global and index is not IndexType.BUCKET
@@ -431,13 +420,11 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
         return _run_writes(_keyed(df, job).repartition(tasks, PARTITION, BUCKET), job)
     keyed = _keyed(df, job)
     op = job.op
-    combine = {Operation.UPSERT: client.write_config.combine_before_upsert,
-               Operation.DELETE: True}.get(op, client.write_config.combine_before_insert)
-    if combine:
+    if client.combines(op):
         by = [KEY] if global_ else [PARTITION, KEY]
         keyed = keyed.repartition(tasks, *by).mapInArrow(_precombine_task(job), keyed.schema)
     if op is Operation.BULK_INSERT:
-        job.mode, job.avg_size = "bulk", client.avg_record_size(timeline)
+        job.mode, job.avg_size = "bulk", avg_size
         return _run_writes(keyed.repartitionByRange(tasks, PARTITION, KEY), job)
     job.mode = "indexed"
     from lakehouse.spark.index import IndexJob, tag
@@ -446,8 +433,8 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
     if op is Operation.INSERT:  # inserts skip the index, as in Hudi
         files, ordering = [], None
     else:
-        files = _latest_base_files(view)
-        files = [b for b in files if global_ or b.partition in partitions]
+        files = [g.latest_base_file for g in view.file_groups()
+                 if g.latest_base_file is not None and (global_ or g.partition in partitions)]
         ordering = cfg.ordering_field if global_ and client.spec.uses_ordering else None
     ijob = IndexJob(job.path, job.options, files, ordering, global_ and cfg.is_mor,
                     {(s.partition, s.file_id): s for s in view.latest_slices()} if global_ and cfg.is_mor else {})
@@ -464,23 +451,12 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
             if r["err"] is not None:
                 _raise_failure(r["err"])
         plan = assign.plan_inserts(client, {r[PARTITION]: r["n"] for r in counts}, job.latest,
-                                   job.pending, client.avg_record_size(timeline))
+                                   job.pending, avg_size)
         job.plan = {p: [(s.file_id, s.count, s.small) for s in slots] for p, slots in plan.items()}
         picked = routed.mapInArrow(_pick_task(job), routed_schema)
         return _run_writes(picked.repartition(tasks, PARTITION, assign.FID), job)
     finally:
         routed.unpersist()
-
-
-def _latest_base_files(view: FileSystemView) -> list:
-    """The newest base file of every file group (what Hudi's SIMPLE and BLOOM indexes look in)."""
-    out = []
-    for g in view.file_groups():
-        for s in reversed(g.slices):
-            if s.base_file is not None:
-                out.append(s.base_file)
-                break
-    return out
 
 
 def _run_writes(shuffled: "DataFrame", job: _Job) -> list[WriteStat]:

@@ -168,12 +168,16 @@ class WriteClient:
         rows = (rows.append_column(KEY, keys).append_column(PARTITION, partitions)
                 .append_column(SEQ, pa.array(np.arange(1, n + 1, dtype=np.int64)))
                 .append_column(DELETE, is_delete).append_column(UNCONDITIONAL, uncond))
-        combine = {Operation.UPSERT: self.write_config.combine_before_upsert,
-                   Operation.DELETE: True}.get(op, self.write_config.combine_before_insert)
-        if combine and n > 1:
+        if self.combines(op) and n > 1:
             rows = self.precombine(rows)
         return Prepared(op, rows, data_schema, changed, record_schema=table_schema is not None
                         or op is not Operation.DELETE)
+
+    def combines(self, op: Operation) -> bool:
+        """Whether ``op`` reduces duplicate keys in a batch first (hoodie.combine.before.*;
+        a delete always does)."""
+        return {Operation.UPSERT: self.write_config.combine_before_upsert,
+                Operation.DELETE: True}.get(op, self.write_config.combine_before_insert)
 
     def precombine(self, rows: pa.Table) -> pa.Table:
         global_ = self.config.index_type.is_global
@@ -319,15 +323,9 @@ class WriteClient:
         base_files: dict[tuple[str, str], BaseFile] = {}
         for g in groups:
             latest[(g.partition, g.file_id)] = g.slices[-1]
-            for s in reversed(g.slices):
-                if s.base_file is not None:
-                    base_files[(g.partition, g.file_id)] = s.base_file
-                    break
-        avro = arrow_to_avro_schema(prepared.data_schema, self.config.name, with_meta_fields=True)
-        from lakehouse.read.reader import with_meta_fields
-        ctx = HandleContext(storage=self.storage, markers=Markers(self.storage, t), instant_time=t,
-                            schema=with_meta_fields(prepared.data_schema), avro_schema=avro,
-                            avro_schema_json=schema_json(avro), config=self.write_config, spec=self.spec)
+            if g.latest_base_file is not None:
+                base_files[(g.partition, g.file_id)] = g.latest_base_file
+        ctx = self.handle_context(prepared.data_schema, t)
         replaced: dict[str, tuple[str, ...]] = {}
         if op in (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE):
             live = rows.filter(pc.invert(rows.column(DELETE)))
@@ -348,6 +346,17 @@ class WriteClient:
             targets = self._assign(rows, op, latest, base_files, pending, timeline,
                                    {(s.partition, s.file_id): s for s in view.latest_slices()})
         return self._run(ctx, targets), replaced
+
+    def handle_context(self, data_schema: pa.Schema, instant_time: str, *, stage: int = 0,
+                       attempt: int = 0) -> HandleContext:
+        """What the file handles of ``instant_time`` share (``stage``/``attempt``: a Spark task's,
+        for its write token)."""
+        from lakehouse.read.reader import with_meta_fields
+        avro = arrow_to_avro_schema(data_schema, self.config.name, with_meta_fields=True)
+        return HandleContext(storage=self.storage, markers=Markers(self.storage, instant_time),
+                             instant_time=instant_time, schema=with_meta_fields(data_schema),
+                             avro_schema=avro, avro_schema_json=schema_json(avro),
+                             config=self.write_config, spec=self.spec, stage=stage, attempt=attempt)
 
     def avg_record_size(self, timeline) -> int:
         """Bytes per record from the newest commit big enough to tell (as Hudi estimates it)."""

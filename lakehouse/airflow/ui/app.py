@@ -48,6 +48,10 @@ def _services(t: registry_mod.TableEntry) -> list[str]:
     return ["ingest", *(["compaction"] if t.is_mor else []), "clean"]
 
 
+def _service_info(t: registry_mod.TableEntry) -> dict[str, Any]:
+    return {"services": _services(t), "dags": {s: t.dag_id(s) for s in _services(t)}}
+
+
 def _token(request: Request) -> str | None:
     auth = request.headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
@@ -93,14 +97,13 @@ def create_app(auth: bool = True) -> FastAPI:
 
     @app.get("/api/tables")
     def tables() -> list[dict[str, Any]]:
-        return [{**overview.summary(t.name, t.path, t.table_type), "services": _services(t),
-                 "dags": {s: t.dag_id(s) for s in _services(t)}} for t in _registry().tables]
+        return [{**overview.summary(t.name, t.path, t.table_type), **_service_info(t)}
+                for t in _registry().tables]
 
     @app.get("/api/tables/{name}")
     def table(name: str) -> dict[str, Any]:
         t = _entry(name)
-        return {**overview.details(t.name, t.path, t.table_type), "services": _services(t),
-                "dags": {s: t.dag_id(s) for s in _services(t)}}
+        return {**overview.details(t.name, t.path, t.table_type), **_service_info(t)}
 
     @app.post("/api/tables/{name}/trigger/{service}")
     async def trigger(name: str, service: str, request: Request) -> dict[str, Any]:

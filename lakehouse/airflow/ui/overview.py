@@ -30,9 +30,10 @@ def _open(path: str) -> Table | None:
         return None
 
 
-def summary(name: str, path: str, table_type: str) -> dict[str, Any]:
-    """One row of the tables page: size, file groups, last commit, pending work, log backlog."""
-    t = _open(path)
+def summary(name: str, path: str, table_type: str, table: Table | None = None) -> dict[str, Any]:
+    """One row of the tables page: size, file groups, last commit, pending work, log backlog
+    (``table``: already open)."""
+    t = table or _open(path)
     if t is None:
         return {"name": name, "path": path, "table_type": table_type, "exists": False}
     timeline = t.timeline
@@ -100,8 +101,8 @@ def clean_history(t: Table) -> list[dict[str, Any]]:
 
 def details(name: str, path: str, table_type: str) -> dict[str, Any]:
     """Everything the table page shows."""
-    out = summary(name, path, table_type)
     t = _open(path)
+    out = summary(name, path, table_type, t)
     if t is None:
         return {**out, "timeline": [], "groups": [], "cleans": []}
     return {**out, "timeline": timeline(t), "groups": file_groups(t), "cleans": clean_history(t)}
