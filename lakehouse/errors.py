@@ -91,3 +91,8 @@ class LockTimeoutError(LockError, TimeoutError):
 
 class LockLostError(LockError):
     """Our lease ran out or was taken over: whatever was about to happen under the lock must not."""
+
+
+class StorageOutcomeUnknownError(StorageError):
+    """A storage request may or may not have taken effect (the answer was lost): check the file
+    before acting as if it had or had not."""

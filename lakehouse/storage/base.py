@@ -64,6 +64,14 @@ class Storage(abc.ABC):
                 pass
 
     @property
+    def atomic_create(self) -> bool:
+        """Whether :meth:`create` is truly atomic against other processes and machines.
+
+        Concurrent writers rely on it (instant files, lock leases); a store that cannot promise
+        it is refused for concurrent writers unless a lock provider outside the store is set."""
+        return True
+
+    @property
     @abc.abstractmethod
     def supports_append(self) -> bool: ...
 
