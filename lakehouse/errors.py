@@ -73,7 +73,16 @@ class WriteError(LakehouseError):
 
 
 class CommitConflictError(WriteError):
-    """Another writer committed an overlapping change first."""
+    """Another writer committed an overlapping change first. Definitely failed: this write is
+    rolled back. ``winner`` names the instant that committed first; ``file_groups`` the
+    (partition, file id) pairs both changed, or ``keys`` the record keys both inserted."""
+
+    def __init__(self, message: str, *, help: str | None = None, winner: str = "",
+                 file_groups: tuple[tuple[str, str], ...] = (), keys: tuple[str, ...] = ()) -> None:
+        self.winner = winner
+        self.file_groups = file_groups
+        self.keys = keys
+        super().__init__(message, help=help)
 
 
 class CommitOutcomeUnknownError(LakehouseError):

@@ -8,8 +8,9 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from lakehouse.config import (SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, KeyGeneratorType,
-                              MergeMode, TableConfig, TableType, WriteConfig)
+from lakehouse.config import (SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS,
+                              ConcurrencyConfig, IndexType, KeyGeneratorType, MergeMode, TableConfig,
+                              TableType, WriteConfig, option_keys)
 from lakehouse.errors import (ConfigError, CorruptFileError, FileAlreadyExistsError, StorageError, TableExistsError,
                               TableNotFoundError, UnsupportedTableError)
 from lakehouse.file_group.view import FileSystemView
@@ -61,11 +62,43 @@ class TableStats:
     last_commit: str | None
 
 
+CONCURRENCY_KEYS = option_keys(ConcurrencyConfig)
+
+
 class Table:
-    def __init__(self, storage: Storage, config: TableConfig) -> None:
+    def __init__(self, storage: Storage, config: TableConfig,
+                 options: Mapping[str, Any] | None = None) -> None:
+        """``options``: this process's concurrency settings over the table's stored ones."""
         self.storage = storage
         self.config = config
         self.active = ActiveTimeline(storage)
+        extra = {k: v for k, v in config.extra.items() if k in CONCURRENCY_KEYS}
+        unknown = sorted(k for k in (options or {}) if k not in CONCURRENCY_KEYS)
+        if unknown:
+            raise ConfigError(f"option(s) {', '.join(unknown)} cannot be set when opening a table",
+                              help="pass write options to the write, service options to the service")
+        self.concurrency = ConcurrencyConfig.from_options({**extra, **(options or {})})
+        self._txn = None
+        self._heartbeats = None
+        if self.concurrency.multi_writer:
+            self.active.allocation_guard = self.transactions.lock
+
+    @property
+    def transactions(self):
+        """The table lock of this process's writers (several writers only)."""
+        if self._txn is None:
+            from lakehouse.concurrency.transaction import TransactionManager
+            self._txn = TransactionManager(self.storage, self.concurrency)
+        return self._txn
+
+    @property
+    def heartbeats(self):
+        if self._heartbeats is None:
+            from lakehouse.concurrency.heartbeat import Heartbeats
+            c = self.concurrency
+            self._heartbeats = Heartbeats(self.storage, interval_s=c.heartbeat_interval_ms / 1000.0,
+                                          misses=c.heartbeat_misses)
+        return self._heartbeats
 
     @property
     def path(self) -> str:
@@ -232,9 +265,11 @@ class Table:
             last_commit=last.time if last else None)
 
 
-def open_table(path: str | Storage) -> Table:
+def open_table(path: str | Storage, options: Mapping[str, Any] | None = None) -> Table:
+    """``options``: concurrency settings of this writer (``hoodie.write.concurrency.mode``, lock
+    and heartbeat keys) over those stored with the table."""
     storage = get_storage(path)
-    return Table(storage, _read_config(storage))
+    return Table(storage, _read_config(storage), options)
 
 
 def _pick_keygen(record_key: tuple[str, ...], partition_by: tuple[str, ...],

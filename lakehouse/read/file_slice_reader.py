@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakehouse.errors import CorruptFileError
+from lakehouse.errors import CorruptFileError, StorageError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.log.block import BlockType, LogBlock
 from lakehouse.log.block import decode_avro_data_block, decode_delete_block, decode_parquet_data_block
@@ -34,7 +34,8 @@ class SliceReadContext:
     row_filter: pc.Expression | None = None
     key_of: KeyFunction | None = None  # for tables without meta fields
     read_logs: bool = True
-    stats: dict[str, int] = field(default_factory=lambda: {"log_blocks": 0, "corrupt_blocks": 0})
+    stats: dict[str, int] = field(default_factory=lambda: {"log_blocks": 0, "corrupt_blocks": 0,
+                                                                 "vanished_logs": 0})
 
     def needed_columns(self) -> list[str]:
         """Columns a merge must see: the projection plus key, ordering and delete markers."""
@@ -66,6 +67,13 @@ def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
+        if storage.is_io_failure(e):
+            # Calling the file corrupt would send the user to backups over a network failure.
+            if isinstance(e, StorageError):
+                raise
+            raise StorageError(f"cannot read {storage.uri(path)}: {e}",
+                               help="check the storage settings and the network, then retry; "
+                                    "the file itself is not known to be damaged") from e
         raise CorruptFileError(storage.uri(path), f"not a readable parquet file ({e})") from e
     target = pa.schema([schema.field(c) for c in (columns or schema.names)])
     table = conform_table(table, target, extra="ignore")
@@ -83,7 +91,14 @@ class _LogContent:
 def _collect_logs(fs: FileSlice, ctx: SliceReadContext, prev: FileSlice | None) -> _LogContent:
     blocks: list[LogBlock] = []
     for lf in (prev.log_files if prev else ()) + fs.log_files:
-        data = ctx.storage.read(lf.path)
+        try:
+            data = ctx.storage.read(lf.path)
+        except FileNotFoundError:
+            # Gone since the listing: a rollback removes a log file only when the failed write
+            # created it (uncommitted blocks only) and a clean only outside the latest slices,
+            # so its blocks are not part of what this read shows.
+            ctx.stats["vanished_logs"] += 1
+            continue
         blocks.extend(read_log_blocks(data, ctx.storage.uri(lf.path)))
     rolled_back: set[str] = set()
     for b in blocks:

@@ -40,13 +40,11 @@ from lakehouse.errors import RecordKeyError
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, delete_flags
-from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.spark.engine import SparkTaskError, _Failure, _Guarded, _java_failure_summary
-from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
+from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.timeline.instant import State
 from lakehouse.write import assign
 from lakehouse.write.client import PARTITION, Operation, WriteClient
-from lakehouse.write.handles import schema_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -470,20 +468,11 @@ def _run_writes(shuffled: "DataFrame", job: _Job) -> list[WriteStat]:
 
 def _write(client: WriteClient, df: "DataFrame", job: _Job, prepared, counts: dict[str, int],
            commit: bool, extra_metadata: Mapping[str, str] | None) -> str:
-    from lakehouse.services.rollback import rollback_failed_writes
-    from lakehouse.write.markers import delete_stale_markers
     active = client.active
-    rollback_failed_writes(active)
-    timeline = active.load()
-    delete_stale_markers(client.storage, timeline.completed_write_times)
-    action = client._action(job.op)
-    instant = active.create_requested(action, b"")
+    instant, timeline = client.begin(client._action(job.op))
     t = job.instant = instant.time
     fault_point("write.after_requested")
-    avro = arrow_to_avro_schema(prepared.data_schema, client.config.name, with_meta_fields=False)
-    extra = {"schema": schema_json(avro)} if prepared.record_schema else {}
-    base_meta = CommitMetadata(operation_type=job.op.operation_type,
-                               extra_metadata={**extra, **(extra_metadata or {})})
+    base_meta = client.base_metadata(prepared, timeline, extra_metadata)
     inflight = active.transition(instant, State.INFLIGHT, base_meta.to_bytes())
     try:
         view = FileSystemView.load(client.storage, timeline, active)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import stat
 import uuid
 from typing import BinaryIO
@@ -150,9 +151,12 @@ class LocalStorage(Storage):
             raise
 
     def delete_dir(self, path: str) -> None:
-        p = self._abs(path)
-        if os.path.isdir(p):
-            self._fs.delete_dir(p)
+        # Another writer may be deleting the same folder (stale markers): what vanished under
+        # us is deleted all the same.
+        def gone(func, p, exc_info):
+            if not issubclass(exc_info[0], FileNotFoundError):
+                raise exc_info[1]
+        shutil.rmtree(self._abs(path), onerror=gone)  # onexc is 3.12+
 
     def mkdirs(self, path: str) -> None:
         os.makedirs(self._abs(path), exist_ok=True)

@@ -6,11 +6,12 @@ each one a single atomic file create, so a crash leaves every instant in a well-
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time as _time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable
+from typing import Callable, ContextManager, Iterable
 
 from lakehouse.errors import FileAlreadyExistsError, InstantNotFoundError, TimelineError
 from lakehouse.storage.base import Storage
@@ -122,6 +123,9 @@ class ActiveTimeline:
         self.storage = storage
         self.generator = generator
         self._metadata_cache: dict[str, CommitMetadata] = {}
+        # Several writers allocate instant times under the table lock: otherwise one delayed
+        # between listing the timeline and creating its file lands below a newer instant.
+        self.allocation_guard: Callable[[], ContextManager] = contextlib.nullcontext
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -172,7 +176,15 @@ class ActiveTimeline:
         return self.generator.next(after=last.time if last else None)
 
     def create_requested(self, action: Action, content: bytes = b"", *,
-                         time: str | None = None) -> Instant:
+                         time: str | None = None,
+                         before_create: Callable[[str], None] | None = None) -> Instant:
+        """Put a new instant on the timeline (under :attr:`allocation_guard`); ``before_create``
+        runs with the chosen time before its file exists (a writer starts its heartbeat there)."""
+        with self.allocation_guard():
+            return self._create_requested(action, content, time, before_create)
+
+    def _create_requested(self, action: Action, content: bytes, time: str | None,
+                          before_create: Callable[[str], None] | None) -> Instant:
         """Put a new instant on the timeline; retries on a racing writer's identical time.
 
         The atomic create settles a race for the same file; a racer at the same time with another
@@ -183,6 +195,8 @@ class ActiveTimeline:
         for attempt in range(100):
             t = time or self.new_instant_time()
             inst = Instant(t, action, State.REQUESTED)
+            if before_create is not None:
+                before_create(t)
             try:
                 self.storage.create(self.path(inst), content)
             except FileAlreadyExistsError:

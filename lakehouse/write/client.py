@@ -22,7 +22,11 @@ import pyarrow.compute as pc
 
 from lakehouse.config import TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, WriteConfig
 from lakehouse.faults import InjectedFault, fault_point
-from lakehouse.errors import FileAlreadyExistsError, RecordKeyError, UnsupportedTableError, SchemaError, TimelineError, WriteError
+from lakehouse.concurrency.conflict import START_KEY, check_conflicts, start_marker
+from lakehouse.concurrency.retry import publish_completed, retry_policy
+from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, ConfigError, FileAlreadyExistsError, LockError,
+                              LockTimeoutError, RecordKeyError, SchemaError, TimelineError,
+                              UnsupportedTableError, WriteError)
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
 from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_metadata_content
 from lakehouse.file_group.view import FileSystemView
@@ -111,6 +115,14 @@ class WriteClient:
         # a misspelt option is an error). Other keys of hoodie.properties are not write options.
         merged = {k: v for k, v in self.config.extra.items() if k in WRITE_OPTION_KEYS}
         merged.update(options or {})
+        from lakehouse.table import CONCURRENCY_KEYS
+        misplaced = sorted(k for k in (options or {}) if k in CONCURRENCY_KEYS)
+        if misplaced:
+            raise ConfigError(f"{', '.join(misplaced)} cannot change for one write: every writer "
+                              "of the table must agree on it",
+                              help="store it with the table (create_table options) or pass it to "
+                                   "open_table(path, options)")
+        self.concurrency = table.concurrency
         self.write_config = WriteConfig.from_options(
             {k: v for k, v in merged.items() if k not in TABLE_OPTION_KEYS})
         self.spec = MergeSpec(self.config.merge_mode, self.config.ordering_field)
@@ -197,33 +209,88 @@ class WriteClient:
     def write(self, batch: pa.Table, op: Operation | str, *, commit: bool = True,
               extra_metadata: Mapping[str, str] | None = None) -> str:
         op = Operation(op)
-        prepared = self.prepare(batch, op)
-        instant = self.write_prepared(prepared, extra_metadata=extra_metadata)
-        if commit:
-            self.commit(instant)
-        return instant
+        if not (commit and self.concurrency.multi_writer):
+            prepared = self.prepare(batch, op)
+            instant = self.write_prepared(prepared, extra_metadata=extra_metadata)
+            if commit:
+                self.commit(instant)
+            return instant
+
+        # Several writers: a conflict (or a lock we could not get) redoes the whole write on the
+        # new state, as Iceberg re-applies a commit: lookups, routing and files are made again.
+        def attempt() -> str:
+            t = self.write_prepared(self.prepare(batch, op), extra_metadata=extra_metadata)
+            retry_policy(self.concurrency, (LockError,))(self.commit)(t)
+            return t
+        return retry_policy(self.concurrency, (CommitConflictError, LockTimeoutError))(attempt)()
 
     def _action(self, op: Operation) -> Action:
         if op is Operation.INSERT_OVERWRITE:
             return Action.REPLACE_COMMIT
         return Action.DELTA_COMMIT if self.config.is_mor else Action.COMMIT
 
-    def write_prepared(self, prepared: Prepared, *, extra_metadata: Mapping[str, str] | None = None) -> str:
-        rollback_failed_writes(self.active)
+    def begin(self, action: Action, requested_content: bytes = b""):
+        """Start an instant: recover failed writes, allocate the instant (under the table lock,
+        its heartbeat first, with several writers), and load the timeline its write works on."""
+        self.rollback_failed_writes()
         timeline = self.active.load()
         delete_stale_markers(self.storage, timeline.completed_write_times)
+        instant = self.active.create_requested(
+            action, requested_content,
+            before_create=self._heartbeat_starter() if self.concurrency.multi_writer else None)
+        if self.concurrency.multi_writer:
+            # Anything planned before our instant (a compaction, say) must shape this write.
+            timeline = self.active.load()
+        return instant, timeline
+
+    def _heartbeat_starter(self):
+        beats = self.table.heartbeats
+        started: list[str] = []
+
+        def start(t: str) -> None:
+            for old in started:  # a time lost to a racer: its beat is not ours any more
+                beats.stop(old)
+            started[:] = [t]
+            beats.start(t)
+        return start
+
+    def rollback_failed_writes(self) -> None:
+        if not self.concurrency.lazy_rollback:
+            rollback_failed_writes(self.active)
+            return
+        timeline = self.active.load()
+        beats = self.table.heartbeats
+        pending = [i.time for i in timeline.pending().filter(
+            actions=[Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT])]
+        failed = [t for t in pending if beats.is_expired(t)]
+        if not failed and not timeline.pending().filter(actions=[Action.ROLLBACK]).instants:
+            return
+        with self.table.transactions.lock():
+            timeline = self.active.load()
+            live = {i.time for i in timeline.pending() if not beats.is_expired(i.time)}
+            rollback_failed_writes(self.active, timeline, keep=live)
+        for t in failed:
+            beats.stop(t)
+
+    def base_metadata(self, prepared: Prepared, timeline,
+                      extra_metadata: Mapping[str, str] | None) -> CommitMetadata:
+        avro = arrow_to_avro_schema(prepared.data_schema, self.config.name, with_meta_fields=False)
+        extra = {"schema": schema_json(avro)} if prepared.record_schema else {}
+        if self.concurrency.multi_writer:
+            extra[START_KEY] = start_marker(timeline)
+        return CommitMetadata(operation_type=prepared.operation.operation_type,
+                              extra_metadata={**extra, **(extra_metadata or {})})
+
+    def write_prepared(self, prepared: Prepared, *, extra_metadata: Mapping[str, str] | None = None) -> str:
         op = prepared.operation
         action = self._action(op)
         requested_content = b""
         if action is Action.REPLACE_COMMIT:
             requested_content = RequestedReplaceMetadata(operation_type="INSERT_OVERWRITE").to_bytes()
-        instant = self.active.create_requested(action, requested_content)
+        instant, timeline = self.begin(action, requested_content)
         t = instant.time
         fault_point("write.after_requested")
-        avro = arrow_to_avro_schema(prepared.data_schema, self.config.name, with_meta_fields=False)
-        extra = {"schema": schema_json(avro)} if prepared.record_schema else {}
-        base_meta = CommitMetadata(operation_type=op.operation_type,
-                                   extra_metadata={**extra, **(extra_metadata or {})})
+        base_meta = self.base_metadata(prepared, timeline, extra_metadata)
         inflight = self.active.transition(instant, State.INFLIGHT, base_meta.to_bytes())
         try:
             stats, replaced = self._write_files(prepared, t, timeline)
@@ -239,15 +306,25 @@ class WriteClient:
     def abort(self, inflight, error: Exception) -> "typing.NoReturn":
         """Roll a failed phase 1 back (best effort: else the next writer does) and raise: input
         errors as they are, anything else as a WriteError (definitely not visible)."""
-        from lakehouse.services.rollback import rollback_instant
-        try:
-            rollback_instant(self.active, inflight)
-        except Exception:  # noqa: BLE001 - the next writer rolls it back
-            pass
+        self.rollback_own(inflight)
         if isinstance(error, (SchemaError, RecordKeyError)):
             raise error
         raise WriteError(f"writing instant {inflight.time} failed: {error}",
                          help="nothing of it is visible; fix the cause and write again") from error
+
+    def rollback_own(self, inflight) -> None:
+        """Roll back this client's failed instant (best effort: else the next writer does)."""
+        from lakehouse.services.rollback import rollback_instant
+        try:
+            if self.concurrency.multi_writer:
+                with self.table.transactions.lock():
+                    rollback_instant(self.active, inflight)
+            else:
+                rollback_instant(self.active, inflight)
+        except Exception:  # noqa: BLE001 - the next writer rolls it back
+            pass
+        if self.concurrency.multi_writer:
+            self.table.heartbeats.stop(inflight.time)
 
     def record_results(self, inflight, stats: list[WriteStat], base_meta: CommitMetadata,
                        replaced: dict | None = None) -> None:
@@ -292,12 +369,30 @@ class WriteClient:
         for m in Markers(self.storage, instant_time).all():
             if m.data_path not in listed:
                 self.storage.delete(m.data_path)
-        extra = {k: v for k, v in meta.extra_metadata.items() if k != RESULTS_KEY}
+        extra = {k: v for k, v in meta.extra_metadata.items() if k not in (RESULTS_KEY, START_KEY)}
         extra.update(extra_metadata or {})
         final = CommitMetadata(meta.partition_to_write_stats, meta.operation_type, meta.compacted,
                                extra, meta.partition_to_replace_file_ids)
         fault_point("commit.before_complete")
-        self.active.transition(inst, State.COMPLETED, final.to_bytes())
+        if self.concurrency.multi_writer:
+            txn = self.table.transactions
+            with txn.lock():
+                try:
+                    check_conflicts(self.active, self.active.load(), instant_time, meta,
+                                    global_index=self.config.index_type.is_global)
+                except CommitConflictError:
+                    self.rollback_own(inst)
+                    raise
+                txn.check()  # a holder that stalled past its lease must not publish
+                try:
+                    publish_completed(self.active, inst, final)
+                except CommitOutcomeUnknownError:
+                    # Beats stop: if it never landed, it expires and the next writer rolls it back.
+                    self.table.heartbeats.stop(instant_time, delete=False)
+                    raise
+            self.table.heartbeats.stop(instant_time)
+        else:
+            publish_completed(self.active, inst, final)
         fault_point("commit.after_complete")
         Markers(self.storage, instant_time).delete_all()
         return final

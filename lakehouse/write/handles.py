@@ -254,10 +254,10 @@ def append_log(ctx: HandleContext, *, slice_: FileSlice, partition: str, file_id
         files.append((LogFileName(file_id, base_instant, version, ctx.token(task)), b"".join(current)))
     base_name = (str(slice_.base_file.name) if slice_ is not None and slice_.base_file is not None
                  and slice_.base_instant == base_instant else "")
+    bump = 0
     for i, (name, data) in enumerate(files):
-        ctx.markers.create(partition, str(name), MarkerType.CREATE)
+        name, bump = _create_log(ctx, partition, name, bump, data)
         path = join(partition, str(name))
-        _write_data(ctx, path, data)
         first = i == 0
         stats.append(WriteStat(
             file_id=file_id, path=path, partition_path=partition, prev_commit=base_instant,
@@ -267,6 +267,25 @@ def append_log(ctx: HandleContext, *, slice_: FileSlice, partition: str, file_id
             file_size_in_bytes=len(data), total_log_blocks=len(blocks) if first else 0,
             log_version=name.version, log_offset=0, base_file=base_name, log_files=(str(name),)))
     return stats
+
+
+def _create_log(ctx: HandleContext, partition: str, name: LogFileName, bump: int,
+                data: bytes) -> tuple[LogFileName, int]:
+    """Create log file ``name`` (its version raised by ``bump``), or the next free version.
+
+    Another writer may be appending to this file group right now and have taken the version
+    (only one of us can commit; the other's commit conflicts). Its file is not ours to touch:
+    our marker for that name goes, so a rollback of this instant never deletes it."""
+    for _ in range(1000):
+        taken = LogFileName(name.file_id, name.base_instant, name.version + bump, name.write_token)
+        ctx.markers.create(partition, str(taken), MarkerType.CREATE)
+        try:
+            _write_data(ctx, join(partition, str(taken)), data)
+            return taken, bump
+        except FileExistsError:
+            ctx.markers.delete(partition, str(taken), MarkerType.CREATE)
+            bump += 1
+    raise FileExistsError(f"{join(partition, str(name))}: no free log version")
 
 
 def _row_bytes(table: pa.Table) -> float:

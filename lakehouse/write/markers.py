@@ -42,6 +42,10 @@ class Markers:
         self.storage.touch(f"{self.root}/{rel}.marker.{type}")
         fault_point("write.after_first_marker")
 
+    def delete(self, partition: str, file_name: str, type: MarkerType) -> None:
+        rel = f"{partition}/{file_name}" if partition else file_name
+        self.storage.delete(f"{self.root}/{rel}.marker.{type}")
+
     def all(self) -> list[Marker]:
         out = []
         for info in self.storage.list(self.root, recursive=True):

@@ -207,7 +207,8 @@ def test_processes_never_allocate_the_same_time(tmp_path, stuck, mixed):
     "Known limitation, documented here: an allocator that is delayed between listing the "
     "timeline and creating its requested file (its create() fsyncs the content first, which can "
     "take milliseconds) lands BELOW an instant another process created in the meantime. Only "
-    "identical times are settled atomically; lakehouse assumes a single writer per table."))
+    "identical times are settled atomically without a lock: several writers need "
+    "hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL (next test)."))
 def test_a_delayed_allocator_does_not_land_below_a_newer_instant(tmp_path):
     storage = LocalStorage(str(tmp_path))
     clock_a = Clock(datetime(2030, 1, 1, 0, 0, 0, tzinfo=UTC))
@@ -228,3 +229,37 @@ def test_a_delayed_allocator_does_not_land_below_a_newer_instant(tmp_path):
     mine = a.create_requested(Action.DELTA_COMMIT)
     assert newer and mine.time > newer[0], (
         f"A's {mine.time} was created after B's {newer[0]} yet sorts before it")
+
+
+def test_under_the_table_lock_a_delayed_allocator_stays_below_later_ones(tmp_path):
+    """With several writers instants are allocated under the table lock: B, starting while A is
+    still creating its file, waits and lands above A."""
+    from lakehouse.concurrency.transaction import TransactionManager
+    from lakehouse.config import ConcurrencyConfig
+    storage = LocalStorage(str(tmp_path))
+    cfg = ConcurrencyConfig.from_options({"hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL",
+                                          "hoodie.write.lock.wait_time_ms_between_retry": "5"})
+    clock_a = Clock(datetime(2030, 1, 1, 0, 0, 0, tzinfo=UTC))
+    clock_b = Clock(datetime(2030, 1, 1, 0, 0, 0, 5000, tzinfo=UTC))
+    a = ActiveTimeline(storage, InstantTimeGenerator(clock_a))
+    b = ActiveTimeline(storage, InstantTimeGenerator(clock_b))
+    a.allocation_guard = TransactionManager(storage, cfg).lock  # two processes: two managers
+    b.allocation_guard = TransactionManager(storage, cfg).lock
+    real_create = storage.create
+    newer: list[str] = []
+    other = threading.Thread(target=lambda: newer.append(b.create_requested(Action.DELTA_COMMIT).time))
+
+    created_first: list[str] = []
+
+    def slow_create(path, data):
+        if path.endswith(".requested") and not other.is_alive() and not newer:
+            other.start()
+            time.sleep(0.3)  # B tries to allocate while A is mid-create
+            created_first.extend(newer)  # without the lock B is done by now, above A's time
+        return real_create(path, data)
+
+    storage.create = slow_create
+    mine = a.create_requested(Action.DELTA_COMMIT)
+    other.join()
+    assert not created_first, f"B created {created_first} while A was allocating {mine.time}"
+    assert newer and newer[0] > mine.time, f"B's {newer} landed below A's {mine.time}"

@@ -102,6 +102,16 @@ def schedule_compaction(table: "Table", config: CompactionConfig | None = None, 
     ``extra_metadata`` (who asked, say) goes into the plan's extraMetadata."""
     require_mor(table)
     cfg = config or CompactionConfig.from_options(table.config.extra)
+    if table.concurrency.multi_writer:
+        # The check "no earlier write pending" and the plan's instant must be one step, or a
+        # writer could allocate an instant in between and write logs the plan misses.
+        with table.transactions.lock():
+            return _schedule(table, cfg, now, force, extra_metadata)
+    return _schedule(table, cfg, now, force, extra_metadata)
+
+
+def _schedule(table: "Table", cfg: CompactionConfig, now: datetime | None, force: bool,
+              extra_metadata: Mapping[str, str] | None) -> ScheduleResult:
     timeline = table.timeline
     pending_writes = timeline.pending().filter(
         actions=[Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT])
