@@ -156,7 +156,18 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         self._hook = self._get_hook()
         original = self._hook._process_spark_submit_log
         self._hook._process_spark_submit_log = lambda itr: original(self._tee(itr))
-        super().execute(context)
+        try:
+            super().execute(context)
+        except AirflowException:
+            conflicts = [f for f in (self.report or {}).get("failed", []) if f.get("conflict")]
+            if conflicts:
+                from airflow.sdk.exceptions import AirflowFailException
+                c = conflicts[0]
+                # A retry cannot help: the write was rolled back. Fail now, and say what happens.
+                raise AirflowFailException(
+                    f"{self.app}: {c['reason']} Help: the write was rolled back; the next run of "
+                    "the ingest writes the batch again (its source checkpoint did not move)") from None
+            raise
         report = self.report or {}
         if self.app in TAKES_INSTANT:
             if report.get("status") == "nothing_to_do":

@@ -2,6 +2,10 @@
 
 - an inflight write whose phase 1 recorded complete results (``upsert(..., commit=False)``, an
   ingest job's phase 1) is committed with :meth:`Table.commit`;
+- with several writers (``hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL``) each
+  commit is checked for conflicts under the table lock: a write that overlaps one committed since
+  it started is rolled back and reported as failed with ``conflict`` (the winning instant and the
+  file groups or keys), while the others are committed;
 - an inflight compaction whose execution recorded its results is committed with
   ``commit_compaction`` (which puts the plan back to requested when a result is missing or
   failed: that is reported as a failure).
@@ -16,7 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lakehouse.errors import InstantNotFoundError, LakehouseError
+from lakehouse.errors import CommitConflictError, InstantNotFoundError, LakehouseError
 from lakehouse.services.compaction import commit_compaction
 from lakehouse.services.compaction.results import read_results
 from lakehouse.spark.apps import FAILED, NOTHING, OK, add_tag_arg, new_parser, run_app
@@ -87,6 +91,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 skipped.append({"instant": inst.time, "action": str(inst.action), "reason": why})
             else:
                 committed.append(_commit_write(table, inst, tags))
+        except CommitConflictError as e:
+            # Definitely failed and rolled back: the writer has to write its batch again (an
+            # ingest's source checkpoint did not move, so its next run does).
+            failed.append({"instant": inst.time, "action": str(inst.action), "reason": e.message,
+                           "conflict": {"winner": e.winner, "keys": list(e.keys[:20]),
+                                        "file_groups": [list(fg) for fg in e.file_groups[:20]]}})
         except LakehouseError as e:
             # One instant that cannot be committed does not keep the others from being committed.
             failed.append({"instant": inst.time, "action": str(inst.action), "reason": e.message})
