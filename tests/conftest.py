@@ -43,3 +43,95 @@ def fixture_tables(tmp_path_factory, hudi_fixtures) -> dict[str, pathlib.Path]:
         key = f"{z.parent.relative_to(hudi_fixtures).as_posix()}/{z.stem}"
         tables[key] = roots[0]
     return tables
+
+
+# --- a local S3 API for s3:// storage: moto's server in a subprocess on 127.0.0.1 ------------
+
+S3_TEST_CREDENTIALS = {"s3.access-key-id": "testing", "s3.secret-access-key": "testing",
+                       "s3.region": "us-east-1"}
+
+
+def _free_loopback_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """The endpoint URL of a moto S3 server started for this session and stopped by its PID."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+
+    pytest.importorskip("moto.server", reason="moto[server] is not installed (the s3:// tests "
+                        "need it: pip install 'moto[server]')")
+    pytest.importorskip("boto3", reason="boto3 is not installed: pip install 'lakehouse[s3]'")
+    port = _free_loopback_port()
+    log = tmp_path_factory.mktemp("moto") / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"moto server exited with {proc.returncode}: {log.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).close()
+                break
+            except urllib.error.HTTPError:
+                break  # any HTTP answer means it is serving
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"moto server on {endpoint} did not answer within 60 s")
+                time.sleep(0.1)
+        yield endpoint
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+@pytest.fixture
+def s3_options(s3_server) -> dict[str, str]:
+    """Options that make get_storage reach the test server."""
+    return {"s3.endpoint": s3_server, **S3_TEST_CREDENTIALS}
+
+
+@pytest.fixture
+def s3_uri(s3_server, s3_options, monkeypatch) -> str:
+    """``s3://<fresh bucket>/table``. The AWS_* variables are set as well, so code that calls
+    get_storage(uri) or open_table(uri) without options reaches the server too."""
+    import os
+    import uuid
+
+    import boto3
+
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ROLE_ARN",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_server)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", S3_TEST_CREDENTIALS["s3.access-key-id"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_TEST_CREDENTIALS["s3.secret-access-key"])
+    monkeypatch.setenv("AWS_DEFAULT_REGION", S3_TEST_CREDENTIALS["s3.region"])
+    # Keep a developer's own ~/.aws settings and the instance metadata service out of the tests.
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    bucket = f"lakehouse-test-{uuid.uuid4().hex[:16]}"
+    boto3.client("s3", endpoint_url=s3_server, region_name=S3_TEST_CREDENTIALS["s3.region"],
+                 aws_access_key_id=S3_TEST_CREDENTIALS["s3.access-key-id"],
+                 aws_secret_access_key=S3_TEST_CREDENTIALS["s3.secret-access-key"]
+                 ).create_bucket(Bucket=bucket)
+    return f"s3://{bucket}/table"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any, Mapping
 from urllib.parse import unquote, urlparse
 
 from lakehouse.errors import ConfigError
@@ -11,8 +12,10 @@ from lakehouse.storage.local import LocalStorage
 __all__ = ["FileInfo", "Storage", "LocalStorage", "get_storage"]
 
 
-def get_storage(uri: str, options: dict[str, str] | None = None) -> Storage:
-    """The storage for a table URI: a plain path or ``file://`` now; other schemes come later."""
+def get_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
+    """The storage for a table URI: a plain path, ``file://`` or ``s3://bucket/prefix`` (``s3a://``
+    too). ``options``: the ``s3.*`` settings (see :mod:`lakehouse.storage.s3_client`); local
+    storage has none."""
     if isinstance(uri, Storage):
         return uri
     uri = str(uri)
@@ -24,8 +27,12 @@ def get_storage(uri: str, options: dict[str, str] | None = None) -> Storage:
             raise ConfigError(f"{uri!r} names the host {parsed.netloc!r}, not a local path",
                               help="write file:///absolute/path (three slashes) or a plain path")
         return LocalStorage(unquote(parsed.path))
+    if parsed.scheme in ("s3", "s3a"):
+        # Imported here: boto3 is an optional dependency, needed only for s3:// tables.
+        from lakehouse.storage.s3 import S3Storage
+        return S3Storage(uri, options)
     if parsed.scheme == "" or (len(parsed.scheme) == 1 and uri[1:3] in (":\\", ":/")):
         return LocalStorage(uri)
     raise ConfigError(
         f"unsupported storage scheme {parsed.scheme!r} in {uri!r}",
-        help="use a local path or a file:// URI")
+        help="use a local path, a file:// URI or s3://bucket/prefix")

@@ -11,6 +11,8 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
+from lakehouse.errors import StorageError
+
 
 @dataclass(frozen=True, slots=True)
 class FileInfo:
@@ -70,6 +72,11 @@ class Storage(abc.ABC):
         Concurrent writers rely on it (instant files, lock leases); a store that cannot promise
         it is refused for concurrent writers unless a lock provider outside the store is set."""
         return True
+
+    def is_io_failure(self, error: BaseException) -> bool:
+        """Whether ``error``, raised while reading a file from :meth:`open_input`, is a failure to
+        fetch bytes (network, permissions) rather than bad content: such a file is not corrupt."""
+        return isinstance(error, StorageError)
 
     @property
     @abc.abstractmethod

@@ -381,7 +381,7 @@ def test_get_storage_returns_a_storage_as_is(storage):
     assert isinstance(storage, Storage)
 
 
-@pytest.mark.parametrize("uri", ["s3://bucket/table", "hdfs://nn:8020/t", "gs://b/t", "abfs://c@a/t"])
+@pytest.mark.parametrize("uri", ["hdfs://nn:8020/t", "gs://b/t", "abfs://c@a/t"])
 def test_get_storage_unsupported_scheme(uri):
     with pytest.raises(ConfigError) as err:
         get_storage(uri)

@@ -25,6 +25,7 @@ import pyarrow as pa
 from lakehouse.schema import HOODIE_META_FIELDS, arrow_to_avro_schema
 from lakehouse.services.compaction.plan import read_plan
 from lakehouse.services.compaction.results import delete_results, write_results
+from lakehouse.storage.base import Storage
 from lakehouse.timeline.avro_files import CompactionOperation
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.timeline.instant import Action, Instant, State
@@ -55,7 +56,9 @@ class ExecuteResult:
 class _Task:
     """One operation, self-contained so that an engine can ship it to another process."""
 
-    base_uri: str
+    # The storage itself, not its URI: reopening by URI would drop the options it was made with
+    # (s3.* endpoint and credentials). Storages pickle for engines that ship tasks elsewhere.
+    storage: Storage
     instant_time: str
     index: int
     op: CompactionOperation
@@ -79,7 +82,7 @@ def _slice(table: "Table", op: CompactionOperation) -> FileSlice:
 def compact_operation(task: _Task) -> WriteStat:
     from lakehouse.table import open_table
 
-    table = open_table(task.base_uri)
+    table = open_table(task.storage)
     t = task.instant_time
     reader = TableReader(table.storage, table.config, table.active)
     schema = reader.schema()
@@ -157,7 +160,7 @@ def execute_compaction(table: "Table", instant_time: str | None = None, *,
     plan = read_plan(table, t)
     table.active.transition(Instant(t, Action.COMPACTION, State.REQUESTED), State.INFLIGHT)
     committed = frozenset(table.timeline.completed_write_times)
-    tasks = [_Task(table.storage.uri(), t, i, op, committed) for i, op in enumerate(plan.operations)]
+    tasks = [_Task(table.storage, t, i, op, committed) for i, op in enumerate(plan.operations)]
     stats: list[WriteStat] = []
     failures: list[dict] = []
     for r in (engine or default_engine()).map(run_operation, tasks, parallelism):
