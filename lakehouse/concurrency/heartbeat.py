@@ -37,7 +37,7 @@ class Heartbeats:
         self.interval_s = interval_s
         self.expiry_s = interval_s * (misses + 1)
         self.clock = clock
-        self._beating: dict[str, threading.Event] = {}
+        self._beating: dict[str, tuple[threading.Event, threading.Thread]] = {}
         self._guard = threading.Lock()
 
     def beat(self, instant_time: str) -> None:
@@ -48,8 +48,6 @@ class Heartbeats:
         """Beat now, then every interval from a daemon thread until :meth:`stop`."""
         self.beat(instant_time)
         stop = threading.Event()
-        with self._guard:
-            self._beating[instant_time] = stop
 
         def run() -> None:
             while not stop.wait(self.interval_s):
@@ -58,13 +56,17 @@ class Heartbeats:
                 except Exception:  # noqa: BLE001 - a missed beat is tolerated; misses decide
                     pass
 
-        threading.Thread(target=run, name=f"heartbeat-{instant_time}", daemon=True).start()
+        thread = threading.Thread(target=run, name=f"heartbeat-{instant_time}", daemon=True)
+        with self._guard:
+            self._beating[instant_time] = (stop, thread)
+        thread.start()
 
     def stop(self, instant_time: str, *, delete: bool = True) -> None:
         with self._guard:
-            ev = self._beating.pop(instant_time, None)
-        if ev is not None:
-            ev.set()
+            beating = self._beating.pop(instant_time, None)
+        if beating is not None:
+            beating[0].set()
+            beating[1].join()  # a beat in flight must not bring the file back after the delete
         if delete:
             self.storage.delete(heartbeat_path(instant_time))
 
