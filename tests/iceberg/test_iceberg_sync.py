@@ -1,0 +1,189 @@
+"""Publishing Iceberg metadata for Copy-On-Write and Merge-On-Read tables, partitioned or not:
+pyiceberg reads exactly lakehouse's read-optimized rows at every published instant, and an
+in-memory model (and hudi-rs) agree where the read-optimized view is the whole table."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import lakehouse
+from lakehouse.iceberg import METADATA_DIR, VERSION_HINT, sync_iceberg
+from tests.iceberg.iceberg_oracle import (assert_every_snapshot_is_its_instant, assert_same_table,
+                                          iceberg_read, static_table, sync_and_compare)
+from tests.interop.hudi_oracle import hudi_read
+from tests.model.oracle import Oracle
+
+COLS = ["id", "city", "ts", "v"]
+LAYOUTS = [(tt, p) for tt in ("COPY_ON_WRITE", "MERGE_ON_READ") for p in (True, False)]
+
+
+class Fixture:
+    def __init__(self, path, table_type: str, partitioned: bool, **options) -> None:
+        self.path = path
+        self.table = lakehouse.create_table(str(path), name="ice", table_type=table_type, record_key="id",
+                                            partition_by="city" if partitioned else None,
+                                            ordering_field="ts", options=options)
+        self.model = Oracle("EVENT_TIME_ORDERING", "id", "ts")
+        self.ts = 0
+
+    def rows(self, keys):
+        self.ts += 1
+        return [{"id": k, "city": "sf" if k < "m" else "la", "ts": self.ts, "v": f"{k}@{self.ts}"} for k in keys]
+
+    def insert(self, keys) -> str:
+        rows = self.rows(keys)
+        t = self.table.insert(pa.Table.from_pylist(rows))
+        self.model.upsert(rows, t)
+        return t
+
+    def upsert(self, keys) -> str:
+        rows = self.rows(keys)
+        t = self.table.upsert(pa.Table.from_pylist(rows))
+        self.model.upsert(rows, t)
+        return t
+
+    def delete(self, keys) -> str:
+        t = self.table.delete(pa.table({"id": keys, "city": ["sf" if k < "m" else "la" for k in keys]}))
+        self.model.delete(keys, t)
+        return t
+
+    def assert_model(self, res) -> None:
+        """The whole table as the model has it (only where the read-optimized view is whole)."""
+        got = sorted(iceberg_read(res).select(COLS).to_pylist(), key=lambda r: r["id"])
+        assert got == self.model.rows(columns=COLS)
+
+
+@pytest.fixture(params=LAYOUTS, ids=[f"{tt}-{'part' if p else 'flat'}" for tt, p in LAYOUTS])
+def fx(request, tmp_path):
+    tt, partitioned = request.param
+    return Fixture(tmp_path / "t", tt, partitioned)
+
+
+def test_inserts_upserts_deletes_compaction_and_clean(fx):
+    mor = fx.table.config.is_mor
+    fx.insert(["a", "b", "c", "x", "y"])
+    res = sync_and_compare(fx.table, "after inserts")
+    fx.assert_model(res)  # inserts land in base files for both table types
+
+    fx.upsert(["a", "x", "d"])
+    fx.delete(["b", "y"])
+    fx.upsert(["a", "z"])
+    res = sync_and_compare(fx.table, "after upserts and deletes")
+    if not mor:
+        fx.assert_model(res)
+    assert [i for i, _ in res.published] == [i.time for i in fx.table.timeline.completed_writes()][1:]
+
+    if mor:
+        done = fx.table.compact(force=True)
+        assert done.committed
+        res = sync_and_compare(fx.table, "after compaction")
+        fx.assert_model(res)  # every file group with logs was compacted: the view is whole again
+        assert res.published == ((done.instant, res.snapshot_ids[done.instant]),)
+        summary = static_table(res).metadata.snapshot_by_id(res.snapshot_ids[done.instant]).summary
+        assert summary["hudi.action"] == "compaction" and summary.operation.value == "overwrite"
+    before = static_table(res)
+    mapping = assert_every_snapshot_is_its_instant(fx.table, res)
+    assert set(mapping) == {i.time for i in fx.table.timeline.completed_writes()}
+
+    fx.upsert(["c", "d"])
+    cleaned = fx.table.clean(options={"hoodie.cleaner.commits.retained": 1})
+    assert cleaned.files_deleted > 0
+    res = sync_and_compare(fx.table, "after clean")
+    after = static_table(res)
+    kept = {s.snapshot_id for s in after.metadata.snapshots}
+    # A snapshot stays exactly when all its files are still there (read through the old metadata).
+    for snap in before.metadata.snapshots:
+        try:
+            before.scan(snapshot_id=snap.snapshot_id).to_arrow()
+            readable = True
+        except OSError:
+            readable = False
+        assert (snap.snapshot_id in kept) == readable, snap.summary["hudi.instant"]
+    assert res.expired and set(res.expired) == {s.summary["hudi.instant"] for s in before.metadata.snapshots
+                                                if s.snapshot_id not in kept}
+    assert_every_snapshot_is_its_instant(fx.table, res)
+    again = sync_iceberg(fx.table)
+    assert again.versions_written == () and again.published == ()
+
+
+def test_sync_is_idempotent_and_says_what_it_did(fx):
+    first_instant = fx.insert(["a", "b", "x"])
+    second = fx.upsert(["a", "y"])
+    res = sync_iceberg(fx.table)
+    assert res.versions_written == (1,)
+    assert [i for i, _ in res.published] == [first_instant, second]
+    assert res.current_instant == second
+    listing = sorted(i.name for i in fx.table.storage.list(METADATA_DIR))
+    again = sync_iceberg(lakehouse.open_table(str(fx.path)))
+    assert again.versions_written == () and again.published == ()
+    assert again.metadata_location == res.metadata_location and again.current_instant == second
+    assert sorted(i.name for i in fx.table.storage.list(METADATA_DIR)) == listing
+    third = fx.upsert(["b"])
+    res = sync_iceberg(fx.table)
+    assert res.versions_written == (2,) and [i for i, _ in res.published] == [third]
+    # Readers given the folder find the latest version through version-hint.text.
+    by_folder = static_table(str(fx.path / ".hoodie" / "iceberg"))
+    assert by_folder.metadata_location.endswith("v2.metadata.json")
+    assert by_folder.metadata.current_snapshot_id == res.snapshot_ids[third]
+    assert_every_snapshot_is_its_instant(fx.table, res)
+
+
+def test_rolled_back_instants_are_no_longer_current(fx):
+    fx.insert(["a", "b", "x"])
+    second = fx.upsert(["a", "y"])
+    third = fx.upsert(["b", "x", "q"])
+    sync_and_compare(fx.table, "before rollback")
+    fx.table.rollback()  # the latest completed write
+    res = sync_and_compare(fx.table, "after rollback")
+    assert res.rolled_back == (third,) and res.current_instant == second and res.published == ()
+    st = static_table(res)
+    assert third not in {s.summary["hudi.instant"] for s in st.metadata.snapshots}
+    assert st.metadata.refs["main"].snapshot_id == st.metadata.current_snapshot_id
+    fourth = fx.upsert(["c"])
+    res = sync_and_compare(fx.table, "a write after the rollback")
+    assert [i for i, _ in res.published] == [fourth]
+    assert_every_snapshot_is_its_instant(fx.table, res)
+
+
+def test_restore_to_a_savepoint(fx):
+    first = fx.insert(["a", "b", "x"])
+    fx.table.create_savepoint(first)
+    fx.upsert(["a", "y"])
+    fx.delete(["b"])
+    sync_iceberg(fx.table)
+    fx.table.restore(first)
+    res = sync_and_compare(fx.table, "after restore")
+    assert len(res.rolled_back) == 2 and res.current_instant == first
+    assert assert_every_snapshot_is_its_instant(fx.table, res).keys() == {first}
+
+
+def test_metadata_says_which_view_it_is(fx):
+    fx.insert(["a", "x"])
+    fx.upsert(["a"])  # MOR: an update goes to a log file, which the read-optimized view skips
+    res = sync_and_compare(fx.table, "with logs")
+    props = static_table(res).metadata.properties
+    mor = fx.table.config.is_mor
+    assert props["lakehouse.iceberg.view"] == ("read_optimized" if mor else "snapshot")
+    values = {r["id"]: r["v"] for r in iceberg_read(res).to_pylist()}
+    assert values["a"] == ("a@1" if mor else "a@2")
+
+
+def test_hudi_rs_reads_the_same_after_publishing(fx):
+    fx.insert(["a", "b", "x", "y"])
+    fx.upsert(["a", "x", "c"])
+    fx.delete(["y"])
+    before = {ro: hudi_read(fx.path, read_optimized=ro) for ro in (False, True)}
+    timeline = [str(i) for i in fx.table.timeline]
+    sync_iceberg(fx.table)
+    assert fx.table.storage.exists(VERSION_HINT)
+    for ro in (False, True):
+        assert_same_table(hudi_read(fx.path, read_optimized=ro), before[ro], f"hudi-rs, read_optimized={ro}")
+    reopened = lakehouse.open_table(str(fx.path))
+    assert [str(i) for i in reopened.timeline] == timeline
+    fx.upsert(["b", "z"])  # writing, and reading, go on as before
+    res = sync_iceberg(reopened)
+    for ro in (False, True):
+        assert_same_table(hudi_read(fx.path, read_optimized=ro), reopened.read(read_optimized=ro),
+                          f"hudi-rs and lakehouse, read_optimized={ro}")
+    assert_same_table(iceberg_read(res), hudi_read(fx.path, read_optimized=True), "pyiceberg and hudi-rs")
