@@ -541,7 +541,20 @@ class ConcurrencyConfig:
         return self.lock_expire_minutes * 60.0
 
 
-SERVICE_CONFIGS = (CompactionConfig, CleanConfig, ArchivalConfig, ConcurrencyConfig)
+@dataclass(frozen=True)
+class IcebergConfig:
+    """Iceberg metadata published with every completed instant (seed 004)."""
+
+    enabled: bool = opt("hoodie.meta.sync.iceberg.enabled", True, _bool,
+                        "publish Iceberg v2 metadata (the read-optimized view) under "
+                        ".hoodie/iceberg after every commit, compaction, clean and rollback")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "IcebergConfig":
+        return _service_config(cls, options)
+
+
+SERVICE_CONFIGS = (CompactionConfig, CleanConfig, ArchivalConfig, ConcurrencyConfig, IcebergConfig)
 SERVICE_OPTION_KEYS = frozenset(k for c in SERVICE_CONFIGS for k in _option_fields(c))
 KNOWN_OPTION_KEYS = TABLE_OPTION_KEYS | WRITE_OPTION_KEYS | SERVICE_OPTION_KEYS | _PASSTHROUGH_KEYS
 

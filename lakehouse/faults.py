@@ -85,4 +85,6 @@ POINTS = (
     "clean.mid_delete",            # some files of the plan deleted
     "clean.before_complete",       # every file deleted, <t>.clean not written
     "archive.after_write",         # archive file written, active instants not yet removed
+    "iceberg.before_publish",      # instant completed, its Iceberg metadata not yet written
+    "iceberg.mid_publish",         # manifests and manifest list written, metadata.json not
 )

@@ -167,7 +167,11 @@ class Table:
             if inst is None:
                 raise InstantNotFoundError(f"instant {instant_time} is not on the timeline",
                                            help="`lakehouse timeline` lists the instants")
-        return rollback_instant(self.active, inst, timeline)
+        result = rollback_instant(self.active, inst, timeline)
+        if inst.is_completed:
+            from lakehouse.iceberg.hook import after_commit
+            after_commit(self)  # its Iceberg snapshot goes too
+        return result
 
     # --- table services --------------------------------------------------------------------
 
@@ -226,8 +230,11 @@ class Table:
 
     def restore(self, savepoint_time: str):
         """Roll back every write after a savepoint, newest first."""
+        from lakehouse.iceberg.hook import after_commit
         from lakehouse.services.restore import restore
-        return restore(self, savepoint_time)
+        result = restore(self, savepoint_time)
+        after_commit(self)
+        return result
 
     def archive(self, options: Mapping[str, Any] | None = None):
         from lakehouse.config import ArchivalConfig

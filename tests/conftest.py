@@ -135,3 +135,30 @@ def s3_uri(s3_server, s3_options, monkeypatch) -> str:
                  aws_secret_access_key=S3_TEST_CREDENTIALS["s3.secret-access-key"]
                  ).create_bucket(Bucket=bucket)
     return f"s3://{bucket}/table"
+
+
+class _IcebergWarnings(__import__("logging").Handler):
+    def __init__(self) -> None:
+        super().__init__(level=__import__("logging").WARNING)
+        self.records: list = []
+
+    def emit(self, record) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def no_silent_iceberg_failures(request):
+    """Publishing Iceberg metadata never fails a commit, so a failure would only be logged: any
+    test during which it was fails here, unless it expects it (marker ``iceberg_failure_ok``)."""
+    import logging
+    handler = _IcebergWarnings()
+    logger = logging.getLogger("lakehouse.iceberg")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+    if handler.records and request.node.get_closest_marker("iceberg_failure_ok") is None:
+        r = handler.records[0]
+        pytest.fail(f"Iceberg publishing failed silently: {r.getMessage()}\n"
+                    f"{logging.Formatter().formatException(r.exc_info) if r.exc_info else ''}")

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lakehouse.config import TableConfig
+from lakehouse.faults import fault_point
 from lakehouse.errors import FileAlreadyExistsError
 from lakehouse.iceberg.builder import PartitionChange, SnapshotStats, SnapshotWriter, partition_key
 from lakehouse.iceberg.errors import IcebergSyncError
@@ -429,6 +430,7 @@ def sync_iceberg(table: "Table") -> SyncResult:
         if new_md is None:
             return result
         try:
+            fault_point("iceberg.mid_publish")
             store.publish(version + 1, new_md)
         except FileAlreadyExistsError:
             # Another publisher took this version: start over from its state, which may well

@@ -43,6 +43,7 @@ from lakehouse.config import CleanConfig
 from lakehouse.engine import Engine, default_engine
 from lakehouse.errors import InstantNotFoundError
 from lakehouse.faults import fault_point
+from lakehouse.iceberg.hook import after_commit
 from lakehouse.file_group.file_slice import FileGroup, FileSlice
 from lakehouse.file_group.naming import PARTITION_METAFILE, join
 from lakehouse.file_group.view import FileSystemView, list_data_files
@@ -446,6 +447,7 @@ def _run(table: "Table", inst: Instant, engine: Engine | None) -> CleanResult:
         # Hudi's clean metadata counts files, not bytes: the bytes go with it for the history.
         extra_metadata={**plan.extra_metadata, BYTES_FREED: str(freed)})
     active.transition(inflight, State.COMPLETED, meta.to_bytes())
+    after_commit(table)  # Iceberg snapshots whose files are gone expire
     # Files that failed to go stay in the file-system view, so the next clean plans them again.
     return CleanResult(inst.time, meta.total_files_deleted, freed, deleted_parts,
                        tuple(join(p, n) for p, names in failed.items() for n in names), earliest,

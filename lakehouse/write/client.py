@@ -28,6 +28,7 @@ from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, Co
                               LockTimeoutError, RecordKeyError, SchemaError, TimelineError,
                               UnsupportedTableError, WriteError)
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
+from lakehouse.iceberg.hook import after_commit
 from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_metadata_content
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, resolve
@@ -395,6 +396,7 @@ class WriteClient:
             publish_completed(self.active, inst, final)
         fault_point("commit.after_complete")
         Markers(self.storage, instant_time).delete_all()
+        after_commit(self.table)
         return final
 
     # --- file writing ----------------------------------------------------------------------

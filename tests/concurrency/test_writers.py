@@ -52,11 +52,19 @@ def check_outcome(path, reports: list[dict], overlap: bool) -> None:
     assert not table.timeline.pending().filter(actions=[Action.DELTA_COMMIT, Action.COMMIT]).instants
 
 
-@pytest.mark.parametrize("overlap,table_type,index", [
-    (False, "MERGE_ON_READ", "SIMPLE"),
-    (True, "COPY_ON_WRITE", "BLOOM"),
-])
-def test_four_writer_threads(tmp_path, overlap, table_type, index):
+@pytest.fixture
+def where(request, tmp_path):
+    """The table's location: a local folder, or a bucket on the local S3 server."""
+    return request.getfixturevalue("s3_uri") if request.param == "s3" else str(tmp_path)
+
+
+@pytest.mark.parametrize("where,overlap,table_type,index", [
+    ("local", False, "MERGE_ON_READ", "SIMPLE"),
+    ("local", True, "COPY_ON_WRITE", "BLOOM"),
+    ("s3", True, "MERGE_ON_READ", "SIMPLE"),
+], indirect=["where"])
+def test_four_writer_threads(where, overlap, table_type, index):
+    tmp_path = where
     make(tmp_path, table_type, index, retries=6 if overlap else 4)
     reports: list[dict] = []
     seen: list[dict] = []
@@ -87,11 +95,13 @@ def test_four_writer_threads(tmp_path, overlap, table_type, index):
         assert s["dups"] == 0 and s["values"] <= acked_values, s
 
 
-@pytest.mark.parametrize("overlap,table_type,index", [
-    (False, "MERGE_ON_READ", "BUCKET"),
-    (True, "MERGE_ON_READ", "GLOBAL_SIMPLE"),
-])
-def test_four_writer_processes(tmp_path, overlap, table_type, index):
+@pytest.mark.parametrize("where,overlap,table_type,index", [
+    ("local", False, "MERGE_ON_READ", "BUCKET"),
+    ("local", True, "MERGE_ON_READ", "GLOBAL_SIMPLE"),
+    ("s3", False, "COPY_ON_WRITE", "SIMPLE"),
+], indirect=["where"])
+def test_four_writer_processes(where, overlap, table_type, index):
+    tmp_path = where
     make(tmp_path, table_type, index, retries=6)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     procs = [subprocess.Popen([sys.executable, str(REPO / "tests/concurrency/writers.py"),

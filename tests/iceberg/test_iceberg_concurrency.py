@@ -11,12 +11,12 @@ import pyarrow as pa
 
 import lakehouse
 from lakehouse.iceberg import METADATA_DIR, sync_iceberg
-from tests.iceberg.iceberg_oracle import assert_every_snapshot_is_its_instant, sync_and_compare
+from tests.iceberg.iceberg_oracle import MANUAL_SYNC, assert_every_snapshot_is_its_instant, sync_and_compare
 
 
 def _table(path, table_type="COPY_ON_WRITE"):
     return lakehouse.create_table(str(path), name="race", table_type=table_type, record_key="id",
-                                  partition_by="city", ordering_field="ts")
+                                  partition_by="city", ordering_field="ts", options=MANUAL_SYNC)
 
 
 def _upsert(table, keys, ts):

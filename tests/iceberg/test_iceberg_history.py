@@ -11,14 +11,15 @@ import pytest
 import lakehouse
 from lakehouse.errors import CorruptFileError
 from lakehouse.iceberg import METADATA_DIR, VERSION_HINT, IcebergSyncError, sync_iceberg
-from tests.iceberg.iceberg_oracle import (assert_every_snapshot_is_its_instant, assert_same_table,
+from tests.iceberg.iceberg_oracle import (MANUAL_SYNC, assert_every_snapshot_is_its_instant, assert_same_table,
                                           iceberg_read, static_table, sync_and_compare)
 from tests.model.oracle import Oracle
 
 
 def _create(path, table_type="COPY_ON_WRITE", **options):
     return lakehouse.create_table(str(path), name="h", table_type=table_type, record_key="id",
-                                  partition_by="city", ordering_field="ts", options=options)
+                                  partition_by="city", ordering_field="ts",
+                                  options={**MANUAL_SYNC, **options})
 
 
 def _batch(keys, ts, city=None, **extra):

@@ -11,11 +11,12 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
-from tests.iceberg.iceberg_oracle import (assert_every_snapshot_is_its_instant, assert_same_table,
+from tests.iceberg.iceberg_oracle import (MANUAL_SYNC, assert_every_snapshot_is_its_instant, assert_same_table,
                                           iceberg_read, static_table, sync_and_compare)
 
 
 def _create(path, partition_by, **kw):
+    kw["options"] = {**MANUAL_SYNC, **kw.get("options", {})}
     return lakehouse.create_table(str(path), name="p", table_type=kw.pop("table_type", "COPY_ON_WRITE"),
                                   record_key="id", partition_by=partition_by, ordering_field="ts", **kw)
 

@@ -9,7 +9,7 @@ import pytest
 
 import lakehouse
 from lakehouse.iceberg import METADATA_DIR, VERSION_HINT, sync_iceberg
-from tests.iceberg.iceberg_oracle import (assert_every_snapshot_is_its_instant, assert_same_table,
+from tests.iceberg.iceberg_oracle import (MANUAL_SYNC, assert_every_snapshot_is_its_instant, assert_same_table,
                                           iceberg_read, static_table, sync_and_compare)
 from tests.interop.hudi_oracle import hudi_read
 from tests.model.oracle import Oracle
@@ -23,7 +23,7 @@ class Fixture:
         self.path = path
         self.table = lakehouse.create_table(str(path), name="ice", table_type=table_type, record_key="id",
                                             partition_by="city" if partitioned else None,
-                                            ordering_field="ts", options=options)
+                                            ordering_field="ts", options={**MANUAL_SYNC, **options})
         self.model = Oracle("EVENT_TIME_ORDERING", "id", "ts")
         self.ts = 0
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.errors import TimelineError
 from lakehouse.faults import fault_point
+from lakehouse.iceberg.hook import after_commit
 from lakehouse.read.reader import TableReader
 from lakehouse.services.compaction.execute import undo_execution
 from lakehouse.services.compaction.plan import read_plan
@@ -81,4 +82,5 @@ def commit_compaction(table: "Table", instant_time: str | None = None, *,
     table.active.transition(inst, State.COMPLETED, meta.to_bytes())
     Markers(table.storage, t).delete_all()
     delete_results(table.storage, t)
+    after_commit(table)
     return CommitResult(t, True, len(stats), sum(s.num_writes for s in stats))
