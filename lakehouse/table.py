@@ -272,11 +272,21 @@ class Table:
             last_commit=last.time if last else None)
 
 
+def _storage_options(options: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(storage options: ``s3.*``, the rest). Storage options reach the store and are never
+    stored with the table (they hold credentials)."""
+    opts = dict(options or {})
+    store = {k: v for k, v in opts.items() if k.startswith("s3.")}
+    return store, {k: v for k, v in opts.items() if k not in store}
+
+
 def open_table(path: str | Storage, options: Mapping[str, Any] | None = None) -> Table:
-    """``options``: concurrency settings of this writer (``hoodie.write.concurrency.mode``, lock
-    and heartbeat keys) over those stored with the table."""
-    storage = get_storage(path)
-    return Table(storage, _read_config(storage), options)
+    """``options``: the store's settings (``s3.endpoint``, ``s3.region``, credentials, ...) and
+    this writer's concurrency settings (``hoodie.write.concurrency.mode``, lock and heartbeat
+    keys) over those stored with the table."""
+    store, rest = _storage_options(options)
+    storage = get_storage(path, store or None)
+    return Table(storage, _read_config(storage), rest)
 
 
 def _pick_keygen(record_key: tuple[str, ...], partition_by: tuple[str, ...],
@@ -310,8 +320,9 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
                  index: str = "SIMPLE", schema: pa.Schema | None = None,
                  hive_style_partitioning: bool = False, database: str = "default",
                  options: Mapping[str, Any] | None = None, **more_options: Any) -> Table:
-    """Create an empty table. ``options`` (or keyword arguments) take Hudi's ``hoodie.*`` names."""
-    opts = {**(options or {}), **more_options}
+    """Create an empty table. ``options`` (or keyword arguments) take Hudi's ``hoodie.*`` names,
+    and the store's ``s3.*`` settings (used, not stored)."""
+    store, opts = _storage_options({**(options or {}), **more_options})
     unknown = [k for k in opts if k not in TABLE_OPTION_KEYS and k not in WRITE_OPTION_KEYS
                and k not in SERVICE_OPTION_KEYS and k != "hoodie.datasource.write.keygenerator.class"]
     if unknown:
@@ -336,7 +347,7 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
         raise ConfigError(f"merge mode {mode} needs an ordering field",
                           help="pass ordering_field=<column>, or use COMMIT_TIME_ORDERING")
     kg = _pick_keygen(keys, parts, opts)
-    storage = get_storage(path)
+    storage = get_storage(path, store or None)
     if schema is not None:
         missing = [c for c in (*keys, *parts, *([ordering_field] if ordering_field else []))
                    if c not in schema.names]
