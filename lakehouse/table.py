@@ -82,6 +82,7 @@ class Table:
         self._heartbeats = None
         if self.concurrency.multi_writer:
             self.active.allocation_guard = self.transactions.lock
+            self.active.allocation_exclusive = True
 
     @property
     def transactions(self):

@@ -126,6 +126,7 @@ class ActiveTimeline:
         # Several writers allocate instant times under the table lock: otherwise one delayed
         # between listing the timeline and creating its file lands below a newer instant.
         self.allocation_guard: Callable[[], ContextManager] = contextlib.nullcontext
+        self.allocation_exclusive = False  # True when every allocator takes allocation_guard
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -202,7 +203,8 @@ class ActiveTimeline:
             except FileAlreadyExistsError:
                 clash = True
             else:
-                clash = self._other_instant_at(inst)
+                # Under an exclusive guard nobody else allocates: no other action can hold t.
+                clash = not self.allocation_exclusive and self._other_instant_at(inst)
                 if clash:
                     self.storage.delete(self.path(inst))
             if not clash:

@@ -233,8 +233,7 @@ class WriteClient:
     def begin(self, action: Action, requested_content: bytes = b""):
         """Start an instant: recover failed writes, allocate the instant (under the table lock,
         its heartbeat first, with several writers), and load the timeline its write works on."""
-        self.rollback_failed_writes()
-        timeline = self.active.load()
+        timeline = self.rollback_failed_writes(self.active.load())
         delete_stale_markers(self.storage, timeline.completed_write_times)
         instant = self.active.create_requested(
             action, requested_content,
@@ -255,23 +254,27 @@ class WriteClient:
             beats.start(t)
         return start
 
-    def rollback_failed_writes(self) -> None:
-        if not self.concurrency.lazy_rollback:
-            rollback_failed_writes(self.active)
-            return
-        timeline = self.active.load()
-        beats = self.table.heartbeats
-        pending = [i.time for i in timeline.pending().filter(
+    def rollback_failed_writes(self, timeline):
+        """Roll back failed writes seen on ``timeline``; returns the timeline after that."""
+        writes = [i.time for i in timeline.pending().filter(
             actions=[Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT])]
-        failed = [t for t in pending if beats.is_expired(t)]
-        if not failed and not timeline.pending().filter(actions=[Action.ROLLBACK]).instants:
-            return
+        rollbacks = timeline.pending().filter(actions=[Action.ROLLBACK]).instants
+        if not writes and not rollbacks:
+            return timeline
+        if not self.concurrency.lazy_rollback:
+            rollback_failed_writes(self.active, timeline)
+            return self.active.load()
+        beats = self.table.heartbeats
+        failed = [t for t in writes if beats.is_expired(t)]
+        if not failed and not rollbacks:
+            return timeline
         with self.table.transactions.lock():
             timeline = self.active.load()
             live = {i.time for i in timeline.pending() if not beats.is_expired(i.time)}
             rollback_failed_writes(self.active, timeline, keep=live)
         for t in failed:
             beats.stop(t)
+        return self.active.load()
 
     def base_metadata(self, prepared: Prepared, timeline,
                       extra_metadata: Mapping[str, str] | None) -> CommitMetadata:
