@@ -14,12 +14,12 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
 WORKDIR /opt/lakehouse
 COPY pyproject.toml README.md ./
 COPY lakehouse ./lakehouse
-RUN pip install ".[airflow,deploy]"
+RUN pip install ".[airflow,deploy,s3]"
 COPY dags ./dags
 COPY plugins ./plugins
 COPY deploy ./deploy
 
-# Spark's daemons and Airflow's components run as this user; /data is the shared table volume.
+# Spark's daemons and Airflow's components run as this user; /data is the shared landing volume.
 RUN useradd --create-home --uid 50000 lakehouse && mkdir -p /data && chown lakehouse /data
 USER lakehouse
 ENV PYSPARK_PYTHON=/usr/local/bin/python AIRFLOW_HOME=/opt/airflow-home

@@ -65,7 +65,7 @@ def test_the_services_and_their_health_checks(compose):
         assert svc["image"] == "lakehouse:latest" and svc["build"]["context"] == "."
         assert (REPO / svc["build"]["dockerfile"]).exists()
     dockerfile = (REPO / "Dockerfile").read_text()
-    assert re.search(r'pip install "\.\[airflow,deploy\]"', dockerfile) and "openjdk-17" in dockerfile
+    assert re.search(r'pip install "\.\[airflow,deploy,s3\]"', dockerfile) and "openjdk-17" in dockerfile
     for vol in ("postgres-data", "object-store-data", "tables"):
         assert vol in compose["volumes"]
 
@@ -106,9 +106,27 @@ def test_airflow_agrees_with_postgres_spark_and_the_registry(compose):
     reg_dir, reg_name = env["LAKEHOUSE_REGISTRY"].rsplit("/", 1)
     reg = registry.load(str(REPO / mounts[reg_dir].removeprefix("./") / reg_name))
     conns = {k[len("AIRFLOW_CONN_"):].lower() for k in env if k.startswith("AIRFLOW_CONN_")}
+    store = _env(services["object-store"])
     for t in reg.tables:
         assert t.spark_conn_id in conns, f"{t.name} uses connection {t.spark_conn_id}, which is not defined"
         for svc in ("airflow-scheduler", *SPARK[1:]):
             data = [dst for dst, src in _mounts(services[svc]).items() if src == "tables"]
-            assert data and any(t.path.startswith(d + "/") for d in data), f"{svc} cannot reach {t.path}"
+            # Landed files on the shared volume, at the same path everywhere.
+            assert data and any(t.source.dir.startswith(d + "/") for d in data), f"{svc} cannot reach {t.source.dir}"
+            if t.path.startswith("s3://"):
+                # The table in the object store: every driver and executor reaches it with the
+                # store's own credentials.
+                env_s = _env(services[svc])
+                assert env_s["AWS_ENDPOINT_URL_S3"] == "http://object-store:9000", svc
+                assert env_s["AWS_ACCESS_KEY_ID"] == store["MINIO_ROOT_USER"], svc
+                assert env_s["AWS_SECRET_ACCESS_KEY"] == store["MINIO_ROOT_PASSWORD"], svc
+                assert env_s.get("AWS_DEFAULT_REGION"), svc
+            else:
+                assert any(t.path.startswith(d + "/") for d in data), f"{svc} cannot reach {t.path}"
+        if t.path.startswith("s3://"):
+            bucket = t.path.split("/")[2]
+            init = services["object-store-init"]
+            assert f"store/{bucket}" in " ".join(init["command"]), f"nothing creates bucket {bucket}"
+            assert services["airflow-init"]["depends_on"]["object-store-init"]["condition"] == \
+                "service_completed_successfully"
         assert t.spark_conf.get("spark.driver.host") == services["airflow-scheduler"]["hostname"]
