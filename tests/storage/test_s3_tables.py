@@ -77,3 +77,19 @@ def test_table_on_s3_matches_the_same_table_on_local_storage(tmp_path, s3_uri, s
     assert on_s3["failed_write_files_left"] == [] and on_s3["cleaned_files"] > 0
     # The table is found again from its URI alone (the environment names the server).
     assert _rows(lakehouse.open_table(s3_uri)) == on_s3["rows"]
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_iceberg_metadata_on_s3_reads_like_the_table(s3_uri, s3_options, table_type):
+    """Every commit on S3 published Iceberg metadata there; pyiceberg, reading it through its own
+    S3 client, gets lakehouse's read-optimized rows."""
+    from pyiceberg.table import StaticTable
+
+    from lakehouse.iceberg import ICEBERG_ROOT
+    from tests.iceberg.iceberg_oracle import assert_same_table
+    storage = get_storage(s3_uri, s3_options)
+    scenario(storage, table_type)
+    table = lakehouse.open_table(storage)
+    ice = StaticTable.from_metadata(storage.uri(ICEBERG_ROOT), properties=dict(s3_options))
+    assert_same_table(ice.scan().to_arrow(), table.read(read_optimized=True), f"{table_type} on S3")
+    assert ice.current_snapshot().summary["hudi.instant"] == table.timeline.completed_writes().last.time
