@@ -513,6 +513,29 @@ def options(as_json: bool) -> list[dict[str, str]]:
     return rows
 
 
+@main.command("iceberg-sync")
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="A JSON document instead of a summary.")
+def iceberg_sync(path: str, as_json: bool) -> dict[str, Any]:
+    """Publish Iceberg metadata for every completed instant not yet published (commits do it
+    themselves; this catches up after hoodie.meta.sync.iceberg.enabled was off or a publish
+    failed). Prints the current metadata file's URI."""
+    from lakehouse.iceberg import sync_iceberg
+    res = sync_iceberg(open_table(path))
+    doc = {"metadata_location": res.metadata_location, "versions_written": list(res.versions_written),
+           "published": [{"instant": t, "snapshot_id": sid} for t, sid in res.published],
+           "rolled_back": list(res.rolled_back), "expired": list(res.expired),
+           "current_instant": res.current_instant}
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        _note(f"published {len(res.published)} snapshot(s) in {len(res.versions_written)} "
+              f"metadata version(s); current instant {res.current_instant or '-'}")
+        if res.metadata_location:
+            click.echo(res.metadata_location)
+    return doc
+
+
 # The table-service commands and `timeline` live in cli_services; importing it registers them.
 from lakehouse import cli_services  # noqa: E402,F401  (needs main, defined above)
 

@@ -538,3 +538,20 @@ def test_demo_refuses_a_foreign_folder(tmp_path):
     with pytest.raises(SystemExit):
         demo.main(["--dir", str(tmp_path)])
     assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_iceberg_sync_catches_up_a_table_that_had_it_off(tmp_path):
+    from pyiceberg.table import StaticTable
+    path = tmp_path / "quiet"
+    run("create", path, "--record-key", "id", "--partition-by", "city", "--ordering-field", "ts",
+        "--option", "hoodie.meta.sync.iceberg.enabled=false")
+    f = write_file(batch(range(6)), tmp_path / "b.parquet")
+    instant = run("write", path, f, "--op", "insert").stdout.strip()
+    assert not (path / ".hoodie" / "iceberg").exists()
+    doc = json.loads(run("iceberg-sync", path, "--json").stdout)
+    assert [p["instant"] for p in doc["published"]] == [instant]
+    assert doc["current_instant"] == instant
+    ice = StaticTable.from_metadata(doc["metadata_location"]).scan().to_arrow()
+    assert sorted(ice.column("id").to_pylist()) == [f"{i:03d}" for i in range(6)]
+    again = run("iceberg-sync", path)
+    assert again.stdout.strip() == doc["metadata_location"] and "published 0" in again.stderr
