@@ -78,6 +78,12 @@ class Table:
             raise ConfigError(f"option(s) {', '.join(unknown)} cannot be set when opening a table",
                               help="pass write options to the write, service options to the service")
         self.concurrency = ConcurrencyConfig.from_options({**extra, **(options or {})})
+        if not self.concurrency.multi_writer and ConcurrencyConfig.from_options(extra).multi_writer:
+            raise ConfigError(
+                f"{storage.uri()} is shared by several writers "
+                "(hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL in hoodie.properties); "
+                "one writer working without the lock would roll back the others' writes",
+                help="open it without overriding hoodie.write.concurrency.mode")
         self._txn = None
         self._heartbeats = None
         if self.concurrency.multi_writer:
@@ -151,6 +157,14 @@ class Table:
 
     def rollback(self, instant_time: str | None = None):
         """Roll back a pending write, or the latest completed one (the default)."""
+        if self.concurrency.multi_writer:
+            # Other writers decide what to do from the timeline under the lock: a rollback
+            # between their look and their commit is what conflict detection then sees.
+            with self.transactions.lock():
+                return self._rollback(instant_time)
+        return self._rollback(instant_time)
+
+    def _rollback(self, instant_time: str | None):
         from lakehouse.errors import InstantNotFoundError
         from lakehouse.services.rollback import rollback_instant
         timeline = self.timeline
@@ -158,6 +172,9 @@ class Table:
             writes = timeline.completed_writes()
             pend = timeline.pending().filter(actions=[Action.COMMIT, Action.DELTA_COMMIT,
                                                       Action.REPLACE_COMMIT])
+            if self.concurrency.multi_writer:
+                # Other writers' writes in progress are theirs, not failed ones.
+                pend = [i for i in pend if self.heartbeats.is_expired(i.time)]
             cands = list(pend) or list(writes)
             if not cands:
                 raise InstantNotFoundError("the table has no write to roll back",
@@ -168,7 +185,16 @@ class Table:
             if inst is None:
                 raise InstantNotFoundError(f"instant {instant_time} is not on the timeline",
                                            help="`lakehouse timeline` lists the instants")
+            if (self.concurrency.multi_writer and not inst.is_completed
+                    and not self.heartbeats.is_expired(inst.time)):
+                from lakehouse.errors import TimelineError
+                raise TimelineError(f"instant {inst.time} is being written: its writer's "
+                                    "heartbeat is alive",
+                                    help="stop that writer (its instant is rolled back once its "
+                                         "heartbeat expires), or let it finish")
         result = rollback_instant(self.active, inst, timeline)
+        if self.concurrency.multi_writer and not inst.is_completed:
+            self.heartbeats.stop(inst.time)
         if inst.is_completed:
             from lakehouse.iceberg.hook import after_commit
             after_commit(self)  # its Iceberg snapshot goes too
@@ -233,7 +259,11 @@ class Table:
         """Roll back every write after a savepoint, newest first."""
         from lakehouse.iceberg.hook import after_commit
         from lakehouse.services.restore import restore
-        result = restore(self, savepoint_time)
+        if self.concurrency.multi_writer:
+            with self.transactions.lock():
+                result = restore(self, savepoint_time)
+        else:
+            result = restore(self, savepoint_time)
         after_commit(self)
         return result
 

@@ -48,6 +48,27 @@ def start_marker(timeline: Timeline) -> str:
                       separators=(",", ":"))
 
 
+def _undone_since(active: ActiveTimeline, timeline: Timeline, marker: str) -> list[tuple[Instant, str]]:
+    """(rollback or restore, what it undid) completed since the write with ``marker`` started
+    that undid a commit the write could read: the write may have copied its records (a merge
+    rewrites a base file with every record in it) and would bring them back."""
+    from lakehouse.timeline.avro_files import RollbackMetadata
+    start = json.loads(marker)
+    last, pending = start["last"], set(start["pending"])
+    out = []
+    for i in timeline.completed().filter(actions=[Action.ROLLBACK, Action.RESTORE]):
+        if not (i.time > last or i.time in pending):
+            continue
+        if i.action is Action.RESTORE:
+            out.append((i, "writes after a savepoint"))
+            continue
+        meta = RollbackMetadata.from_bytes(active.read(i), active.path(i))
+        undone = [t for t in meta.commits_rollback if t <= last and t not in pending]
+        if undone:
+            out.append((i, ", ".join(undone)))
+    return out
+
+
 def concurrent_writes(timeline: Timeline, marker: str, own_time: str) -> list[Instant]:
     """Writes completed since the write with ``marker`` started, oldest first."""
     start = json.loads(marker)
@@ -114,6 +135,12 @@ def check_conflicts(active: ActiveTimeline, timeline: Timeline, own_time: str,
     marker = own.extra_metadata.get(START_KEY)
     if marker is None:
         return  # written by a single-writer client: nothing to compare against
+    for undo, what in _undone_since(active, timeline, marker):
+        raise CommitConflictError(
+            f"instant {own_time} conflicts with {undo.action.value} {undo.time}, which undid "
+            f"{what} after this write had read the table",
+            help="nothing of this write is visible; write the batch again on the table as it is now",
+            winner=undo.time)
     mine = _touched(own)
     my_keys: dict[str, set[str]] | None = None
     for inst in concurrent_writes(timeline, marker, own_time):

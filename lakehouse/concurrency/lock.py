@@ -137,15 +137,18 @@ class StorageLockProvider:
                          "lease expires by itself")
             self.sleep(self.poll_s)
 
-    def check(self, lease: Lease) -> None:
+    def check(self, lease: Lease, *, margin_s: float = 0.0) -> None:
+        """Raise :class:`LockLostError` unless ``lease`` is the newest and has more than
+        ``margin_s`` to run."""
         latest = self._latest()
         if latest > lease.number:
             raise LockLostError(f"lease {lease.number} of {lease.owner} was taken over by "
                                 f"{self._holder(latest)}",
                                 help="do not commit: another writer holds the lock; retry the operation")
         expiry = self._expiry(lease.number)
-        if expiry is None or expiry <= self.clock():
-            raise LockLostError(f"lease {lease.number} of {lease.owner} expired",
+        if expiry is None or expiry <= self.clock() + margin_s:
+            raise LockLostError(f"lease {lease.number} of {lease.owner} expired"
+                                + (f" or has less than {margin_s:.1f} s to run" if margin_s else ""),
                                 help="renew the lease more often than hoodie.write.lock lease time; retry")
 
     def renew(self, lease: Lease) -> Lease:

@@ -58,10 +58,15 @@ def publish_completed(active: ActiveTimeline, inflight: Instant, meta: CommitMet
         active.transition(inflight, State.COMPLETED, content)
         return
     except TimelineError:
-        # The completed file exists: an earlier try of ours whose answer was lost, or not ours.
-        if _landed(active, done, content):
+        # The completed file exists: an earlier try of ours whose answer was lost, or another
+        # committer of this very instant (a retried commit step). Either way it is committed;
+        # reporting a failure would make the caller write the batch a second time.
+        if _landed(active, done, content) is not None:
             return
-        raise
+        raise CommitOutcomeUnknownError(
+            f"{active.path(done)} exists but cannot be read",
+            help=f"do not write the batch again: call commit('{inflight.time}') once the store "
+                 "answers") from None
     except StorageOutcomeUnknownError as e:
         landed = _landed(active, done, content)
         if landed:

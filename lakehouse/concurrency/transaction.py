@@ -73,11 +73,21 @@ class TransactionManager:
         renewer.start()
         try:
             yield lease
-        finally:
-            stop.set()
-            renewer.join()
-            self._local.lease = None
+        except BaseException:
+            self._end(lease, stop, renewer, quiet=True)
+            raise
+        self._end(lease, stop, renewer, quiet=False)
+
+    def _end(self, lease: Lease, stop: threading.Event, renewer: threading.Thread, *,
+             quiet: bool) -> None:
+        stop.set()
+        renewer.join()
+        self._local.lease = None
+        try:
             self.provider.release(lease)
+        except Exception:  # noqa: BLE001
+            if not quiet:  # a failed release must not hide the error that ended the hold
+                raise
 
     def _renew(self, lease: Lease, stop: threading.Event) -> None:
         # A third of the lease: two renewals may fail (a slow store) before the lease runs out.
@@ -91,9 +101,13 @@ class TransactionManager:
                 continue
 
     def check(self) -> None:
-        """Raise :class:`LockLostError` unless this thread still holds the lock."""
+        """Raise :class:`LockLostError` unless this thread still holds the lock with at least
+        half a lease to go: what follows (one atomic create) must end before a taker may come."""
         lease = self.lease
         if lease is None:
             raise LockLostError("the table lock is not held here",
                                 help="publish only inside TransactionManager.lock()")
-        self.provider.check(lease)
+        if isinstance(self.provider, StorageLockProvider):
+            self.provider.check(lease, margin_s=self.provider.lease_s / 2)
+        else:
+            self.provider.check(lease)

@@ -19,6 +19,7 @@ from lakehouse.errors import CorruptFileError, TimelineError
 from lakehouse.faults import fault_point
 from lakehouse.file_group.naming import BaseFileName, LogFileName
 from lakehouse.log.block import encode_rollback_command_block
+from lakehouse.log.reader import iter_log_blocks
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.timeline.avro_files import (InstantInfo, RollbackMetadata, RollbackPartitionMetadata,
@@ -97,6 +98,8 @@ def _execute(storage: Storage, plan: RollbackPlan, rollback_time: str) -> dict[s
     by_partition: dict[str, dict] = defaultdict(lambda: {"ok": [], "logs": {}})
     for req in plan.rollback_requests:
         for path in req.files_to_be_deleted:
+            if not _written_by(storage, path, target):
+                continue
             storage.delete(path)
             fault_point("rollback.mid_delete")
             by_partition[req.partition_path]["ok"].append(path)
@@ -108,6 +111,22 @@ def _execute(storage: Storage, plan: RollbackPlan, rollback_time: str) -> dict[s
     return {p: RollbackPartitionMetadata(partition_path=p, success_delete_files=tuple(v["ok"]),
                                          rollback_log_files=v["logs"])
             for p, v in by_partition.items()}
+
+
+def _written_by(storage: Storage, path: str, target: str) -> bool:
+    """Whether ``path`` may be deleted as ``target``'s. Base file names carry their instant; a
+    log file's name does not, and a concurrent writer can hold the very name a failed one meant
+    to create (its marker left behind): the first block tells whose file it is."""
+    if LogFileName.parse(path.rsplit("/", 1)[-1]) is None:
+        return True
+    try:
+        data = storage.read(path)
+    except FileNotFoundError:
+        return True
+    for block in iter_log_blocks(data, path):
+        t = block.instant_time
+        return t is None or t == target  # an unreadable (torn) first block is the failed write's
+    return True
 
 
 def _finish(active: ActiveTimeline, inflight: Instant, plan: RollbackPlan, started: float) -> RollbackResult:

@@ -221,7 +221,17 @@ class WriteClient:
         # new state, as Iceberg re-applies a commit: lookups, routing and files are made again.
         def attempt() -> str:
             t = self.write_prepared(self.prepare(batch, op), extra_metadata=extra_metadata)
-            retry_policy(self.concurrency, (LockError,))(self.commit)(t)
+            try:
+                retry_policy(self.concurrency, (LockError,))(self.commit)(t)
+            except (CommitOutcomeUnknownError, CommitConflictError):
+                raise  # may have landed: never roll it back / already rolled back
+            except Exception:
+                # Definitely not committed: roll it back now rather than leave a pending instant
+                # that blocks compaction until its heartbeat expires.
+                inst = self.active.load().get(t)
+                if inst is not None and not inst.is_completed:
+                    self.rollback_own(inst)
+                raise
             return t
         return retry_policy(self.concurrency, (CommitConflictError, LockTimeoutError))(attempt)()
 
@@ -271,9 +281,9 @@ class WriteClient:
         with self.table.transactions.lock():
             timeline = self.active.load()
             live = {i.time for i in timeline.pending() if not beats.is_expired(i.time)}
-            rollback_failed_writes(self.active, timeline, keep=live)
-        for t in failed:
-            beats.stop(t)
+            done = rollback_failed_writes(self.active, timeline, keep=live)
+        for r in done:  # only those rolled back: a live writer's heartbeat is not ours to touch
+            beats.stop(r.target)
         return self.active.load()
 
     def base_metadata(self, prepared: Prepared, timeline,
@@ -341,12 +351,33 @@ class WriteClient:
             operation_type=base_meta.operation_type, compacted=False,
             extra_metadata={**base_meta.extra_metadata, RESULTS_KEY: "complete"},
             partition_to_replace_file_ids=replaced)
+        if self.concurrency.multi_writer and not self.storage.exists(
+                self.active.path(inflight.with_state(State.REQUESTED))):
+            raise TimelineError(f"instant {inflight.time} was rolled back while it was written "
+                                "(its heartbeat had stopped)",
+                                help="nothing of it is visible; write the batch again")
         self.active.overwrite(inflight, meta.to_bytes())
         fault_point("write.after_results")
 
     # --- phase 2 ---------------------------------------------------------------------------
 
     def commit(self, instant_time: str, *, extra_metadata: Mapping[str, str] | None = None) -> CommitMetadata:
+        if not self.concurrency.multi_writer:
+            return self._commit(instant_time, extra_metadata)
+        # The commit may run in another process than phase 1 (the Airflow commit step): it
+        # shows life again, so that nobody takes the waiting write for a dead one meanwhile.
+        beats = self.table.heartbeats
+        beats.start(instant_time)
+        done = False
+        try:
+            final = self._commit(instant_time, extra_metadata)
+            done = True
+            return final
+        finally:
+            gone = not done and self.active.load().get(instant_time) is None
+            beats.stop(instant_time, delete=done or gone)
+
+    def _commit(self, instant_time: str, extra_metadata: Mapping[str, str] | None) -> CommitMetadata:
         timeline = self.active.load()
         inst = timeline.get(instant_time)
         if inst is None:
@@ -381,26 +412,41 @@ class WriteClient:
         if self.concurrency.multi_writer:
             txn = self.table.transactions
             with txn.lock():
+                now = self._still_ours(inst)
                 try:
-                    check_conflicts(self.active, self.active.load(), instant_time, meta,
+                    check_conflicts(self.active, now, instant_time, meta,
                                     global_index=self.config.index_type.is_global)
                 except CommitConflictError:
                     self.rollback_own(inst)
                     raise
                 txn.check()  # a holder that stalled past its lease must not publish
-                try:
-                    publish_completed(self.active, inst, final)
-                except CommitOutcomeUnknownError:
-                    # Beats stop: if it never landed, it expires and the next writer rolls it back.
-                    self.table.heartbeats.stop(instant_time, delete=False)
-                    raise
-            self.table.heartbeats.stop(instant_time)
+                publish_completed(self.active, inst, final)
         else:
             publish_completed(self.active, inst, final)
         fault_point("commit.after_complete")
         Markers(self.storage, instant_time).delete_all()
         after_commit(self.table)
         return final
+
+    def _still_ours(self, inst):
+        """Under the table lock: the instant is still pending and nobody is rolling it back
+        (writers roll back only under the lock, so then its files are all there)."""
+        timeline = self.active.load()
+        cur = timeline.get(inst.time)
+        requested = self.active.path(inst.with_state(State.REQUESTED))
+        if cur is None or not cur.is_inflight or not self.storage.exists(requested):
+            raise TimelineError(f"instant {inst.time} was rolled back while it waited to be "
+                                "committed (its heartbeat had stopped for longer than "
+                                "hoodie.client.heartbeat.interval_in_ms x (tolerable.misses + 1))",
+                                help="nothing of it is visible; write the batch again")
+        from lakehouse.timeline.avro_files import RollbackPlan
+        for r in timeline.pending().filter(actions=[Action.ROLLBACK]):
+            req = r.with_state(State.REQUESTED)
+            plan = RollbackPlan.from_bytes(self.active.read(req), self.active.path(req))
+            if plan.instant_to_rollback.commit_time == inst.time:
+                raise TimelineError(f"instant {inst.time} is being rolled back by {r.time}",
+                                    help="nothing of it is visible; write the batch again")
+        return timeline
 
     # --- file writing ----------------------------------------------------------------------
 

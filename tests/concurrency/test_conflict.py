@@ -161,7 +161,7 @@ def test_a_writer_that_lost_the_lock_publishes_nothing(tmp_path, monkeypatch):
     t = make(tmp_path)
     a = t.upsert(rows(["k1"], v="A"), commit=False)
 
-    def lost(lease):
+    def lost(lease, **kw):
         raise LockLostError("lease taken over", help="retry")
     monkeypatch.setattr(t.transactions.provider, "check", lost)
     with pytest.raises(LockLostError):
@@ -223,8 +223,129 @@ def test_concurrency_settings_are_checked_before_anything_is_written(tmp_path):
         atomic_create = False
     with pytest.raises(ConfigError, match="no atomic create"):
         open_table(NoAtomicCreate(str(tmp_path / "t")))
-    # A single writer needs no atomic create; the same table opens for one writer.
-    single = open_table(NoAtomicCreate(str(tmp_path / "t")),
-                        {"hoodie.write.concurrency.mode": "SINGLE_WRITER"})
+    # One process may not opt out of the lock on a table several writers share.
+    with pytest.raises(ConfigError, match="several writers"):
+        open_table(str(tmp_path / "t"), {"hoodie.write.concurrency.mode": "SINGLE_WRITER"})
+    # A single writer needs no atomic create.
+    create_table(str(tmp_path / "single"), name="t", record_key="id", partition_by="p",
+                 ordering_field="ts")
+    single = open_table(NoAtomicCreate(str(tmp_path / "single")))
     single.upsert(rows(["k"]))
     assert not [p for p in (tmp_path / "eager").rglob("*") if p.is_file()]
+
+
+def expire(table, instant):
+    """The writer of ``instant`` died: no more beats, and the last one is long past."""
+    table.heartbeats.stop(instant, delete=False)
+    table.storage.write(heartbeat_path(instant), b'{"ts": 0}')
+
+
+@pytest.mark.parametrize("when", ["before the commit step", "while it waits for the lock"])
+def test_a_write_rolled_back_while_it_waited_is_never_committed(tmp_path, monkeypatch, when):
+    from contextlib import contextmanager
+
+    from lakehouse.errors import TimelineError
+    t = make(tmp_path)
+    t.upsert(rows(["k1"], v="base"))
+    a = t.upsert(rows(["k1"], v="A"), commit=False)
+    expire(t, a)  # phase 1's process is gone; the commit step has not started yet
+
+    def other_writer():  # it takes A for dead and rolls it back
+        open_table(str(tmp_path)).upsert(rows(["k9"], part="z", v="other"))
+    if when == "before the commit step":
+        other_writer()
+    else:
+        real = t.transactions.lock
+
+        @contextmanager
+        def late(_real=real):
+            other_writer()  # after the commit's own checks, before it holds the lock
+            monkeypatch.setattr(t.transactions, "lock", _real)
+            with _real() as lease:
+                yield lease
+        monkeypatch.setattr(t.transactions, "lock", late)
+        monkeypatch.setattr(t.heartbeats, "start", lambda instant: None)  # still looks dead
+    with pytest.raises(TimelineError, match="rolled back"):
+        t.commit(a)
+    assert not t.timeline.is_completed(a)
+    assert snapshot(tmp_path) == {("a", "k1"): "base", ("z", "k9"): "other"}
+
+
+def test_a_write_whose_rollback_is_under_way_is_never_committed(tmp_path):
+    from lakehouse import faults
+    from lakehouse.errors import TimelineError
+    t = make(tmp_path)
+    t.upsert(rows(["k1"], v="base"))
+    a = t.upsert(rows(["k1"], v="A"), commit=False)
+    expire(t, a)
+    faults.activate("rollback.mid_delete", "raise")  # the recovering writer dies mid-rollback
+    try:
+        with pytest.raises(faults.InjectedFault):
+            open_table(str(tmp_path)).upsert(rows(["k9"], part="z", v="other"))
+    finally:
+        faults.reset()
+    from lakehouse.errors import WriteError
+    with pytest.raises((TimelineError, WriteError)):  # files gone, or the rollback found
+        t.commit(a)
+    assert not t.timeline.is_completed(a)
+    assert snapshot(tmp_path) == {("a", "k1"): "base"}
+
+
+def test_a_commit_step_in_a_new_process_keeps_the_write_alive(tmp_path):
+    t = make(tmp_path)
+    a = t.upsert(rows(["k1"], v="A"), commit=False)
+    expire(t, a)
+    # The commit step beats again before anything else, so a writer starting meanwhile leaves
+    # the write alone; here: the commit itself goes through.
+    t.commit(a)
+    assert snapshot(tmp_path) == {("a", "k1"): "A"}
+    assert not t.storage.exists(heartbeat_path(a))
+
+
+def test_recovery_never_deletes_the_heartbeat_of_a_write_found_alive(tmp_path, monkeypatch):
+    t = make(tmp_path)
+    live = t.upsert(rows(["k1"], v="live"), commit=False)
+    other = open_table(str(tmp_path))
+    real = type(other.heartbeats).is_expired
+    looks = iter([True])  # looks dead at first glance (outside the lock), alive under it
+
+    def is_expired(self, instant):
+        return next(looks, False) if instant == live else real(self, instant)
+    monkeypatch.setattr(type(other.heartbeats), "is_expired", is_expired)
+    other.upsert(rows(["k9"], part="z", v="other"))
+    assert t.storage.exists(heartbeat_path(live)), "a live writer's heartbeat was deleted"
+    monkeypatch.undo()
+    t.commit(live)
+    assert snapshot(tmp_path) == {("a", "k1"): "live", ("z", "k9"): "other"}
+
+
+def test_rollback_never_deletes_a_log_file_another_writer_holds(tmp_path):
+    from lakehouse.write.markers import Markers, MarkerType
+    t = make(tmp_path)
+    t.upsert(rows(["k1"], v="base"))
+    t.upsert(rows(["k1"], v="A"))  # a log file of A's, version 1 of the slice
+    (log,) = [p for p in tmp_path.joinpath("a").iterdir() if ".log." in p.name]
+    b = t.upsert(rows(["k2"], part="b", v="B"), commit=False)
+    # B had meant to create the same name (a stale view) and died after its marker.
+    Markers(t.storage, b).create("a", log.name, MarkerType.CREATE)
+    expire(t, b)
+    t.rollback(b)
+    assert log.exists(), "rolling B back deleted A's committed log file"
+    assert snapshot(tmp_path) == {("a", "k1"): "A"}
+
+
+def test_a_rollback_of_what_a_write_read_is_a_conflict(tmp_path):
+    from lakehouse.errors import TimelineError
+    from lakehouse.services.rollback import rollback_instant
+    t = make(tmp_path, table_type="COPY_ON_WRITE")
+    t.upsert(rows(["k0"], v="base"))
+    undone = t.upsert(rows(["k1"], v="T"))
+    seen_before = t.timeline  # what a rollback that raced the write had looked at
+    w = t.upsert(rows(["k0"], v="W"), commit=False)  # its merge copied k1 from T's base file
+    with pytest.raises(TimelineError, match="pending"):
+        t.rollback(undone)  # under the lock it sees the write and refuses
+    rollback_instant(t.active, seen_before.get(undone), seen_before)  # the race, forced
+    with pytest.raises(CommitConflictError, match="undid") as e:
+        t.commit(w)
+    assert e.value.winner != undone  # the rollback instant
+    assert snapshot(tmp_path) == {("a", "k0"): "base"}, "the rolled-back k1 came back"
