@@ -349,3 +349,44 @@ def test_a_rollback_of_what_a_write_read_is_a_conflict(tmp_path):
         t.commit(w)
     assert e.value.winner != undone  # the rollback instant
     assert snapshot(tmp_path) == {("a", "k0"): "base"}, "the rolled-back k1 came back"
+
+
+class ProcessLock:
+    """A lock provider outside the store (one process here): what a store without an atomic
+    create needs for several writers."""
+
+    _lock = __import__("threading").Lock()
+
+    def __init__(self, storage, config) -> None:
+        self.n = 0
+
+    def acquire(self, timeout_s=None):
+        from lakehouse.concurrency.lock import Lease
+        if not self._lock.acquire(timeout=timeout_s if timeout_s is not None else -1):
+            from lakehouse.errors import LockTimeoutError
+            raise LockTimeoutError("busy", help="retry")
+        self.n += 1
+        return Lease(self.n, "me", "t", float("inf"))
+
+    def renew(self, lease):
+        return lease
+
+    def check(self, lease):
+        pass
+
+    def release(self, lease):
+        self._lock.release()
+
+
+def test_a_store_without_atomic_create_takes_a_lock_provider_from_outside(tmp_path):
+    class NoAtomicCreate(LocalStorage):
+        atomic_create = False
+    create_table(str(tmp_path), name="t", record_key="id", partition_by="p", ordering_field="ts",
+                 options={**OCC, "hoodie.write.lock.provider":
+                          "tests.concurrency.test_conflict.ProcessLock"})
+    t = open_table(NoAtomicCreate(str(tmp_path)))
+    assert isinstance(t.transactions.provider, ProcessLock)
+    t.upsert(rows(["k1"], v="A"))
+    assert snapshot(tmp_path) == {("a", "k1"): "A"}
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        open_table(str(tmp_path), {"hoodie.write.lock.provider": "no_such_module.Lock"}).upsert(rows(["k"]))
