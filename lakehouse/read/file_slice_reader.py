@@ -118,7 +118,8 @@ def _collect_logs(fs: FileSlice, ctx: SliceReadContext, prev: FileSlice | None) 
         if b.block_type is BlockType.AVRO_DATA:
             out.data.append((seq, decode_avro_data_block(b)))
         elif b.block_type is BlockType.PARQUET_DATA:
-            out.data.append((seq, decode_parquet_data_block(b)))
+            out.data.append((seq, decode_parquet_data_block(
+                b, None if ctx.columns is None else ctx.needed_columns())))
         elif b.block_type is BlockType.DELETE:
             out.deletes.append((seq, decode_delete_block(b)))
     return out
