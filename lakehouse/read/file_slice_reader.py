@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -128,45 +129,56 @@ def _collect_logs(fs: FileSlice, ctx: SliceReadContext, prev: FileSlice | None) 
 def _with_helpers(table: pa.Table, keys: pa.ChunkedArray | pa.Array, seq_base: int,
                   is_delete: pa.ChunkedArray | pa.Array, unconditional) -> pa.Table:
     n = table.num_rows
-    seq = pa.array(range(seq_base, seq_base + n), pa.int64()) if n else pa.array([], pa.int64())
+    seq = pa.array(np.arange(seq_base, seq_base + n, dtype=np.int64))
     return (table.append_column(KEY, keys).append_column(SEQ, seq)
             .append_column(DELETE, is_delete).append_column(UNCONDITIONAL, unconditional))
 
 
+@dataclass
+class SliceParts:
+    """One file slice read but not yet merged: ``done`` when it has no visible log records (its
+    rows as they are), else its base and log versions carrying the merge helper columns."""
+
+    done: pa.Table | None = None  # final rows: no logs, or the base records no log touches
+    base: pa.Table | None = None  # base records some log block touches, with helpers
+    logs: list[pa.Table] = field(default_factory=list)
+
+
 def read_file_slice(fs: FileSlice, ctx: SliceReadContext) -> pa.Table:
     """The visible records of a file slice, projected to ``ctx.columns`` and filtered."""
+    return merge_slices([collect_slice(fs, ctx)], ctx)
+
+
+def collect_slice(fs: FileSlice, ctx: SliceReadContext) -> SliceParts:
+    """Read a file slice's base file and committed log blocks (the I/O and decoding, which run
+    in parallel across slices); :func:`merge_slices` merges them."""
     out_cols = ctx.columns or ctx.schema.names
     prev = fs.previous
     base_file = fs.base_file or (prev.base_file if prev else None)
     logs = _collect_logs(fs, ctx, prev) if ctx.read_logs else _LogContent([], [])
     if not logs.data and not logs.deletes:
         if base_file is None:
-            return ctx.schema.empty_table().select(out_cols)
+            return SliceParts(done=ctx.schema.empty_table().select(out_cols))
         base = read_base_file(ctx.storage, base_file.path, ctx.schema, None if ctx.columns is None
                               else ctx.needed_columns())
         if IS_DELETED_FIELD in base.column_names:
             base = base.filter(pc.invert(delete_flags(base)))
         if ctx.row_filter is not None:
             base = base.filter(ctx.row_filter)
-        return base.select(out_cols)
+        return SliceParts(done=base.select(out_cols))
 
     needed = ctx.needed_columns()
     target = pa.schema([ctx.schema.field(c) for c in needed])
-    parts: list[pa.Table] = []
+    parts = SliceParts()
     ordering = ctx.spec.ordering_field
-    if base_file is not None:
-        base = read_base_file(ctx.storage, base_file.path, ctx.schema, needed)
-        keys = _keys(base, ctx)
-        parts.append(_with_helpers(base, keys, 0, delete_flags(base), pa.repeat(False, base.num_rows)))
     block_size = 1 << 32
     for seq, rows in logs.data:
         rows = conform_table(rows, target, extra="ignore")
         keys = _keys(rows, ctx)
-        parts.append(_with_helpers(rows, keys, seq * block_size, delete_flags(rows),
-                                   pa.repeat(False, rows.num_rows)))
+        parts.logs.append(_with_helpers(rows, keys, seq * block_size, delete_flags(rows),
+                                        pa.repeat(False, rows.num_rows)))
     for seq, dels in logs.deletes:
         n = dels.num_rows
-        rows = target.empty_table()
         cols = {}
         if ordering and ordering in target.names and "ordering_value" in dels.column_names:
             try:
@@ -178,23 +190,57 @@ def read_file_slice(fs: FileSlice, ctx: SliceReadContext) -> pa.Table:
         rows = pa.Table.from_arrays(arrays, schema=target)
         uncond = dels.column("unconditional") if "unconditional" in dels.column_names \
             else pa.repeat(True, n)
-        parts.append(_with_helpers(rows, dels.column("record_key"), seq * block_size,
-                                   pa.repeat(True, n), uncond))
+        parts.logs.append(_with_helpers(rows, dels.column("record_key"), seq * block_size,
+                                        pa.repeat(True, n), uncond))
+    if base_file is not None:
+        # Split the base here, where slices run in parallel: most base records no log block
+        # touches, and they are final as they are; only the others go to the merge.
+        base = read_base_file(ctx.storage, base_file.path, ctx.schema, needed)
+        keys = _keys(base, ctx)
+        log_keys = pa.chunked_array([t.column(KEY).combine_chunks() for t in parts.logs],
+                                    pa.string()).combine_chunks() if parts.logs else pa.array([], pa.string())
+        touched = pc.is_in(keys, value_set=log_keys)
+        untouched = base.filter(pc.invert(touched))
+        if IS_DELETED_FIELD in untouched.column_names:
+            untouched = untouched.filter(pc.invert(delete_flags(untouched)))
+        if ctx.row_filter is not None:
+            untouched = untouched.filter(ctx.row_filter)
+        parts.done = untouched.select(out_cols)
+        hit = base.filter(touched)
+        parts.base = _with_helpers(hit, _keys(hit, ctx), 0, delete_flags(hit),
+                                   pa.repeat(False, hit.num_rows))
+    return parts
 
-    log_parts = parts[1:] if base_file is not None else parts
-    log_keys = pa.concat_arrays([p.column(KEY).combine_chunks() for p in log_parts]) if log_parts \
-        else pa.array([], pa.string())
+
+def _scoped(table: pa.Table, scope: int) -> pa.Table:
+    """KEY made unique to one file slice: a key merges only with its own slice's versions (two
+    file groups may hold one key: an insert does not look keys up)."""
+    i = table.schema.get_field_index(KEY)
+    return table.set_column(i, KEY, pc.binary_join_element_wise(
+        pa.scalar(f"{scope}"), table.column(KEY), "\x00"))
+
+
+def merge_slices(slices: list[SliceParts], ctx: SliceReadContext) -> pa.Table:
+    """Merge the collected slices, all at once: one vectorised merge over every slice with log
+    records instead of one per slice (whose fixed cost dominated snapshot reads of many small
+    file groups)."""
+    out_cols = ctx.columns or ctx.schema.names
+    done = [s.done for s in slices if s.done is not None]
+    work = [s for s in slices if s.logs]
+    if not work:
+        return _concat(done) if done else ctx.schema.empty_table().select(out_cols)
+    scope = len(work) > 1
+    bases = [_scoped(s.base, i) if scope else s.base for i, s in enumerate(work) if s.base is not None]
+    log_parts = [_scoped(t, i) if scope else t for i, s in enumerate(work) for t in s.logs]
     # Two levels, as Hudi's readers and compactor merge: the log blocks among themselves first
     # (a delete without ordering value cuts off what came before it in the logs), then that
     # result against the base record by ordering value. So a lower-ordered re-insert after an
     # unconditional delete loses to the base record, exactly as Java Hudi and hudi-rs read it.
     logs_merged = resolve(pa.concat_tables(log_parts, promote_options="permissive"), ctx.spec,
                           keep_deletes=True)
-    if base_file is not None:
-        base_part = parts[0]
-        touched = pc.is_in(base_part.column(KEY), value_set=log_keys)
-        untouched = base_part.filter(pc.invert(touched))
-        base_touched = base_part.filter(touched)
+    result_parts = list(done)
+    if bases:
+        base_touched = pa.concat_tables(bases, promote_options="permissive")
         if ctx.spec.mode is MergeMode.PARTIAL_UPDATE and AFTER_CUT in logs_merged.column_names:
             # A partial record re-inserted after a delete must not inherit the deleted fields.
             cut_keys = logs_merged.filter(pc.fill_null(logs_merged.column(AFTER_CUT), False)).column(KEY)
@@ -204,16 +250,16 @@ def read_file_slice(fs: FileSlice, ctx: SliceReadContext) -> pa.Table:
             [AFTER_CUT] if AFTER_CUT in logs_merged.column_names else [])],
             promote_options="permissive"), ctx.spec)
     else:
-        untouched = None
         merged = logs_merged.filter(pc.invert(pc.fill_null(logs_merged.column(DELETE), False)))
-    result_parts = [drop_helpers(merged)]
-    if untouched is not None:
-        untouched = untouched.filter(pc.invert(untouched.column(DELETE)))
-        result_parts.append(drop_helpers(untouched))
-    result = pa.concat_tables(result_parts, promote_options="permissive")
+    merged = drop_helpers(merged)
     if ctx.row_filter is not None:
-        result = result.filter(ctx.row_filter)
-    return result.select(out_cols)
+        merged = merged.filter(ctx.row_filter)
+    result_parts.append(merged.select(out_cols))
+    return _concat(result_parts)
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
 
 
 def _keys(table: pa.Table, ctx: SliceReadContext) -> pa.ChunkedArray:

@@ -18,7 +18,7 @@ from lakehouse.config import KeyGeneratorType, TableConfig
 from lakehouse.errors import ConfigError, InstantNotFoundError, SchemaError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
-from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
+from lakehouse.read.file_slice_reader import SliceReadContext, collect_slice, merge_slices
 from lakehouse.read.merge import MergeSpec
 from lakehouse.schema import HOODIE_META_FIELDS, avro_to_arrow_schema
 from lakehouse.storage.base import Storage
@@ -195,12 +195,16 @@ class TableReader:
             return ctx.schema.empty_table().select(out_cols)
         workers = min(len(slices), os.cpu_count() or 1, 8)
         if workers <= 1:
-            tables = [read_file_slice(s, ctx) for s in slices]
+            parts = [collect_slice(s, ctx) for s in slices]
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                tables = list(pool.map(lambda s: read_file_slice(s, ctx), slices))
+                parts = list(pool.map(lambda s: collect_slice(s, ctx), slices))
         target = pa.schema([ctx.schema.field(c) for c in out_cols])
-        return pa.concat_tables([t.cast(target) if t.schema != target else t for t in tables])
+        for p in parts:  # slices written under older schemas: one type per column to merge
+            if p.done is not None and p.done.schema != target:
+                p.done = p.done.cast(target)
+        result = merge_slices(parts, ctx)
+        return result.cast(target) if result.schema != target else result
 
     # --- plans: what a read reads, decided once (here, or on a Spark driver) -----------------
 
