@@ -112,6 +112,20 @@ def resolve(versions: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) 
     else:
         sort_keys = [(KEY, "ascending"), (SEQ, "ascending")]
 
+    if spec.mode is not MergeMode.PARTIAL_UPDATE:
+        # Only the winners are copied: the order and the runs of equal keys come from the few
+        # columns that decide, and one take of the whole rows picks the last of each run.
+        narrow = table.select([k for k, _ in sort_keys])
+        order = pc.sort_indices(narrow, sort_keys=sort_keys)
+        keys = table.column(KEY).take(order).combine_chunks()
+        last = _last_of_each_run(keys)
+        winners = table.take(order.take(pa.array(last)))
+        if RANK in winners.column_names:
+            winners = winners.drop_columns([RANK])
+        if not keep_deletes:
+            winners = winners.filter(pc.invert(pc.fill_null(winners.column(DELETE), False)))
+        return winners
+
     order = pc.sort_indices(table, sort_keys=sort_keys)
     table = table.take(order).combine_chunks()
     if RANK in table.column_names:
