@@ -32,8 +32,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# The core benchmark, then lakehouse beside delta-rs, pyiceberg and plain parquet (bench-out/peers.*).
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/bench_peers.py
 
 bench-spark: $(STAMP)
 	$(PY) benchmarks/bench_spark_ingest.py

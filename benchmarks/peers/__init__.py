@@ -1,0 +1,1 @@
+"""Pieces of ``benchmarks/bench_peers.py``: lakehouse beside delta-rs, pyiceberg and plain parquet."""

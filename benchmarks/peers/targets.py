@@ -1,0 +1,150 @@
+"""The issue's targets, as ratios between steps of the same run (never absolute times).
+
+Each target is measured at the first size of the run, except the scale target, which compares
+the first size with the last. Comparisons with the floor use time per row (the inverse of
+throughput), so a step that returns a few more rows than the floor's is not penalised for them;
+where the floor ran twice (before and after the other engines), its faster run is the reference.
+A target whose steps are missing (an engine skipped, timed out or failed) is "not measured".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+MOR, COW, DELTA, FLOOR = "lakehouse-mor", "lakehouse-cow", "delta-rs", "floor"
+
+
+class Steps:
+    def __init__(self, steps: list[dict], sizes: list[int]) -> None:
+        self.steps, self.sizes = steps, sizes
+
+    def one(self, engine: str, step: str, n: int | None = None) -> dict | None:
+        """The step at size ``n`` (default: the first size); the fastest where it ran twice."""
+        n = self.sizes[0] if n is None else n
+        found = [s for s in self.steps if s["engine"] == engine and s["step"] == step and s["n"] == n]
+        return min(found, key=lambda s: s["seconds"]) if found else None
+
+    def upserts(self, engine: str, n: int | None = None) -> list[dict]:
+        n = self.sizes[0] if n is None else n
+        return [s for s in self.steps
+                if s["engine"] == engine and s["step"].startswith("upsert#") and s["n"] == n]
+
+
+def per_row(s: dict) -> float:
+    return s["seconds"] / max(1, s["rows"])
+
+
+Measured = tuple[float | None, str]
+
+
+def _missing(*what: str) -> Measured:
+    return None, "not measured: no " + ", ".join(what)
+
+
+def upsert_vs_delta(st: Steps) -> Measured:
+    mor, delta = st.upserts(MOR), st.upserts(DELTA)
+    if not mor or not delta:
+        return _missing(*(f"{e} upserts" for e, v in ((MOR, mor), (DELTA, delta)) if not v))
+    m, d = (sum(s["seconds"] for s in x) / len(x) for x in (mor, delta))
+    detail = f"mean per batch: delta-rs merge {d:.3f}s, MOR upsert {m:.3f}s"
+    # A merge rewrites the files it touches, so its cost grows with the table; where both also
+    # ran at the largest size, say what the ratio is there.
+    big = st.sizes[-1]
+    mor_big, delta_big = st.upserts(MOR, big), st.upserts(DELTA, big)
+    if len(st.sizes) > 1 and mor_big and delta_big:
+        mb, db = (sum(s["seconds"] for s in x) / len(x) for x in (mor_big, delta_big))
+        detail += f"; at N={big:,}: {db / mb:.2f}x ({db:.3f}s / {mb:.3f}s)"
+    return d / m, detail
+
+
+def upsert_bytes(st: Steps) -> Measured:
+    mor = st.upserts(MOR)
+    if not mor:
+        return _missing(f"{MOR} upserts")
+    wrote = sum(s["bytes_written"] for s in mor)
+    alone = sum(s["batch_parquet_bytes"] for s in mor)
+    return wrote / alone, (f"per batch: {wrote / len(mor) / 2**20:.2f} MiB written, the batch alone as "
+                           f"parquet {alone / len(mor) / 2**20:.2f} MiB")
+
+
+def upsert_scale(st: Steps) -> Measured:
+    if len(st.sizes) < 2:
+        return None, f"not measured: one size in this run (run with -n {st.sizes[0]},{st.sizes[0] * 5})"
+    small, big = st.upserts(MOR, st.sizes[0]), st.upserts(MOR, st.sizes[-1])
+    if not small or not big:
+        return _missing(f"{MOR} upserts at both sizes")
+    a, b = (sum(s["seconds"] for s in x) / len(x) for x in (small, big))
+    detail = f"mean upsert: {b:.3f}s at N={st.sizes[-1]:,}, {a:.3f}s at N={st.sizes[0]:,}"
+    # The two sizes ran in processes minutes apart; each upsert against the batch written alone
+    # just before it, in the same process, takes out most of the machine's drift between them.
+    if all(s.get("batch_alone_seconds") for s in small + big):
+        ra, rb = (sum(s["seconds"] for s in x) / sum(s["batch_alone_seconds"] for s in x) for x in (small, big))
+        detail += f"; against the batch written alone: {rb / ra:.2f}"
+    return b / a, detail
+
+
+def pending_log_read(st: Steps) -> Measured:
+    snap, ro = st.one(MOR, "snapshot_read"), st.one(MOR, "read_optimized_read")
+    if not snap or not ro:
+        return _missing(f"{MOR} snapshot and read-optimized reads")
+    return snap["seconds"] / ro["seconds"], (
+        f"snapshot {snap['seconds']:.3f}s ({snap['rows']:,} rows), read-optimized "
+        f"{ro['seconds']:.3f}s ({ro['rows']:,} rows)")
+
+
+def compaction_throughput(st: Steps) -> Measured:
+    c, f = st.one(MOR, "compaction"), st.one(FLOOR, "compaction")
+    if not c or not f:
+        return _missing(f"{MOR} and floor compactions")
+    return c["rows_per_s"] / f["rows_per_s"], (
+        f"MOR {c['rows_per_s']:,.0f} rows/s, floor read+write {f['rows_per_s']:,.0f} rows/s")
+
+
+def vs_floor(engine: str, step: str, floor_step: str) -> Callable[[Steps], Measured]:
+    def measure(st: Steps) -> Measured:
+        s, f = st.one(engine, step), st.one(FLOOR, floor_step)
+        if not s or not f:
+            return _missing(f"{engine} {step} and floor {floor_step}")
+        return per_row(s) / per_row(f), (f"{s['seconds']:.3f}s for {s['rows']:,} rows, floor "
+                                         f"{f['seconds']:.3f}s for {f['rows']:,}")
+    return measure
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    key: str
+    text: str
+    op: str  # ">=" or "<="
+    threshold: float
+    measure: Callable[[Steps], Measured]
+
+
+TARGETS = [
+    Target("mor_upsert_vs_delta_merge", "MOR upsert vs delta-rs merge (x faster)", ">=", 10, upsert_vs_delta),
+    Target("mor_upsert_bytes", "MOR upsert bytes / the batch alone as parquet", "<=", 2, upsert_bytes),
+    Target("mor_upsert_scale", "MOR upsert time, largest N / first N", "<=", 1.3, upsert_scale),
+    Target("mor_pending_log_read", "MOR snapshot read with K+1 log rounds / read-optimized read", "<=", 1.5,
+           pending_log_read),
+    Target("mor_compaction_throughput", "MOR compaction rows/s / floor read+write rows/s", ">=", 0.5,
+           compaction_throughput),
+    Target("mor_bulk_insert", "MOR bulk_insert / floor write (per row)", "<=", 1.5,
+           vs_floor(MOR, "load", "load")),
+    Target("cow_bulk_insert", "COW bulk_insert / floor write (per row)", "<=", 1.5,
+           vs_floor(COW, "load", "load")),
+    Target("mor_read_optimized", "MOR read-optimized read / floor read (per row)", "<=", 1.3,
+           vs_floor(MOR, "read_optimized_read", "snapshot_read")),
+    Target("cow_read_optimized", "COW read-optimized read / floor read (per row)", "<=", 1.3,
+           vs_floor(COW, "read_optimized_read", "snapshot_read")),
+]
+
+
+def evaluate(steps: list[dict], sizes: list[int]) -> list[dict]:
+    st = Steps(steps, sizes)
+    out = []
+    for t in TARGETS:
+        value, detail = t.measure(st)
+        met = None if value is None else (value >= t.threshold if t.op == ">=" else value <= t.threshold)
+        out.append({"target": t.key, "description": t.text, "threshold": f"{t.op} {t.threshold:g}",
+                    "measured": None if value is None else round(value, 3), "met": met, "detail": detail})
+    return out
