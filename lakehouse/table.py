@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -98,6 +99,12 @@ class Table:
             self._txn = TransactionManager(self.storage, self.concurrency)
         return self._txn
 
+    def exclusive(self):
+        """The table lock when several writers share the table, else nothing to take."""
+        if self.concurrency.multi_writer:
+            return self.transactions.lock()
+        return contextlib.nullcontext()
+
     @property
     def heartbeats(self):
         if self._heartbeats is None:
@@ -157,12 +164,10 @@ class Table:
 
     def rollback(self, instant_time: str | None = None):
         """Roll back a pending write, or the latest completed one (the default)."""
-        if self.concurrency.multi_writer:
-            # Other writers decide what to do from the timeline under the lock: a rollback
-            # between their look and their commit is what conflict detection then sees.
-            with self.transactions.lock():
-                return self._rollback(instant_time)
-        return self._rollback(instant_time)
+        # Other writers decide what to do from the timeline under the lock: a rollback between
+        # their look and their commit is what conflict detection then sees.
+        with self.exclusive():
+            return self._rollback(instant_time)
 
     def _rollback(self, instant_time: str | None):
         from lakehouse.errors import InstantNotFoundError
@@ -259,10 +264,7 @@ class Table:
         """Roll back every write after a savepoint, newest first."""
         from lakehouse.iceberg.hook import after_commit
         from lakehouse.services.restore import restore
-        if self.concurrency.multi_writer:
-            with self.transactions.lock():
-                result = restore(self, savepoint_time)
-        else:
+        with self.exclusive():
             result = restore(self, savepoint_time)
         after_commit(self)
         return result

@@ -31,10 +31,9 @@ from lakehouse.log.reader import read_log_file
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
-from lakehouse.timeline.instant import Action, Instant
+from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant
 
 START_KEY = "lakehouse.occ.start"
-CONFLICT_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 KEY_FIELD = "_hoodie_record_key"
 TIME_FIELD = "_hoodie_commit_time"
 
@@ -48,16 +47,23 @@ def start_marker(timeline: Timeline) -> str:
                       separators=(",", ":"))
 
 
+def _since(marker: str):
+    """Whether an instant was not yet completed when the write with ``marker`` started, and
+    the marker's (last completed, pending) for other questions."""
+    start = json.loads(marker)
+    last, pending = start["last"], set(start["pending"])
+    return (lambda t: t > last or t in pending), last, pending
+
+
 def _undone_since(active: ActiveTimeline, timeline: Timeline, marker: str) -> list[tuple[Instant, str]]:
     """(rollback or restore, what it undid) completed since the write with ``marker`` started
     that undid a commit the write could read: the write may have copied its records (a merge
     rewrites a base file with every record in it) and would bring them back."""
     from lakehouse.timeline.avro_files import RollbackMetadata
-    start = json.loads(marker)
-    last, pending = start["last"], set(start["pending"])
+    after_start, last, pending = _since(marker)
     out = []
     for i in timeline.completed().filter(actions=[Action.ROLLBACK, Action.RESTORE]):
-        if not (i.time > last or i.time in pending):
+        if not after_start(i.time):
             continue
         if i.action is Action.RESTORE:
             out.append((i, "writes after a savepoint"))
@@ -71,10 +77,9 @@ def _undone_since(active: ActiveTimeline, timeline: Timeline, marker: str) -> li
 
 def concurrent_writes(timeline: Timeline, marker: str, own_time: str) -> list[Instant]:
     """Writes completed since the write with ``marker`` started, oldest first."""
-    start = json.loads(marker)
-    last, pending = start["last"], set(start["pending"])
-    return [i for i in timeline.completed().filter(actions=CONFLICT_ACTIONS)
-            if i.time != own_time and (i.time > last or i.time in pending)]
+    after_start, _, _ = _since(marker)
+    return [i for i in timeline.completed().filter(actions=WRITE_ACTIONS)
+            if i.time != own_time and after_start(i.time)]
 
 
 @dataclass(frozen=True)

@@ -184,13 +184,18 @@ def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline
     return _finish(active, inflight, plan, started)
 
 
+def pending_rollback_plan(active: ActiveTimeline, inst: Instant) -> RollbackPlan:
+    """The plan of a requested or inflight rollback."""
+    req = inst.with_state(State.REQUESTED)
+    return RollbackPlan.from_bytes(active.read(req), active.storage.uri(active.path(req)))
+
+
 def resume_pending_rollbacks(active: ActiveTimeline, timeline: Timeline) -> list[RollbackResult]:
     """Finish rollbacks a crashed process left requested or inflight."""
     out = []
     for inst in timeline.pending().filter(actions=[Action.ROLLBACK]):
         started = time.time()
-        plan = RollbackPlan.from_bytes(active.read(inst.with_state(State.REQUESTED)),
-                                       active.storage.uri(active.path(inst.with_state(State.REQUESTED))))
+        plan = pending_rollback_plan(active, inst)
         inflight = inst if inst.is_inflight else active.transition(inst, State.INFLIGHT)
         out.append(_finish(active, inflight, plan, started))
     return out

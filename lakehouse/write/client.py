@@ -37,7 +37,7 @@ from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from lakehouse.services.rollback import rollback_failed_writes
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
-from lakehouse.timeline.instant import Action, State
+from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
 from lakehouse.write import assign
 from lakehouse.write.handles import HandleContext, schema_json
 from lakehouse.read.file_slice_reader import read_file_slice
@@ -266,8 +266,7 @@ class WriteClient:
 
     def rollback_failed_writes(self, timeline):
         """Roll back failed writes seen on ``timeline``; returns the timeline after that."""
-        writes = [i.time for i in timeline.pending().filter(
-            actions=[Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT])]
+        writes = [i.time for i in timeline.pending().filter(actions=WRITE_ACTIONS)]
         rollbacks = timeline.pending().filter(actions=[Action.ROLLBACK]).instants
         if not writes and not rollbacks:
             return timeline
@@ -330,10 +329,7 @@ class WriteClient:
         """Roll back this client's failed instant (best effort: else the next writer does)."""
         from lakehouse.services.rollback import rollback_instant
         try:
-            if self.concurrency.multi_writer:
-                with self.table.transactions.lock():
-                    rollback_instant(self.active, inflight)
-            else:
+            with self.table.exclusive():
                 rollback_instant(self.active, inflight)
         except Exception:  # noqa: BLE001 - the next writer rolls it back
             pass
@@ -439,11 +435,9 @@ class WriteClient:
                                 "committed (its heartbeat had stopped for longer than "
                                 "hoodie.client.heartbeat.interval_in_ms x (tolerable.misses + 1))",
                                 help="nothing of it is visible; write the batch again")
-        from lakehouse.timeline.avro_files import RollbackPlan
+        from lakehouse.services.rollback import pending_rollback_plan
         for r in timeline.pending().filter(actions=[Action.ROLLBACK]):
-            req = r.with_state(State.REQUESTED)
-            plan = RollbackPlan.from_bytes(self.active.read(req), self.active.path(req))
-            if plan.instant_to_rollback.commit_time == inst.time:
+            if pending_rollback_plan(self.active, r).instant_to_rollback.commit_time == inst.time:
                 raise TimelineError(f"instant {inst.time} is being rolled back by {r.time}",
                                     help="nothing of it is visible; write the batch again")
         return timeline

@@ -102,12 +102,10 @@ def schedule_compaction(table: "Table", config: CompactionConfig | None = None, 
     ``extra_metadata`` (who asked, say) goes into the plan's extraMetadata."""
     require_mor(table)
     cfg = config or CompactionConfig.from_options(table.config.extra)
-    if table.concurrency.multi_writer:
-        # The check "no earlier write pending" and the plan's instant must be one step, or a
-        # writer could allocate an instant in between and write logs the plan misses.
-        with table.transactions.lock():
-            return _schedule(table, cfg, now, force, extra_metadata)
-    return _schedule(table, cfg, now, force, extra_metadata)
+    # With several writers, the check "no earlier write pending" and the plan's instant must be
+    # one step, or a writer could allocate an instant in between and write logs the plan misses.
+    with table.exclusive():
+        return _schedule(table, cfg, now, force, extra_metadata)
 
 
 def _schedule(table: "Table", cfg: CompactionConfig, now: datetime | None, force: bool,
