@@ -94,6 +94,14 @@ class LogBlockFormat(enum.StrEnum):
     PARQUET = "parquet"
 
 
+class BulkInsertSortMode(enum.StrEnum):
+    """How bulk insert lays records out (Hudi's ``BulkInsertSortMode``; one process has a single
+    input partition, so PARTITION_SORT and GLOBAL_SORT order the same way)."""
+    NONE = "NONE"
+    GLOBAL_SORT = "GLOBAL_SORT"
+    PARTITION_SORT = "PARTITION_SORT"
+
+
 # --- typed option parsing -------------------------------------------------------------------
 
 
@@ -344,6 +352,13 @@ class WriteConfig:
     bloom_fpp: float = opt("hoodie.index.bloom.fpp", 0.000000001, _float_between(0.0, 1.0))
     bloom_filter_type: str = opt("hoodie.bloom.index.filter.type", "DYNAMIC_V0", _str)
     bloom_max_entries: int = opt("hoodie.bloom.index.filter.dynamic.max.entries", 100000, _int(1))
+    bloom_in_base_files: bool = opt(
+        "hoodie.parquet.bloom.filter.enabled", True, _bool,
+        "write the record-key bloom filter into base file footers (always with a BLOOM index)")
+    bulk_insert_sort_mode: BulkInsertSortMode = opt(
+        "hoodie.bulkinsert.sort.mode", BulkInsertSortMode.NONE, _enum(BulkInsertSortMode),
+        "NONE groups by partition (and bucket) only; GLOBAL_SORT also sorts by record key, so "
+        "every base file covers a narrow key range that a BLOOM index prunes by")
     bloom_update_partition_path: bool = opt("hoodie.bloom.index.update.partition.path", True, _bool)
     simple_update_partition_path: bool = opt("hoodie.simple.index.update.partition.path", True, _bool)
     index_logs: bool = opt("hoodie.index.log.inserts", False, _bool,

@@ -18,7 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.config import WriteConfig
+from lakehouse.config import BulkInsertSortMode, WriteConfig
+from lakehouse.engine import parallel_take
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import bucket_file_id, new_file_id
 from lakehouse.read.merge import DELETE, HELPER_COLUMNS, KEY, SEQ, UNCONDITIONAL
@@ -45,30 +46,28 @@ def _records_per_file(avg_size: int, config: WriteConfig) -> int:
 
 
 def bulk_targets(rows: pa.Table, avg_size: int, config: WriteConfig) -> list["_Target"]:
-    """New file groups only, records sorted by partition and key (bulk insert's sort mode)."""
+    """New file groups only, records grouped by partition and, unless the sort mode is NONE,
+    sorted by key."""
     if rows.num_rows == 0:
         return []
-    rows = rows.sort_by([(PARTITION, "ascending"), (KEY, "ascending")])
+    then = [] if config.bulk_insert_sort_mode is BulkInsertSortMode.NONE else [KEY]
     per_file = _records_per_file(avg_size, config)
     targets = []
-    parts = rows.column(PARTITION).combine_chunks()
-    bounds = np.flatnonzero(pc.not_equal(parts.slice(0, len(parts) - 1), parts.slice(1))
-                            .to_numpy(zero_copy_only=False)) + 1 if len(parts) > 1 else np.array([], int)
-    starts = np.concatenate([[0], bounds]).astype(int)
-    ends = np.concatenate([bounds, [len(parts)]]).astype(int)
-    for s, e in zip(starts, ends):
-        partition = parts[int(s)].as_py()
-        nfiles = math.ceil((e - s) / per_file)
-        size = math.ceil((e - s) / nfiles)
-        for off in range(int(s), int(e), size):
+    for partition, part in _split(rows, [PARTITION], then):
+        n = part.num_rows
+        size = math.ceil(n / math.ceil(n / per_file))
+        for off in range(0, n, size):
             tg = _target(partition, new_file_id(), None, None, "create")
-            tg.rows.append(rows.slice(off, min(size, int(e) - off)))
-            tg.inserts = min(size, int(e) - off)
+            tg.rows.append(part.slice(off, min(size, n - off)))
+            tg.inserts = min(size, n - off)
             targets.append(tg)
     return targets
 
 
-def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending: dict) -> list["_Target"]:
+def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending: dict, *,
+                   sort_keys: bool = False) -> list["_Target"]:
+    """One target per (partition, bucket); ``sort_keys`` also orders each bucket's records by key
+    (bulk insert's sort mode) in the same sort."""
     cfg = client.config
     complex_keys = len(cfg.record_key_fields) > 1 or cfg.key_generator_type.value == "COMPLEX"
     cols = hash_columns(rows, rows.column(KEY), cfg.bucket_hash_fields, cfg.record_key_fields, complex_keys)
@@ -76,11 +75,13 @@ def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending:
     rows = rows.append_column("__lh_bucket", pa.array(buckets))
     existing = existing_buckets(list(latest.values()))
     targets = []
-    for (partition, bucket), part in _split(rows, [PARTITION, "__lh_bucket"]):
+    for (partition, bucket), part in _split(rows, [PARTITION, "__lh_bucket"],
+                                            then=[KEY] if sort_keys else []):
         fs = existing.get((partition, bucket))
         part = part.drop_columns(["__lh_bucket"])
         if fs is None:
-            live = part.filter(pc.invert(part.column(DELETE)))
+            deletes = part.column(DELETE)
+            live = part.filter(pc.invert(deletes)) if pc.any(deletes).as_py() else part
             if live.num_rows == 0:
                 continue
             tg = _target(partition, bucket_file_id(bucket), None, None, "create")
@@ -97,26 +98,49 @@ def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending:
     return targets
 
 
-def _split(rows: pa.Table, by: list[str]):
-    """(group key, rows) per distinct value of the ``by`` columns: one sort, then slices."""
+def _group_codes(rows: pa.Table, by: list[str]) -> tuple[np.ndarray, list[pa.Array]]:
+    """One int64 per row that orders like the ``by`` columns (nulls first), and each column's
+    distinct values in that order: sorting small integers is far cheaper than sorting strings."""
+    codes = np.zeros(rows.num_rows, dtype=np.int64)
+    values = []
+    for c in by:
+        enc = pc.dictionary_encode(rows.column(c).combine_chunks(), null_encoding="encode")
+        dictionary = enc.dictionary
+        rank_of = np.empty(len(dictionary), dtype=np.int64)
+        order = pc.array_sort_indices(dictionary, null_placement="at_start").to_numpy()
+        rank_of[order] = np.arange(len(dictionary))
+        codes = codes * max(1, len(dictionary)) + rank_of[enc.indices.to_numpy(zero_copy_only=False)]
+        values.append(dictionary.take(pa.array(order)))
+    return codes, values
+
+
+def _split(rows: pa.Table, by: list[str], then: list[str] = ()):
+    """(group key, rows) per distinct value of the ``by`` columns, in ascending order, each group
+    ordered by the ``then`` columns (stable: equal records keep their batch order): one sort,
+    one take, then slices."""
     n = rows.num_rows
     if n == 0:
         return []
-    rows = rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in by]))
-    change = np.zeros(n, dtype=bool)
-    change[0] = True
-    for c in by:
-        col = rows.column(c).combine_chunks()
-        if n > 1:
-            a, b = col.slice(0, n - 1), col.slice(1)
-            ne = pc.or_kleene(pc.not_equal(a, b), pc.xor(pc.is_null(a), pc.is_null(b)))
-            change[1:] |= pc.fill_null(ne, False).to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(change)
+    codes, values = _group_codes(rows, by)
+    if then:
+        keyed = pa.table({"__lh_group": codes, **{c: rows.column(c) for c in then}})
+        order = pc.sort_indices(keyed, sort_keys=[(c, "ascending") for c in keyed.column_names])
+        order = order.to_numpy()
+    else:
+        order = np.argsort(codes, kind="stable")
+    rows = parallel_take(rows, pa.array(order))
+    codes = codes[order]
+    starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
     ends = np.append(starts[1:], n)
+    sizes = [len(v) for v in values]
     out = []
     for s, e in zip(starts.tolist(), ends.tolist()):
-        key = tuple(rows.column(c)[s].as_py() for c in by)
-        out.append((key if len(key) > 1 else key[0], rows.slice(s, e - s)))
+        code, key = int(codes[s]), []
+        for v, size in zip(reversed(values), reversed(sizes)):
+            code, r = divmod(code, max(1, size))
+            key.append(v[r].as_py())
+        key.reverse()
+        out.append((tuple(key) if len(key) > 1 else key[0], rows.slice(s, e - s)))
     return out
 
 

@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.config import TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, WriteConfig
+from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, BulkInsertSortMode, IndexType,
+                              WriteConfig)
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.concurrency.conflict import START_KEY, check_conflicts, start_marker
 from lakehouse.concurrency.retry import publish_completed, retry_policy
@@ -39,7 +40,7 @@ from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetada
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
 from lakehouse.write import assign
-from lakehouse.write.handles import HandleContext, schema_json
+from lakehouse.write.handles import HandleContext, schema_json, writes_bloom
 from lakehouse.read.file_slice_reader import read_file_slice
 from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_PARTITION, ROW, base_file_keys, bloom_lookup,
                                          located, simple_lookup)
@@ -468,7 +469,8 @@ class WriteClient:
         ctx = self.handle_context(prepared.data_schema, t)
         replaced: dict[str, tuple[str, ...]] = {}
         if op in (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE):
-            live = rows.filter(pc.invert(rows.column(DELETE)))
+            deletes = rows.column(DELETE)
+            live = rows.filter(pc.invert(deletes)) if pc.any(deletes).as_py() else rows
             keep = latest
             if op is Operation.INSERT_OVERWRITE:
                 parts = set(pc.unique(rows.column(PARTITION)).to_pylist())
@@ -479,7 +481,8 @@ class WriteClient:
             if self.config.index_type is IndexType.BUCKET:
                 # A bucket's records must land in the bucket's file group, or later lookups
                 # (a hash, nothing more) would miss them.
-                targets = assign.bucket_targets(self, live.sort_by([(KEY, "ascending")]), keep, pending)
+                targets = assign.bucket_targets(self, live, keep, pending, sort_keys=self.write_config
+                                                .bulk_insert_sort_mode is not BulkInsertSortMode.NONE)
             else:
                 targets = assign.bulk_targets(live, self.avg_record_size(timeline), self.write_config)
         else:
@@ -496,7 +499,8 @@ class WriteClient:
         return HandleContext(storage=self.storage, markers=Markers(self.storage, instant_time),
                              instant_time=instant_time, schema=with_meta_fields(data_schema),
                              avro_schema=avro, avro_schema_json=schema_json(avro),
-                             config=self.write_config, spec=self.spec, stage=stage, attempt=attempt)
+                             config=self.write_config, spec=self.spec, stage=stage, attempt=attempt,
+                             bloom=writes_bloom(self.write_config, self.config.index_type))
 
     def avg_record_size(self, timeline) -> int:
         """Bytes per record from the newest commit big enough to tell (as Hudi estimates it)."""

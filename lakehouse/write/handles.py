@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakehouse.config import LogBlockFormat, WriteConfig
+from lakehouse.config import IndexType, LogBlockFormat, WriteConfig
 from lakehouse.faults import fault_point
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import BaseFileName, LogFileName, join, write_token
@@ -44,6 +44,9 @@ class HandleContext:
     # files of its own instead of colliding with its first attempt's (which phase 2 removes).
     stage: int = 0
     attempt: int = 0
+    # Hudi writes the key bloom filter unless hoodie.parquet.bloom.filter.enabled=false, and
+    # always for a BLOOM index (which needs it).
+    bloom: bool = True
 
     def token(self, task: int) -> str:
         return write_token(task, self.stage, self.attempt)
@@ -77,7 +80,7 @@ def with_meta(records: pa.Table, *, instant_time: str, task: int, partition: str
 def _parquet_bytes(table: pa.Table, ctx: HandleContext) -> bytes:
     keys = table.column(RECORD_KEY)
     meta = {b"parquet.avro.schema": ctx.avro_schema_json.encode(), b"writer.model.name": b"avro"}
-    if table.num_rows:
+    if table.num_rows and ctx.bloom:
         bf = BloomFilter.create(num_entries=ctx.config.bloom_num_entries, fpp=ctx.config.bloom_fpp,
                                 filter_type=ctx.config.bloom_filter_type,
                                 max_entries=ctx.config.bloom_max_entries)
@@ -103,6 +106,10 @@ def bf_footer(bf: BloomFilter, keys: pa.ChunkedArray) -> dict[bytes, bytes]:
         b"hoodie_min_record_key": mm["min"].as_py().encode(),
         b"hoodie_max_record_key": mm["max"].as_py().encode(),
     }
+
+
+def writes_bloom(config: WriteConfig, index_type: IndexType) -> bool:
+    return config.bloom_in_base_files or index_type in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM)
 
 
 def _write_data(ctx: HandleContext, path: str, data: bytes) -> None:

@@ -75,22 +75,33 @@ def test_non_global_index_keeps_one_record_per_partition(tmp_path):
     assert rows(t, ("id", "city", "v")) == [("a", "la", 10), ("a", "sf", 1)]
 
 
-def test_bulk_insert_sorts_and_sizes_files(tmp_path):
+@pytest.mark.parametrize("mode", ["GLOBAL_SORT", "NONE"])
+def test_bulk_insert_sort_modes_and_file_sizes(tmp_path, mode):
     p = tmp_path / "t"
     t = lakehouse.create_table(str(p), name="b", table_type="MERGE_ON_READ", record_key="id",
                                partition_by="city", ordering_field="ts",
                                options={"hoodie.parquet.max.file.size": 20_000,
                                         "hoodie.parquet.small.file.limit": 10_000,
-                                        "hoodie.copyonwrite.record.size.estimate": 100})
+                                        "hoodie.copyonwrite.record.size.estimate": 100,
+                                        "hoodie.bulkinsert.sort.mode": mode})
     n = 1000
     ids = [f"id{(i * 7919) % n:05d}" for i in range(n)]
-    t.bulk_insert(pa.table({"id": ids, "city": ["sf" if i % 2 else "la" for i in range(n)],
-                            "ts": list(range(n)), "v": list(range(n))}))
+    cities = ["sf" if i % 2 else "la" for i in range(n)]
+    t.bulk_insert(pa.table({"id": ids, "city": cities, "ts": list(range(n)), "v": list(range(n))}))
     bases = files(p, lambda n: n.endswith(".parquet"))
     assert len(bases) >= 4, "200 records per file at 100 bytes each means several files per partition"
-    for f in bases:
+    by_city: dict[str, list[list[str]]] = {}
+    for f in sorted(bases, key=lambda f: int(pq.read_table(f, columns=["_hoodie_commit_seqno"])
+                    .column(0)[0].as_py().split("_")[1])):
         keys = pq.read_table(f, columns=["_hoodie_record_key"]).column(0).to_pylist()
-        assert keys == sorted(keys), "bulk insert writes each file sorted by key"
+        by_city.setdefault(os.path.basename(os.path.dirname(f)), []).append(keys)
+    for city, parts in by_city.items():
+        given = [k for k, c in zip(ids, cities) if c == city]
+        if mode == "GLOBAL_SORT":
+            assert [k for keys in parts for k in keys] == sorted(given), \
+                "GLOBAL_SORT: files in key order, each a narrow key range"
+        else:
+            assert [k for keys in parts for k in keys] == given, "NONE keeps the batch's order"
     assert len(rows(t)) == n and hrows(p) == rows(t)
 
 
@@ -222,6 +233,23 @@ def test_base_file_footers_are_what_hudi_writes(tmp_path, table_type):
         for k, v in footer_metadata(keys).items():
             assert md[k] == v, k
         assert b"parquet.avro.schema" in md and b"ARROW:schema" not in md
+
+
+@pytest.mark.parametrize("index", ["SIMPLE", "BUCKET", "BLOOM"])
+def test_bloom_filter_in_footers_can_be_turned_off_unless_the_index_needs_it(tmp_path, index):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="f", record_key="id", ordering_field="ts",
+                               table_type="MERGE_ON_READ", index=index,
+                               options={"hoodie.parquet.bloom.filter.enabled": "false"})
+    t.bulk_insert(pa.table({"id": [f"k{i:03d}" for i in range(50)], "ts": [1] * 50}))
+    t.upsert(pa.table({"id": ["k005", "zzz"], "ts": [2, 2]}))
+    t.compact()
+    bases = files(p, lambda n: n.endswith(".parquet"))
+    assert len(bases) >= 2
+    for f in bases:
+        md = pq.read_metadata(f).metadata
+        assert (b"org.apache.hudi.bloomfilter" in md) == (index == "BLOOM"), f
+    assert hrows(p, ("id", "ts")) == rows(t, ("id", "ts")) and len(rows(t, ("id",))) == 51
 
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])

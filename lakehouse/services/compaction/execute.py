@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lakehouse.config import WRITE_OPTION_KEYS, WriteConfig
+from lakehouse.config import WRITE_OPTION_KEYS, TableConfig, WriteConfig
 from lakehouse.engine import Engine, default_engine
 from lakehouse.errors import TimelineError
 from lakehouse.faults import InjectedFault, fault_point
@@ -29,7 +29,7 @@ from lakehouse.storage.base import Storage
 from lakehouse.timeline.avro_files import CompactionOperation
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.timeline.instant import Action, Instant, State
-from lakehouse.write.handles import HandleContext, schema_json, write_compacted_base_file
+from lakehouse.write.handles import HandleContext, schema_json, write_compacted_base_file, writes_bloom
 from lakehouse.write.markers import Markers
 
 if TYPE_CHECKING:
@@ -63,40 +63,40 @@ class _Task:
     index: int
     op: CompactionOperation
     committed: frozenset[str]
+    # Read once by the driver: every task writes the same schema, and 160 tasks each parsing the
+    # commit metadata for it cost more than merging their slices.
+    config: TableConfig
+    schema: pa.Schema
 
 
-def _slice(table: "Table", op: CompactionOperation) -> FileSlice:
+def _slice(storage: Storage, op: CompactionOperation) -> FileSlice:
     p = op.partition_path
     base = None
     if op.data_file_path:
         bn = BaseFileName.parse(op.data_file_path)
-        base = BaseFile(p, bn, table.storage.size(join(p, op.data_file_path)))
+        base = BaseFile(p, bn, storage.size(join(p, op.data_file_path)))
     logs = []
     for name in op.delta_file_paths:
         ln = LogFileName.parse(name)
-        logs.append(LogFile(p, ln, table.storage.size(join(p, name))))
+        logs.append(LogFile(p, ln, storage.size(join(p, name))))
     return FileSlice(p, op.file_id, op.base_instant_time, base,
                      tuple(sorted(logs, key=lambda f: f.name.sort_key)))
 
 
 def compact_operation(task: _Task) -> WriteStat:
-    from lakehouse.table import open_table
-
-    table = open_table(task.storage)
     t = task.instant_time
-    reader = TableReader(table.storage, table.config, table.active)
-    schema = reader.schema()
-    ctx = SliceReadContext(storage=table.storage, schema=schema,
-                           spec=MergeSpec(table.config.merge_mode, table.config.ordering_field),
+    config, schema, storage = task.config, task.schema, task.storage
+    ctx = SliceReadContext(storage=storage, schema=schema,
+                           spec=MergeSpec(config.merge_mode, config.ordering_field),
                            is_visible=lambda x: x in task.committed and x < t)
-    fs = _slice(table, task.op)
+    fs = _slice(storage, task.op)
     merged = read_file_slice(fs, ctx)
-    wc = WriteConfig.from_options({k: v for k, v in table.config.extra.items() if k in WRITE_OPTION_KEYS})
+    wc = WriteConfig.from_options({k: v for k, v in config.extra.items() if k in WRITE_OPTION_KEYS})
     data_schema = pa.schema([f for f in schema if f.name not in HOODIE_META_FIELDS])
-    avro = arrow_to_avro_schema(data_schema, table.config.name, with_meta_fields=True)
-    hctx = HandleContext(storage=table.storage, markers=Markers(table.storage, t), instant_time=t,
+    avro = arrow_to_avro_schema(data_schema, config.name, with_meta_fields=True)
+    hctx = HandleContext(storage=storage, markers=Markers(storage, t), instant_time=t,
                          schema=schema, avro_schema=avro, avro_schema_json=schema_json(avro),
-                         config=wc, spec=ctx.spec)
+                         config=wc, spec=ctx.spec, bloom=writes_bloom(wc, config.index_type))
     stat = write_compacted_base_file(hctx, partition=fs.partition, file_id=fs.file_id, table=merged,
                                      task=task.index, prev_commit=fs.base_instant)
     if task.index == 0:
@@ -160,7 +160,9 @@ def execute_compaction(table: "Table", instant_time: str | None = None, *,
     plan = read_plan(table, t)
     table.active.transition(Instant(t, Action.COMPACTION, State.REQUESTED), State.INFLIGHT)
     committed = frozenset(table.timeline.completed_write_times)
-    tasks = [_Task(table.storage, t, i, op, committed) for i, op in enumerate(plan.operations)]
+    schema = TableReader(table.storage, table.config, table.active).schema()
+    tasks = [_Task(table.storage, t, i, op, committed, table.config, schema)
+             for i, op in enumerate(plan.operations)]
     stats: list[WriteStat] = []
     failures: list[dict] = []
     for r in (engine or default_engine()).map(run_operation, tasks, parallelism):

@@ -34,15 +34,25 @@ def java_string_hash(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
         else np.zeros(0, dtype=np.uint8)
     starts = offsets[:-1].astype(np.int64)
     lengths = (offsets[1:] - offsets[:-1]).astype(np.int64)
-    h = np.zeros(n, dtype=np.int64)
+    # uint32 arithmetic wraps exactly as Java's int does.
+    k31 = np.uint32(31)
+    if values.null_count == 0 and lengths.min() == lengths.max():
+        # Equal lengths (UUIDs, padded ids) lie back to back: one column per character position.
+        size = int(lengths[0])
+        mat = data[starts[0]:starts[0] + n * size].reshape(n, size)
+        h = np.zeros(n, dtype=np.uint32)
+        for i in range(size):
+            h *= k31
+            h += mat[:, i]
+        return h.view(np.int32)
+    h = np.zeros(n, dtype=np.uint32)
     max_len = int(lengths.max()) if n else 0
     for i in range(max_len):
-        active = lengths > i
-        if not active.any():
+        idx = np.flatnonzero(lengths > i)
+        if not len(idx):
             break
-        idx = np.flatnonzero(active)
-        h[idx] = (h[idx] * 31 + data[starts[idx] + i]) & 0xFFFFFFFF
-    return h.astype(np.uint32).view(np.int32)
+        h[idx] = h[idx] * k31 + data[starts[idx] + i]
+    return h.view(np.int32)
 
 
 def _hash_utf16(values: pa.Array) -> np.ndarray:
