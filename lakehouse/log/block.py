@@ -260,12 +260,17 @@ def encode_parquet_data_block(table: pa.Table, avro_schema: dict[str, Any] | str
     ``avro_schema``). The footer carries ``parquet.avro.schema`` as Hudi's Avro writer does."""
     schema_json = _schema_json(avro_schema)
     table = conform_table(table, avro_to_arrow_schema(schema_json))
-    table = table.replace_schema_metadata({"parquet.avro.schema": schema_json,
-                                           "writer.model.name": "avro"})
+    table = table.replace_schema_metadata(None)
     if compression_level is None:
         compression_level = _DEFAULT_LEVELS.get(compression.lower())
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression=compression, compression_level=compression_level)
+    # Hudi's key/values in the footer, and no ARROW:schema: that copy would carry the schema a
+    # fourth time (it is also in the block header and in parquet.avro.schema), per block.
+    with pq.ParquetWriter(sink, table.schema, compression=compression,
+                          compression_level=compression_level, store_schema=False) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata({"parquet.avro.schema": schema_json,
+                                       "writer.model.name": "avro"})
     header = {HeaderKey.INSTANT_TIME: instant_time, HeaderKey.SCHEMA: schema_json}
     return encode_block(BlockType.PARQUET_DATA, header, sink.getvalue())
 

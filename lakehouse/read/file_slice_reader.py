@@ -236,19 +236,31 @@ def merge_slices(slices: list[SliceParts], ctx: SliceReadContext) -> pa.Table:
     # (a delete without ordering value cuts off what came before it in the logs), then that
     # result against the base record by ordering value. So a lower-ordered re-insert after an
     # unconditional delete loses to the base record, exactly as Java Hudi and hudi-rs read it.
-    logs_merged = resolve(pa.concat_tables(log_parts, promote_options="permissive"), ctx.spec,
-                          keep_deletes=True)
+    logs_all = pa.concat_tables(log_parts, promote_options="permissive")
+    if ctx.spec.mode is not MergeMode.PARTIAL_UPDATE and \
+            pc.count_distinct(logs_all.column(KEY)).as_py() == logs_all.num_rows:
+        # Every key once in the logs (typical: most log records are inserts): nothing to merge
+        # among the blocks, and sorting them all would be the read's biggest cost.
+        logs_merged = logs_all
+    else:
+        logs_merged = resolve(logs_all, ctx.spec, keep_deletes=True)
     result_parts = list(done)
     if bases:
         base_touched = pa.concat_tables(bases, promote_options="permissive")
+        # Only log records of keys the base holds need the second level; the others are final.
+        in_base = pc.is_in(logs_merged.column(KEY), value_set=base_touched.column(KEY).combine_chunks())
+        fresh = logs_merged.filter(pc.invert(in_base))
+        logs_merged = logs_merged.filter(in_base)
         if ctx.spec.mode is MergeMode.PARTIAL_UPDATE and AFTER_CUT in logs_merged.column_names:
             # A partial record re-inserted after a delete must not inherit the deleted fields.
             cut_keys = logs_merged.filter(pc.fill_null(logs_merged.column(AFTER_CUT), False)).column(KEY)
             base_touched = base_touched.filter(pc.invert(pc.is_in(base_touched.column(KEY),
                                                                   value_set=cut_keys.combine_chunks())))
-        merged = resolve(pa.concat_tables([base_touched, logs_merged.drop_columns(
-            [AFTER_CUT] if AFTER_CUT in logs_merged.column_names else [])],
-            promote_options="permissive"), ctx.spec)
+        after_cut = [AFTER_CUT] if AFTER_CUT in logs_merged.column_names else []
+        merged = resolve(pa.concat_tables([base_touched, logs_merged.drop_columns(after_cut)],
+                                          promote_options="permissive"), ctx.spec)
+        fresh = fresh.filter(pc.invert(pc.fill_null(fresh.column(DELETE), False)))
+        merged = pa.concat_tables([merged, fresh.drop_columns(after_cut)], promote_options="permissive")
     else:
         merged = logs_merged.filter(pc.invert(pc.fill_null(logs_merged.column(DELETE), False)))
     merged = drop_helpers(merged)
