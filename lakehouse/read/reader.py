@@ -194,17 +194,23 @@ class TableReader:
         if not slices:
             return ctx.schema.empty_table().select(out_cols)
         workers = min(len(slices), os.cpu_count() or 1, 8)
-        if workers <= 1:
-            parts = [collect_slice(s, ctx) for s in slices]
-        else:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                parts = list(pool.map(lambda s: collect_slice(s, ctx), slices))
         target = pa.schema([ctx.schema.field(c) for c in out_cols])
-        for p in parts:  # slices written under older schemas: one type per column to merge
-            if p.done is not None and p.done.schema != target:
-                p.done = p.done.cast(target)
-        result = merge_slices(parts, ctx)
-        return result.cast(target) if result.schema != target else result
+
+        def merged(group: list[FileSlice]) -> pa.Table:
+            parts = [collect_slice(s, ctx) for s in group]
+            for p in parts:  # slices written under older schemas: one type per column to merge
+                if p.done is not None and p.done.schema != target:
+                    p.done = p.done.cast(target)
+            result = merge_slices(parts, ctx)
+            return result.cast(target) if result.schema != target else result
+
+        if workers <= 1:
+            return merged(slices)
+        # Slices are read and merged in groups, one vectorised merge per group: the merge runs
+        # in parallel too, and each group is big enough that per-merge costs stay small.
+        groups = [slices[i::workers * 2] for i in range(workers * 2)]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return pa.concat_tables(list(pool.map(merged, groups)))
 
     # --- plans: what a read reads, decided once (here, or on a Spark driver) -----------------
 

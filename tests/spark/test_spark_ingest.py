@@ -69,10 +69,13 @@ def test_spark_ingest_killed_on_the_driver_is_applied_once(tmp_path, spark_submi
 
 
 @pytest.mark.parametrize("index", ["BUCKET", "SIMPLE"])
-def test_a_write_task_lost_after_writing_is_retried_by_spark(tmp_path, spark_submit, index):
+def test_a_write_task_lost_after_writing_is_retried_by_spark(tmp_path, spark_submit, index, reliability):
     """An executor's Python worker dies after its task wrote files: Spark runs the task again
     (local[2,2]: two attempts), the new attempt writes under its own write token, and the commit
     removes the lost attempt's files; the batch is in once, with no file left over."""
+    case = reliability.case("crash", f"Spark write task's worker killed after its files, task "
+                            f"retried by Spark ({index} index)", "spark.write_task.after_files",
+                            detail="the lost attempt's files removed by the commit; batch in once")
     src, path = tmp_path / "in", tmp_path / "trips"
     demo.write_batches(str(src), 1, demo.DemoStream(rows=400))
     spark_submit("ingest", path, "--source-dir", src, "--create", "--commit", "--index", index, *OPTS)
@@ -88,3 +91,4 @@ def test_a_write_task_lost_after_writing_is_retried_by_spark(tmp_path, spark_sub
     on_disk = {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()
                and ".hoodie" not in p.parts and not p.name.startswith(".hoodie_partition_metadata")}
     assert on_disk == committed
+    case.records_checked = t.read(columns=["_hoodie_record_key"]).num_rows
