@@ -267,7 +267,8 @@ def encode_parquet_data_block(table: pa.Table, avro_schema: dict[str, Any] | str
     # Hudi's key/values in the footer, and no ARROW:schema: that copy would carry the schema a
     # fourth time (it is also in the block header and in parquet.avro.schema), per block.
     with pq.ParquetWriter(sink, table.schema, compression=compression,
-                          compression_level=compression_level, store_schema=False) as writer:
+                          compression_level=compression_level, store_schema=False,
+                          write_page_checksum=True) as writer:
         writer.write_table(table)
         writer.add_key_value_metadata({"parquet.avro.schema": schema_json,
                                        "writer.model.name": "avro"})
@@ -281,7 +282,7 @@ def decode_parquet_data_block(block: LogBlock, columns: Sequence[str] | None = N
     try:
         # ParquetFile, not read_table: no dataset machinery for a small in-memory file (twice as
         # fast per block, and a snapshot read decodes one block per file group and delta commit).
-        pf = pq.ParquetFile(pa.BufferReader(block.content))
+        pf = pq.ParquetFile(pa.BufferReader(block.content), page_checksum_verification=True)
         if columns is not None:
             have = set(pf.schema_arrow.names)
             columns = [c for c in columns if c in have]

@@ -5,13 +5,20 @@ whose reverse pointer does not match its length. Like Hudi's HoodieLogFileReader
 becomes one CORRUPT block and reading resumes at the next ``#HUDI#`` magic (a later append may
 have written whole blocks after the torn one). Reading never raises on bad bytes; decoding a
 block's content is where :class:`~lakehouse.errors.CorruptFileError` comes from.
+
+A CORRUPT block keeps the header of the torn block when that much of it was written (magic,
+length, version, type and a whole header inside the torn stretch): its ``instant_time`` then says
+whose block was torn. A torn block of a failed write is expected and skipped; one of a committed
+instant is committed data the storage lost, which :func:`torn_committed_block` finds so that a
+reader can say so instead of returning fewer records.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+from lakehouse.errors import CorruptFileError
 from lakehouse.log.block import LOG_FORMAT_VERSION, MAGIC, BlockType, HeaderKey, LogBlock
 from lakehouse.storage.base import Storage
 
@@ -86,6 +93,22 @@ def _parse_block(data: bytes, offset: int, path: str) -> LogBlock:
                     version=version)
 
 
+def _salvage_header(data: bytes, offset: int, end: int) -> dict[HeaderKey | int, str]:
+    """The header of the torn block at ``offset`` if all of it lies before ``end``, else {}."""
+    pos = offset + _PREFIX
+    if pos + 8 > end or data[offset:offset + len(MAGIC)] != MAGIC:
+        return {}
+    version, type_ordinal = struct.unpack_from(">ii", data, pos)
+    if version != LOG_FORMAT_VERSION or not 0 <= type_ordinal < len(BlockType) \
+            or type_ordinal == BlockType.CORRUPT:
+        return {}
+    try:
+        header, _ = _read_metadata(data, pos + 8, end)
+    except _Torn:
+        return {}
+    return header
+
+
 def iter_log_blocks(data: bytes, path: str = "") -> Iterator[LogBlock]:
     """The blocks of a log file's bytes, in file order, CORRUPT ones included."""
     data = bytes(data)
@@ -97,7 +120,8 @@ def iter_log_blocks(data: bytes, path: str = "") -> Iterator[LogBlock]:
             # Resync the way Hudi does: the corrupt stretch runs to the next magic or the end.
             nxt = data.find(MAGIC, offset + 1)
             end = len(data) if nxt < 0 else nxt
-            yield LogBlock(block_type=BlockType.CORRUPT, header={}, content=data[offset:end],
+            yield LogBlock(block_type=BlockType.CORRUPT, header=_salvage_header(data, offset, end),
+                           content=data[offset:end],
                            offset=offset, size=end - offset, path=path)
             offset = end
             continue
@@ -113,3 +137,53 @@ def read_log_blocks(data: bytes, path: str = "") -> list[LogBlock]:
 def read_log_file(storage: Storage, path: str) -> list[LogBlock]:
     """All blocks of the log file at ``path`` in ``storage``."""
     return read_log_blocks(storage.read(path), path)
+
+
+def torn_committed_block(blocks: list[LogBlock], is_committed: Callable[[str], bool],
+                         committed_size: int | None = None) -> LogBlock | None:
+    """The first CORRUPT block holding committed data, or None.
+
+    A CORRUPT block holds committed data when its salvaged header names a committed instant that
+    no rollback command block in ``blocks`` targets, or (its header torn too) when it starts
+    before ``committed_size``: the bytes the committed write stats say this file holds (Hudi's
+    ``logOffset`` + ``totalWriteBytes``; a lakehouse log file is written whole by one instant).
+    A file shorter than ``committed_size`` lost committed bytes even when it ends on a block
+    boundary: the returned block is then a zero-length CORRUPT block at the file's end.
+    """
+    rolled_back = {b.target_instant_time for b in blocks
+                   if b.block_type is BlockType.COMMAND and b.target_instant_time}
+    end = 0
+    for b in blocks:
+        end = b.offset + b.size
+        if b.block_type is not BlockType.CORRUPT:
+            continue
+        t = b.instant_time
+        if t is not None:
+            if t not in rolled_back and is_committed(t):
+                return b
+        elif committed_size is not None and b.offset < committed_size:
+            return b
+    if committed_size is not None and end < committed_size:
+        path = blocks[-1].path if blocks else ""
+        return LogBlock(block_type=BlockType.CORRUPT, header={}, offset=end, size=0, path=path)
+    return None
+
+
+def check_committed_blocks(blocks: list[LogBlock], path: str, is_committed: Callable[[str], bool],
+                           committed_size: int | None = None) -> None:
+    """Raise :class:`CorruptFileError` naming ``path`` when a torn or missing stretch of the log
+    file held committed data (see :func:`torn_committed_block`); a read must not go on with
+    fewer records than were committed."""
+    b = torn_committed_block(blocks, is_committed, committed_size)
+    if b is None:
+        return
+    whose = f"of committed instant {b.instant_time}" if b.instant_time else "inside the committed bytes"
+    if b.size == 0:
+        reason = (f"the log file ends at byte {b.offset}, before the {committed_size} bytes its "
+                  "committed write stats record: committed log blocks are missing")
+    else:
+        reason = (f"torn or corrupt log block at offset {b.offset} ({b.size} bytes) {whose}: "
+                  "its records were committed and cannot be read")
+    raise CorruptFileError(path, reason, help="restore the log file from a backup, or roll back "
+                           "the instant that wrote it (`lakehouse rollback`) to drop its records "
+                           "knowingly; reading on would silently lose committed records")

@@ -14,7 +14,7 @@ from lakehouse.errors import CorruptFileError, StorageError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.log.block import BlockType, LogBlock
 from lakehouse.log.block import decode_avro_data_block, decode_delete_block, decode_parquet_data_block
-from lakehouse.log.reader import read_log_blocks
+from lakehouse.log.reader import check_committed_blocks, read_log_blocks
 from lakehouse.config import MergeMode
 from lakehouse.read.merge import AFTER_CUT, DELETE, IS_DELETED_FIELD, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, drop_helpers, resolve
 from lakehouse.schema import conform_table
@@ -61,7 +61,7 @@ def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list
                    row_filter: pc.Expression | None = None) -> pa.Table:
     try:
         with storage.open_input(path) as f:
-            pf = pq.ParquetFile(f)
+            pf = pq.ParquetFile(f, page_checksum_verification=True)
             present = set(pf.schema_arrow.names)
             cols = [c for c in (columns or schema.names) if c in present]
             table = pf.read(columns=cols)
@@ -100,7 +100,11 @@ def _collect_logs(fs: FileSlice, ctx: SliceReadContext, prev: FileSlice | None) 
             # so its blocks are not part of what this read shows.
             ctx.stats["vanished_logs"] += 1
             continue
-        blocks.extend(read_log_blocks(data, ctx.storage.uri(lf.path)))
+        file_blocks = read_log_blocks(data, ctx.storage.uri(lf.path))
+        # A torn block of a failed write is expected (skipped below); one whose header names a
+        # committed instant is committed data the storage lost: say so, never read on with less.
+        check_committed_blocks(file_blocks, ctx.storage.uri(lf.path), ctx.is_visible)
+        blocks.extend(file_blocks)
     rolled_back: set[str] = set()
     for b in blocks:
         if b.block_type is BlockType.COMMAND and b.target_instant_time:

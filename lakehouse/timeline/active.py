@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, ContextManager, Iterable
 
-from lakehouse.errors import FileAlreadyExistsError, InstantNotFoundError, TimelineError
+from lakehouse.errors import CorruptFileError, FileAlreadyExistsError, InstantNotFoundError, TimelineError
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
@@ -164,7 +164,15 @@ class ActiveTimeline:
             cached = self._metadata_cache.get(instant.time)
             if cached is not None:
                 return cached
-        meta = CommitMetadata.from_bytes(self.read(instant), self.storage.uri(self.path(instant)))
+        data = self.read(instant)
+        if instant.is_completed and not data.strip():
+            # Requested and inflight files may be empty; a completed write always records what
+            # it wrote. Read as "wrote nothing", an emptied one would hide its files from
+            # incremental reads, rollback and clean, and its replaced file groups from reads.
+            raise CorruptFileError(self.storage.uri(self.path(instant)),
+                                   f"the completed {instant.action} file is empty; it must hold "
+                                   "the instant's commit metadata (JSON)")
+        meta = CommitMetadata.from_bytes(data, self.storage.uri(self.path(instant)))
         if instant.is_completed:
             self._metadata_cache[instant.time] = meta
         return meta

@@ -89,8 +89,9 @@ def _parquet_bytes(table: pa.Table, ctx: HandleContext) -> bytes:
     sink = io.BytesIO()
     # The footer gets Hudi's key/values directly, and no Arrow schema copy: that copy would
     # carry the (large) bloom filter a second time.
+    # Page CRCs: a flipped bit is then an error on read, not a wrong value.
     with pq.ParquetWriter(sink, table.schema, compression=ctx.config.parquet_codec,
-                          store_schema=False) as writer:
+                          store_schema=False, write_page_checksum=True) as writer:
         writer.write_table(table, row_group_size=max(1, min(table.num_rows or 1, 1 << 20)))
         writer.add_key_value_metadata(meta)
     return sink.getvalue()
