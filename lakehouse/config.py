@@ -479,6 +479,18 @@ LOCK_PROVIDER_ALIASES = {
 }
 
 
+def _check_importable(key: str, class_path: str) -> None:
+    """Refuse a class that cannot be loaded now, rather than when the first writer needs it
+    (after a table was created with it, say)."""
+    import importlib
+    module, _, name = class_path.rpartition(".")
+    try:
+        getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"{key}={class_path!r} cannot be imported: {e}",
+                          help="install the module or fix the class path") from None
+
+
 @dataclass(frozen=True)
 class ConcurrencyConfig:
     """Several writers on one table (Hudi's multi-writer keys; Iceberg's commit-retry defaults)."""
@@ -521,6 +533,8 @@ class ConcurrencyConfig:
             raise ConfigError(f"hoodie.write.lock.provider={cfg.lock_provider!r} is not a class path",
                               help=f"use {STORAGE_LOCK_PROVIDER} (leases in the table's storage) "
                                    "or module.Class of your own provider")
+        if cfg.multi_writer and provider != STORAGE_LOCK_PROVIDER:
+            _check_importable("hoodie.write.lock.provider", provider)
         policy = cfg.failed_writes_policy or (FailedWritesPolicy.LAZY if cfg.multi_writer
                                               else FailedWritesPolicy.EAGER)
         if cfg.multi_writer and policy is FailedWritesPolicy.EAGER:

@@ -37,9 +37,14 @@ def _read_config(storage: Storage) -> TableConfig:
         props = parse_properties(raw.decode("latin-1"))
     except ValueError as e:
         raise CorruptFileError(storage.uri(PROPERTIES), f"not a properties file ({e})") from None
+    # A file cut at a line boundary parses: without these a MOR table would open with the
+    # defaults (as COPY_ON_WRITE), and its next write would drop committed log records.
+    missing = [k for k in ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version")
+               if not props.get(k)]
+    if missing:
+        raise CorruptFileError(storage.uri(PROPERTIES), f"{', '.join(missing)} missing (every Hudi "
+                               "table has them: the file is truncated or damaged)")
     config = TableConfig.from_properties(props)
-    if not config.name:
-        raise CorruptFileError(storage.uri(PROPERTIES), "hoodie.table.name is missing")
     if config.version not in (5, 6):
         raise UnsupportedTableError(
             f"{storage.uri()} has table version {config.version}; lakehouse reads and writes version 6",
@@ -408,6 +413,9 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
         props["hoodie.table.create.schema"] = json.dumps(
             arrow_to_avro_schema(data_schema(schema), name, with_meta_fields=False), separators=(",", ":"))
     config = TableConfig.from_properties(props)
+    if config.version != 6:
+        raise ConfigError(f"hoodie.table.version={config.version}: lakehouse creates version 6 tables",
+                          help="leave hoodie.table.version unset")
     if config.key_generator_type is KeyGeneratorType.TIMESTAMP:
         from lakehouse.write.keygen import KeyGenerator
         KeyGenerator(config)  # validates the timestamp options
@@ -415,8 +423,14 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
     if storage.exists(PROPERTIES):
         raise TableExistsError(f"a table already exists at {storage.uri()}",
                                help="open it with lakehouse.open_table, or pick another path")
-    for d in (".aux", ".temp", "archived", ".schema"):
-        storage.mkdirs(f"{METAFOLDER}/{d}")
+    try:
+        for d in (".aux", ".temp", "archived", ".schema"):
+            storage.mkdirs(f"{METAFOLDER}/{d}")
+    except (NotADirectoryError, FileExistsError):
+        # The path, or a folder on the way to it, is a file: nothing could be created.
+        raise ConfigError(f"cannot create a table at {storage.uri()}: the path or one of its "
+                          "parents is a file, not a folder",
+                          help="pick a folder path (it may be missing or hold other files)") from None
     try:
         storage.create(PROPERTIES, format_properties(props, comment="Properties saved by lakehouse").encode())
     except FileAlreadyExistsError:

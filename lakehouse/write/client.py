@@ -25,7 +25,8 @@ from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, BulkInsertSo
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.concurrency.conflict import START_KEY, check_conflicts, start_marker
 from lakehouse.concurrency.retry import publish_completed, retry_policy
-from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, ConfigError, FileAlreadyExistsError, LockError,
+from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, ConfigError, CorruptFileError,
+                              FileAlreadyExistsError, LockError,
                               LockTimeoutError, RecordKeyError, SchemaError, TimelineError,
                               UnsupportedTableError, WriteError)
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
@@ -124,11 +125,28 @@ class WriteClient:
                               "of the table must agree on it",
                               help="store it with the table (create_table options) or pass it to "
                                    "open_table(path, options)")
+        self._check_table_options(options or {})
         self.concurrency = table.concurrency
         self.write_config = WriteConfig.from_options(
             {k: v for k, v in merged.items() if k not in TABLE_OPTION_KEYS})
         self.spec = MergeSpec(self.config.merge_mode, self.config.ordering_field)
         self.keygen = KeyGenerator(self.config)
+
+    def _check_table_options(self, options: Mapping[str, Any]) -> None:
+        """A table setting given to one write must be valid and equal to the stored one: it
+        cannot change for one write, and ignoring it would write something else than asked."""
+        from lakehouse.config import TableConfig
+        asked = {k: str(v) for k, v in options.items() if k in TABLE_OPTION_KEYS}
+        if not asked:
+            return
+        stored = self.config.to_properties()
+        parsed = TableConfig.from_properties({**stored, **asked}).to_properties()
+        changed = sorted(k for k in asked if parsed.get(k) != stored.get(k))
+        if changed:
+            raise ConfigError(f"{', '.join(f'{k}={asked[k]!r}' for k in changed)}: a table setting "
+                              "(stored in hoodie.properties) cannot change for one write",
+                              help="leave it out of the write's options; table settings are "
+                                   "chosen when the table is created")
 
     # --- phase 0: validation --------------------------------------------------------------
 
@@ -319,9 +337,10 @@ class WriteClient:
 
     def abort(self, inflight, error: Exception) -> "typing.NoReturn":
         """Roll a failed phase 1 back (best effort: else the next writer does) and raise: input
-        errors as they are, anything else as a WriteError (definitely not visible)."""
+        errors and damaged table files as they are (their message names what to fix), anything
+        else as a WriteError (definitely not visible)."""
         self.rollback_own(inflight)
-        if isinstance(error, (SchemaError, RecordKeyError)):
+        if isinstance(error, (SchemaError, RecordKeyError, CorruptFileError)):
             raise error
         raise WriteError(f"writing instant {inflight.time} failed: {error}",
                          help="nothing of it is visible; fix the cause and write again") from error

@@ -3,6 +3,11 @@
 Allowed changes follow Avro's schema resolution as Hudi applies it: new nullable columns, widening
 numeric promotions (int -> long -> float -> double), string types among themselves. Anything
 else, such as a narrower or unrelated type, is refused with :class:`SchemaError`.
+
+A batch narrower than the table is cast up to the table's type. A batch wider than the table
+widens the table column itself only where Iceberg can read the files written before (the
+Iceberg view is published with every commit): int -> long, float -> double, a decimal's
+precision at the same scale, also inside lists, maps and structs.
 """
 
 from __future__ import annotations
@@ -77,10 +82,44 @@ def _compatible(src: pa.DataType, dst: pa.DataType) -> bool:
     return False
 
 
+def _widened(table: pa.DataType, batch: pa.DataType) -> pa.DataType | None:
+    """The table type widened to hold ``batch`` (already normalized), or None if that widening
+    is not one every reader of the old files (Arrow casts, Iceberg) can follow."""
+    if table == batch or _compatible(batch, table):
+        return table
+    if (table, batch) in ((pa.int32(), pa.int64()), (pa.float32(), pa.float64())):
+        return batch
+    if pa.types.is_decimal(table) and pa.types.is_decimal(batch):
+        ok = batch.scale == table.scale and batch.precision >= table.precision
+        return batch if ok else None
+    if pa.types.is_list(table) and pa.types.is_list(batch):
+        inner = _widened(table.value_type, batch.value_type)
+        return None if inner is None else pa.list_(table.value_field.with_type(inner))
+    if pa.types.is_map(table) and pa.types.is_map(batch):
+        inner = _widened(table.item_type, batch.item_type)
+        return None if inner is None else pa.map_(table.key_field, table.item_field.with_type(inner))
+    if pa.types.is_struct(table) and pa.types.is_struct(batch):
+        # Same fields in the same order: adding or dropping a nested field is not a widening.
+        if [f.name for f in table] != [f.name for f in batch]:
+            return None
+        inner = [_widened(a.type, b.type) for a, b in zip(table, batch)]
+        if any(t is None for t in inner):
+            return None
+        return pa.struct([f.with_type(t) for f, t in zip(table, inner)])
+    return None
+
+
 def data_schema(batch: pa.Schema) -> pa.Schema:
     """The batch schema without meta fields, normalized, every field nullable."""
-    return pa.schema([pa.field(f.name, normalize_type(f.type), nullable=True)
+    return pa.schema([pa.field(f.name, _normalize_column(f), nullable=True)
                       for f in batch if f.name not in HOODIE_META_FIELDS])
+
+
+def _normalize_column(f: pa.Field) -> pa.DataType:
+    try:
+        return normalize_type(f.type)
+    except SchemaError as e:  # name the column: the type alone does not say which one
+        raise SchemaError(f"column {f.name!r}: {e.message}", help=e.help) from None
 
 
 def reconcile(batch: pa.Schema, table: pa.Schema | None) -> pa.Schema:
@@ -90,17 +129,22 @@ def reconcile(batch: pa.Schema, table: pa.Schema | None) -> pa.Schema:
         return incoming
     table = pa.schema([f for f in table if f.name not in HOODIE_META_FIELDS])
     fields = list(table)
-    names = set(table.names)
+    index = {name: i for i, name in enumerate(table.names)}
     for f in batch:
         if f.name in HOODIE_META_FIELDS:
             continue
-        if f.name in names:
-            dst = table.field(f.name).type
-            if not _compatible(f.type, dst):
+        if f.name in index:
+            dst = fields[index[f.name]].type
+            if _compatible(f.type, dst):
+                continue
+            wider = _widened(dst, normalize_type(f.type))
+            if wider is None:
                 raise SchemaError(
                     f"column {f.name!r} has type {f.type} in the batch but {dst} in the table",
-                    help="cast the column to the table's type; changing a column's type "
-                         "incompatibly needs a new table")
+                    help="cast the column to the table's type; a column may only widen (int to "
+                         "long, float to double, decimal precision), any other type change "
+                         "needs a new table")
+            fields[index[f.name]] = pa.field(f.name, wider, nullable=True)
         else:
             fields.append(pa.field(f.name, normalize_type(f.type), nullable=True))
     return pa.schema(fields)

@@ -433,10 +433,6 @@ def test_corrupt_table_properties(tmp_path, reliability, damage):
                      detail="CorruptFileError naming hoodie.properties on open")
 
 
-@pytest.mark.xfail(strict=True, reason="a hoodie.properties cut at a line boundary before "
-                   "hoodie.table.type opens as COPY_ON_WRITE (the default) and the next write "
-                   "drops MOR log updates: lakehouse/table.py _read_config must require "
-                   "hoodie.table.type and hoodie.table.version (hudi-rs does)")
 def test_table_properties_cut_at_a_line_boundary(tmp_path, reliability):
     model = Model()
     path, t, _ = make(tmp_path, "MERGE_ON_READ", model)
