@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run stop status demo test bench bench-spark venv clean
+.PHONY: run stop status demo test bench bench-spark reliability venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,15 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_peers.py
+
+# The reliability suite at full length (500 sustained commits, hypothesis's nightly profile, the
+# Spark task-loss scenario), then its report into docs/reliability.md. `make test` runs the same
+# tests shorter.
+reliability: $(STAMP)
+	rm -rf reliability-out
+	LAKEHOUSE_SUSTAINED_COMMITS=500 LAKEHOUSE_HYPOTHESIS_PROFILE=nightly $(PY) -m pytest -q \
+		tests/reliability tests/spark/test_spark_ingest.py::test_a_write_task_lost_after_writing_is_retried_by_spark
+	cp reliability-out/reliability.md docs/reliability.md
 
 bench-spark: $(STAMP)
 	$(PY) benchmarks/bench_spark_ingest.py

@@ -364,6 +364,10 @@ class WriteConfig:
     simple_update_partition_path: bool = opt("hoodie.simple.index.update.partition.path", True, _bool)
     index_logs: bool = opt("hoodie.index.log.inserts", False, _bool,
                            "MOR: inserts may go to log files of small file groups")
+    set_null_for_missing_columns: bool = opt(
+        "hoodie.write.set.null.for.missing.columns", False, _bool,
+        "a batch without some table columns writes nulls for them (else it is refused: its "
+        "updates would silently erase those columns)")
     allow_duplicates_on_insert: bool = opt("hoodie.merge.allow.duplicate.on.inserts", False, _bool)
 
     @classmethod

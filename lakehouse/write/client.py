@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, BulkInsertSortMode, IndexType,
+from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, BulkInsertSortMode, IndexType, MergeMode,
                               WriteConfig)
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.concurrency.conflict import START_KEY, check_conflicts, start_marker
@@ -35,7 +35,7 @@ from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_meta
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, resolve
 from lakehouse.read.reader import TableReader
-from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
+from lakehouse.schema import HOODIE_META_FIELDS, arrow_to_avro_schema, avro_to_arrow_schema
 from lakehouse.services.rollback import rollback_failed_writes
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -148,6 +148,20 @@ class WriteClient:
                               help="leave it out of the write's options; table settings are "
                                    "chosen when the table is created")
 
+    def _check_missing_columns(self, batch: pa.Table, table_schema: pa.Schema | None) -> None:
+        """Hudi 0.14's rule: a batch lacking table columns is refused unless
+        hoodie.write.set.null.for.missing.columns is set (partial updates keep what they omit)."""
+        if table_schema is None or self.write_config.set_null_for_missing_columns \
+                or self.spec.mode is MergeMode.PARTIAL_UPDATE:
+            return
+        have = set(batch.column_names)
+        missing = [f.name for f in table_schema if f.name not in have and f.name not in HOODIE_META_FIELDS]
+        if missing:
+            raise SchemaError(f"the batch lacks table column(s) {', '.join(missing)}: writing it would "
+                              "set them to null on every record it writes, updates included",
+                              help="add the columns, or set hoodie.write.set.null.for.missing.columns"
+                                   "=true to write nulls for them")
+
     # --- phase 0: validation --------------------------------------------------------------
 
     def prepare(self, batch: pa.Table, op: Operation) -> Prepared:
@@ -191,6 +205,9 @@ class WriteClient:
                 raise RecordKeyError(f"ordering field {ordering!r} has "
                                      f"{rows.column(ordering).null_count} null value(s)",
                                      help="give every record an ordering value")
+        if op is not Operation.DELETE:
+            # Last: a batch's own errors (keys, types, ordering values) first.
+            self._check_missing_columns(batch, table_schema)
         if op is Operation.DELETE:
             is_delete = pa.chunked_array([pa.repeat(True, n)], pa.bool_()) if n else pa.chunked_array([], pa.bool_())
             uncond = is_delete

@@ -72,7 +72,10 @@ BASE = pa.table({
 
 
 def make(tmp_path, table_type="COPY_ON_WRITE", *, write=True, **kw) -> lakehouse.Table:
+    """A table whose writes may leave columns out (most cases here send narrow batches; the
+    default refusal of those is its own case below)."""
     kw.setdefault("partition_by", "p")
+    kw["options"] = {"hoodie.write.set.null.for.missing.columns": True, **kw.get("options", {})}
     kw.setdefault("ordering_field", "ts")
     t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key=kw.pop("record_key", "id"),
                                table_type=table_type, **kw)
@@ -236,7 +239,7 @@ SCHEMA_ACCEPTED = [
      pa.float64(), {"a": 1.0, "b": 2.0, "k0": 0.5, "k1": 0.25}),
     ("A new nullable column", "extra", pa.array(["e0", "e1"]), pa.string(),
      {"a": None, "b": None, "k0": "e0", "k1": "e1"}),
-    ("A batch without a data column (it reads as null)", "v", DROP, pa.float64(),
+    ("A batch without a data column, with hoodie.write.set.null.for.missing.columns", "v", DROP, pa.float64(),
      {"a": 1.0, "b": 2.0, "k0": None, "k1": None}),
 ]
 
@@ -258,6 +261,18 @@ def test_allowed_schema_evolution_is_written_and_readable(tmp_path, reliability,
         ro = t.read(read_optimized=True, columns=["id", name])
         assert ro.schema.field(name).type == type_after
         assert {r["id"]: r[name] for r in ro.to_pylist()} == {**expected, "b": None}
+
+
+@pytest.mark.parametrize("table_type", TYPES)
+def test_a_batch_without_a_table_column_is_refused_by_default(tmp_path, reliability, table_type):
+    reliability.case("bad-input", f"An upsert without a data column ({SHORT[table_type]})",
+                     outcome="rejected", detail="SchemaError naming the column (its updates would "
+                     "erase it); hoodie.write.set.null.for.missing.columns=true writes nulls")
+    t = make(tmp_path, table_type, options={"hoodie.write.set.null.for.missing.columns": False})
+    full = {c: BASE.column(c).slice(0, 1) for c in BASE.column_names}
+    expect_rejected(t.storage.root, SchemaError,
+                    lambda: t.upsert(pa.table({c: a for c, a in full.items() if c != "v"})), "v")
+    t.upsert(pa.table(full))  # every column: fine
 
 
 # --- options ------------------------------------------------------------------------------

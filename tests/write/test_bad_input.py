@@ -74,7 +74,7 @@ def test_widening_type_is_accepted(table):
 
 
 def test_new_nullable_column_evolves_the_schema(table):
-    table.upsert(pa.table({"id": ["b"], "city": ["sf"], "ts": [2], "extra": ["x"]}))
+    table.upsert(pa.table({"id": ["b"], "city": ["sf"], "ts": [2], "v": [2.0], "extra": ["x"]}))
     rows = table.read(columns=["id", "extra"]).sort_by("id").to_pylist()
     assert rows == [{"id": "a", "extra": None}, {"id": "b", "extra": "x"}]
     assert "extra" in table.schema().names
