@@ -35,6 +35,9 @@ class SliceReadContext:
     row_filter: pc.Expression | None = None
     key_of: KeyFunction | None = None  # for tables without meta fields
     read_logs: bool = True
+    # Bytes the committed write stats record for a log file (None: unknown). Asked only when a
+    # torn block lost its header, so the common read never parses commit metadata for it.
+    committed_log_size: Callable[[str], int | None] | None = None
     stats: dict[str, int] = field(default_factory=lambda: {"log_blocks": 0, "corrupt_blocks": 0,
                                                                  "vanished_logs": 0})
 
@@ -103,7 +106,10 @@ def _collect_logs(fs: FileSlice, ctx: SliceReadContext, prev: FileSlice | None) 
         file_blocks = read_log_blocks(data, ctx.storage.uri(lf.path))
         # A torn block of a failed write is expected (skipped below); one whose header names a
         # committed instant is committed data the storage lost: say so, never read on with less.
-        check_committed_blocks(file_blocks, ctx.storage.uri(lf.path), ctx.is_visible)
+        headless = not file_blocks or any(b.block_type is BlockType.CORRUPT and b.instant_time is None
+                                          for b in file_blocks)
+        size = ctx.committed_log_size(lf.path) if headless and ctx.committed_log_size else None
+        check_committed_blocks(file_blocks, ctx.storage.uri(lf.path), ctx.is_visible, size)
         blocks.extend(file_blocks)
     rolled_back: set[str] = set()
     for b in blocks:

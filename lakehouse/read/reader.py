@@ -175,10 +175,24 @@ class TableReader:
             return t in visible or (first_time is not None and t < first_time
                                     and not self.timeline.get(t))
 
+        sizes: dict[str, int] = {}
+        parsed: list[bool] = []
+
+        def committed_log_size(path: str) -> int | None:
+            if not parsed:  # once per read, and only when a torn block lost its header
+                for inst in self.timeline.completed_writes():
+                    if inst.time in visible:
+                        for st in self.active.commit_metadata(inst).write_stats():
+                            if st.path and st.file_size_in_bytes:
+                                sizes[st.path] = max(sizes.get(st.path, 0), st.file_size_in_bytes)
+                parsed.append(True)
+            return sizes.get(path)
+
         return SliceReadContext(storage=self.storage, schema=schema,
                                 spec=MergeSpec(self.config.merge_mode, self.config.ordering_field),
                                 is_visible=is_visible, columns=columns, row_filter=row_filter,
-                                key_of=key_of, read_logs=read_logs)
+                                key_of=key_of, read_logs=read_logs,
+                                committed_log_size=committed_log_size)
 
     def _check_columns(self, columns: Sequence[str] | None, schema: pa.Schema) -> list[str] | None:
         if columns is None:
