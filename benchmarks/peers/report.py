@@ -7,7 +7,7 @@ import pathlib
 
 from benchmarks.peers.targets import FLOOR, Steps, per_row
 
-STEP_ORDER = ["load", "upsert", "delete", "snapshot_read", "read_optimized_read", "compaction",
+STEP_ORDER = ["load", "load_with_meta", "upsert", "delete", "snapshot_read", "read_optimized_read", "compaction",
               "snapshot_read_after_compaction", "clean"]
 ENGINE_ORDER = ["lakehouse-mor", "hudi-rs(mor)", "lakehouse-cow", "hudi-rs(cow)", "delta-rs",
                 "pyiceberg", "floor"]

@@ -12,6 +12,7 @@ import traceback
 from typing import Any, Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from benchmarks import bench_core
@@ -163,6 +164,20 @@ def _read_parquet(root: pathlib.Path) -> pa.Table:
     return ds.dataset(root, format="parquet", partitioning="hive").to_table()
 
 
+def _with_hudi_meta(rows: pa.Table) -> pa.Table:
+    """``rows`` behind the five columns every Hudi record carries (values shaped as Hudi's)."""
+    n = rows.num_rows
+    t = "20260101000000000"
+
+    def const(v: str) -> pa.Array:
+        return pa.repeat(v, n).cast(pa.string())
+    seq = pc.binary_join_element_wise(f"{t}_0_", pc.cast(pa.array(range(n), pa.int64()), pa.string()), "")
+    meta = {"_hoodie_commit_time": const(t), "_hoodie_commit_seqno": seq,
+            "_hoodie_record_key": rows.column(KEY), "_hoodie_partition_path": rows.column(PARTITION),
+            "_hoodie_file_name": const(f"00000000-0000-0000-0000-000000000000-0_0-0-0_{t}.parquet")}
+    return pa.table({**meta, **{c: rows.column(c) for c in rows.column_names}})
+
+
 def run_floor(runner: EngineRunner, n: int, work: pathlib.Path) -> None:
     args = runner.args
     model = Model(args.seed)
@@ -174,6 +189,10 @@ def run_floor(runner: EngineRunner, n: int, work: pathlib.Path) -> None:
     runner.step("floor", "load", "write", root, lambda d=data: _write_parquet(d, root), n)
     runner.verify("floor", "after_load", runner.step("floor", "snapshot_read", "read", None,
                                                      lambda: _read_parquet(root), _rows), model)
+    with_meta = _with_hudi_meta(data)
+    runner.step("floor", "load_with_meta", "write", work / "floor-meta",
+                lambda: _write_parquet(with_meta, work / "floor-meta"), n)
+    del with_meta
     # Compaction's floor: read and write again the rows a compacted table holds, i.e. the live
     # rows after the same upserts and delete the engines ran (built here, untimed).
     batches = [model.upsert_batch(args.batch_rows, args.update_fraction, args.late_fraction)[0]
