@@ -10,6 +10,10 @@ since is a *concurrent* one, and the commit is refused (:class:`CommitConflictEr
 - both wrote the same record key into different file groups: two writers inserting one new key
   (each into a new or small file group of its own) would leave it in the table twice. Hudi's
   file-level check misses this; lakehouse compares the keys the two writes inserted.
+- with the bucket index, both wrote the same bucket of a partition, even through different file
+  groups: two writers that each found a bucket empty create a file group for it each (the file
+  id is the bucket number and a random rest), and a bucket with two file groups loses records,
+  since lookups route a key to one of them only (Hudi's bucket-index conflict strategy).
 
 A compaction is not a conflict for a delta commit that started after it was planned: that write
 saw the plan and put its logs on the slice the compaction creates (Hudi's rule). Compaction is
@@ -26,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.errors import CommitConflictError
+from lakehouse.file_group.naming import bucket_of_file_id
 from lakehouse.log.block import decode_avro_data_block, decode_parquet_data_block, BlockType
 from lakehouse.log.reader import read_log_file
 from lakehouse.storage.base import Storage
@@ -128,6 +133,27 @@ def _shared_keys(mine: dict[str, set[str]], theirs: dict[str, set[str]], global_
     return sorted(k for p, ks in mine.items() for k in ks & theirs.get(p, set()))
 
 
+def _buckets(fgs: frozenset[tuple[str, str]]) -> dict[tuple[str, int], tuple[str, str]]:
+    out = {}
+    for p, f in fgs:
+        b = bucket_of_file_id(f)
+        if b is not None:
+            out[(p, b)] = (p, f)
+    return out
+
+
+def _shared_buckets(storage: Storage, mine: frozenset, theirs: frozenset) -> set[tuple[str, str]]:
+    """File groups of ``mine`` in a bucket that ``theirs`` wrote through another file group (only
+    on a bucket-index table: other file ids may start with eight digits by chance)."""
+    a, b = _buckets(mine), _buckets(theirs)
+    shared = {a[k] for k in a.keys() & b.keys() if a[k] != b[k]}
+    if not shared:
+        return set()
+    from lakehouse.config import IndexType
+    from lakehouse.table import _read_config
+    return shared if _read_config(storage).index_type is IndexType.BUCKET else set()
+
+
 def _sample(items, n: int = 5) -> str:
     items = sorted(items)
     shown = ", ".join(str(i) for i in items[:n])
@@ -153,11 +179,12 @@ def check_conflicts(active: ActiveTimeline, timeline: Timeline, own_time: str,
         theirs = _touched(theirs_meta)
         if timeline.is_compaction(inst.time) and inst.time < own_time:
             continue  # we wrote onto the slice this compaction creates
-        shared = mine.file_groups & theirs.file_groups
+        shared = (mine.file_groups & theirs.file_groups) or _shared_buckets(
+            active.storage, mine.file_groups, theirs.file_groups)
         if shared:
             raise CommitConflictError(
                 f"instant {own_time} conflicts with {inst.action.value} {inst.time}, which "
-                f"committed first and changed the same file group(s): "
+                f"committed first and changed the same file group(s) or bucket(s): "
                 f"{_sample(f'{p}/{f}' if p else f for p, f in shared)}",
                 help="nothing of this write is visible; write the batch again (it is re-applied to "
                      "the new state), or let hoodie.write.num.retries.on.conflict.failures do it",
