@@ -61,7 +61,7 @@ def restore(table: "Table", savepoint_time: str) -> RestoreResult:
         if not later:
             break
         inst = later[-1]
-        res = rollback_instant(table.active, inst, timeline)
+        res = rollback_instant(table.active, inst, timeline, to_savepoint=True)
         rollbacks.append(res.rollback_instant)
         undone.append(inst.time)
     return RestoreResult(t0, tuple(undone), tuple(rollbacks))

@@ -149,8 +149,26 @@ def _finish(active: ActiveTimeline, inflight: Instant, plan: RollbackPlan, start
     return RollbackResult(inflight.time, target_time, meta.total_files_deleted)
 
 
-def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline | None = None) -> RollbackResult:
-    """Roll back one pending write, or the latest completed one."""
+def _replaced_versions_gone(active: ActiveTimeline, target: Instant) -> list[str]:
+    """Base file versions that ``target`` (completed) replaced and that no longer exist."""
+    stats = [st for st in active.commit_metadata(target).write_stats()
+             if st.path.endswith(".parquet") and st.prev_commit not in ("", "null")]
+    listed: dict[str, set[tuple[str, str]]] = {}
+    gone = []
+    for st in stats:
+        if st.partition_path not in listed:
+            names = (BaseFileName.parse(i.name) for i in active.storage.list(st.partition_path))
+            listed[st.partition_path] = {(b.file_id, b.instant_time) for b in names if b}
+        if (st.file_id, st.prev_commit) not in listed[st.partition_path]:
+            gone.append(f"{st.partition_path}/{st.file_id} at {st.prev_commit}".lstrip("/"))
+    return gone
+
+
+def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline | None = None, *,
+                     to_savepoint: bool = False) -> RollbackResult:
+    """Roll back one pending write, or the latest completed one (``to_savepoint``: one step of
+    a restore, which rolls back to a savepoint whose versions the cleaner kept, so the versions
+    an intermediate instant replaced may be gone)."""
     timeline = timeline if timeline is not None else active.load()
     if target.action not in ROLLBACKABLE:
         raise TimelineError(f"{target} cannot be rolled back here",
@@ -164,6 +182,15 @@ def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline
         if any(i.time == target.time for i in timeline.completed().filter(actions=[Action.SAVEPOINT])):
             raise TimelineError(f"{target.time} is savepointed; its files must stay",
                                 help="delete the savepoint first (`lakehouse savepoint delete`)")
+        gone = [] if to_savepoint else _replaced_versions_gone(active, target)
+        if gone:
+            # Deleting this instant's files would leave those file groups with nothing: the
+            # rollback would lose the records it is meant to bring back.
+            raise TimelineError(
+                f"{target.time} cannot be rolled back: the base file versions it replaced were "
+                f"deleted by a clean ({', '.join(gone[:3])}{', ...' if len(gone) > 3 else ''})",
+                help="restore a savepoint taken before it, or write the records again; keep more "
+                     "versions (hoodie.cleaner.commits.retained) to be able to roll back further")
         pending = [i for i in timeline.pending() if i.time > target.time
                    and i.action in (*ROLLBACKABLE, Action.COMPACTION)]
         if pending:

@@ -25,8 +25,7 @@ exists. A read-optimized read holds no duplicate and only values some kept write
 Settings: ``make test`` runs the "ci" profile (40 examples of up to 40 steps per machine,
 derandomized so CI is reproducible; about 60-85 s for the three machines on 2 cores).
 ``LAKEHOUSE_HYPOTHESIS_PROFILE=nightly`` selects a longer, randomized run (600 examples of up to
-50 steps each); until the xfail regression below is fixed it finds that bug (archive, then
-compact) in the MOR machines:
+50 steps each):
 
     LAKEHOUSE_HYPOTHESIS_PROFILE=nightly python -m pytest tests/reliability/test_stateful.py
 """
@@ -44,6 +43,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
                                  run_state_machine_as_test)
 
+import lakehouse
 from lakehouse import faults
 from lakehouse.concurrency.heartbeat import Heartbeats, heartbeat_path
 from lakehouse.errors import CommitConflictError, InstantNotFoundError, TimelineError
@@ -440,8 +440,6 @@ def test_two_writers_creating_one_bucket_conflict(tmp_path, reliability):
             t.heartbeats.stop_all()
 
 
-@pytest.mark.xfail(strict=True, reason="compaction/execute.py: a log block of an archived commit "
-                   "counts as uncommitted, so compaction drops committed updates after archival")
 def test_compaction_after_archival_keeps_the_archived_commits_log_records(tmp_path, reliability):
     """Found by the MOR machines (nightly profile): archive, then compact. execute_compaction
     passes ``table.timeline.completed_write_times`` (the active timeline only) to its tasks, and
@@ -466,3 +464,24 @@ def test_compaction_after_archival_keeps_the_archived_commits_log_records(tmp_pa
     t.run_compaction(plan)
     assert t.commit_compaction(plan).committed
     assert {r["id"]: r["v"] for r in t.read(columns=["id", "v"]).to_pylist()} == expected
+
+
+def test_rolling_back_a_commit_whose_replaced_versions_were_cleaned_is_refused(tmp_path, reliability):
+    """Found by the COW machine: clean (one commit retained), then roll back the latest commit
+    twice. The second rollback deleted the only base file version left of its file groups: the
+    table read back empty. Such a rollback is now refused, and the table keeps its records."""
+    from lakehouse.errors import TimelineError
+    case = reliability.case("concurrency", "rollback of a commit whose replaced file versions a clean "
+                            "deleted (COW) is refused", outcome="rejected",
+                            detail="TimelineError naming the versions; records kept")
+    t = lakehouse.create_table(str(tmp_path / "t"), name="r", table_type="COPY_ON_WRITE", record_key="id",
+                               ordering_field="ts", partition_by="p")
+    for ts in (1, 2, 3):
+        t.upsert(pa.table({"id": ["a", "b"], "p": ["x", "x"], "ts": [ts, ts], "v": [ts, ts]}))
+    t.clean(options={"hoodie.cleaner.commits.retained": 1})
+    t.rollback()  # its replaced version (ts=2) is still there: fine
+    assert sorted(t.read(columns=["v"]).column("v").to_pylist()) == [2, 2]
+    with pytest.raises(TimelineError, match="cleaned|deleted by a clean"):
+        t.rollback()  # the version it replaced (ts=1) was cleaned
+    assert sorted(t.read(columns=["v"]).column("v").to_pylist()) == [2, 2]
+    case.records_checked = 2

@@ -67,6 +67,15 @@ class _Task:
     # commit metadata for it cost more than merging their slices.
     config: TableConfig
     schema: pa.Schema
+    # Instants before the first active one were archived after completing: their log blocks are
+    # committed too (as the snapshot reader counts them).
+    archived_before: str | None = None
+
+    def is_visible(self, instant: str) -> bool:
+        if instant >= self.instant_time:
+            return False
+        return instant in self.committed or (self.archived_before is not None
+                                             and instant < self.archived_before)
 
 
 def _slice(storage: Storage, op: CompactionOperation) -> FileSlice:
@@ -88,7 +97,7 @@ def compact_operation(task: _Task) -> WriteStat:
     config, schema, storage = task.config, task.schema, task.storage
     ctx = SliceReadContext(storage=storage, schema=schema,
                            spec=MergeSpec(config.merge_mode, config.ordering_field),
-                           is_visible=lambda x: x in task.committed and x < t)
+                           is_visible=task.is_visible)
     fs = _slice(storage, task.op)
     merged = read_file_slice(fs, ctx)
     wc = WriteConfig.from_options({k: v for k, v in config.extra.items() if k in WRITE_OPTION_KEYS})
@@ -161,7 +170,10 @@ def execute_compaction(table: "Table", instant_time: str | None = None, *,
     table.active.transition(Instant(t, Action.COMPACTION, State.REQUESTED), State.INFLIGHT)
     committed = frozenset(table.timeline.completed_write_times)
     schema = TableReader(table.storage, table.config, table.active).schema()
-    tasks = [_Task(table.storage, t, i, op, committed, table.config, schema)
+    timeline = table.timeline
+    first = timeline.first
+    tasks = [_Task(table.storage, t, i, op, committed, table.config, schema,
+                   first.time if first else None)
              for i, op in enumerate(plan.operations)]
     stats: list[WriteStat] = []
     failures: list[dict] = []
