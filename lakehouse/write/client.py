@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, BulkInsertSortMode, IndexType, MergeMode,
+from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, BulkInsertSortMode, IndexType,
                               WriteConfig)
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.concurrency.conflict import START_KEY, check_conflicts, start_marker
@@ -35,7 +35,7 @@ from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_meta
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, resolve
 from lakehouse.read.reader import TableReader
-from lakehouse.schema import HOODIE_META_FIELDS, arrow_to_avro_schema, avro_to_arrow_schema
+from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from lakehouse.services.rollback import rollback_failed_writes
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -47,7 +47,7 @@ from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_PARTITION, ROW, base_
                                          located, simple_lookup)
 from lakehouse.write.keygen import KeyGenerator
 from lakehouse.write.markers import Markers, delete_stale_markers
-from lakehouse.write.validate import conform, reconcile
+from lakehouse.write.validate import check_missing_columns, check_table_options, conform, reconcile
 from lakehouse.write.validate import data_schema as data_schema_of
 
 if TYPE_CHECKING:
@@ -125,42 +125,12 @@ class WriteClient:
                               "of the table must agree on it",
                               help="store it with the table (create_table options) or pass it to "
                                    "open_table(path, options)")
-        self._check_table_options(options or {})
+        check_table_options(self.config, options or {})
         self.concurrency = table.concurrency
         self.write_config = WriteConfig.from_options(
             {k: v for k, v in merged.items() if k not in TABLE_OPTION_KEYS})
         self.spec = MergeSpec(self.config.merge_mode, self.config.ordering_field)
         self.keygen = KeyGenerator(self.config)
-
-    def _check_table_options(self, options: Mapping[str, Any]) -> None:
-        """A table setting given to one write must be valid and equal to the stored one: it
-        cannot change for one write, and ignoring it would write something else than asked."""
-        from lakehouse.config import TableConfig
-        asked = {k: str(v) for k, v in options.items() if k in TABLE_OPTION_KEYS}
-        if not asked:
-            return
-        stored = self.config.to_properties()
-        parsed = TableConfig.from_properties({**stored, **asked}).to_properties()
-        changed = sorted(k for k in asked if parsed.get(k) != stored.get(k))
-        if changed:
-            raise ConfigError(f"{', '.join(f'{k}={asked[k]!r}' for k in changed)}: a table setting "
-                              "(stored in hoodie.properties) cannot change for one write",
-                              help="leave it out of the write's options; table settings are "
-                                   "chosen when the table is created")
-
-    def _check_missing_columns(self, batch: pa.Table, table_schema: pa.Schema | None) -> None:
-        """Hudi 0.14's rule: a batch lacking table columns is refused unless
-        hoodie.write.set.null.for.missing.columns is set (partial updates keep what they omit)."""
-        if table_schema is None or self.write_config.set_null_for_missing_columns \
-                or self.spec.mode is MergeMode.PARTIAL_UPDATE:
-            return
-        have = set(batch.column_names)
-        missing = [f.name for f in table_schema if f.name not in have and f.name not in HOODIE_META_FIELDS]
-        if missing:
-            raise SchemaError(f"the batch lacks table column(s) {', '.join(missing)}: writing it would "
-                              "set them to null on every record it writes, updates included",
-                              help="add the columns, or set hoodie.write.set.null.for.missing.columns"
-                                   "=true to write nulls for them")
 
     # --- phase 0: validation --------------------------------------------------------------
 
@@ -207,7 +177,7 @@ class WriteClient:
                                      help="give every record an ordering value")
         if op is not Operation.DELETE:
             # Last: a batch's own errors (keys, types, ordering values) first.
-            self._check_missing_columns(batch, table_schema)
+            check_missing_columns(batch, table_schema, self.write_config, self.spec)
         if op is Operation.DELETE:
             is_delete = pa.chunked_array([pa.repeat(True, n)], pa.bool_()) if n else pa.chunked_array([], pa.bool_())
             uncond = is_delete

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lakehouse.errors import SchemaError
+from lakehouse.errors import ConfigError, SchemaError
 from lakehouse.schema import HOODIE_META_FIELDS
 
 _INT_RANK = {pa.int8(): 1, pa.int16(): 2, pa.int32(): 3, pa.int64(): 4,
@@ -167,3 +167,36 @@ def conform(batch: pa.Table, schema: pa.Schema) -> pa.Table:
         else:
             cols.append(pa.nulls(batch.num_rows, f.type))
     return pa.Table.from_arrays(cols, schema=schema)
+
+
+def check_table_options(config, options) -> None:
+    """A table setting given to one write must be valid and equal to the stored one: it cannot
+    change for one write, and ignoring it would write something else than asked."""
+    from lakehouse.config import TABLE_OPTION_KEYS, TableConfig
+    asked = {k: str(v) for k, v in options.items() if k in TABLE_OPTION_KEYS}
+    if not asked:
+        return
+    stored = config.to_properties()
+    parsed = TableConfig.from_properties({**stored, **asked}).to_properties()
+    changed = sorted(k for k in asked if parsed.get(k) != stored.get(k))
+    if changed:
+        raise ConfigError(f"{', '.join(f'{k}={asked[k]!r}' for k in changed)}: a table setting "
+                          "(stored in hoodie.properties) cannot change for one write",
+                          help="leave it out of the write's options; table settings are "
+                               "chosen when the table is created")
+
+
+def check_missing_columns(batch: pa.Table, table_schema: pa.Schema | None, write_config, spec) -> None:
+    """Hudi 0.14's rule: a batch lacking table columns is refused unless
+    hoodie.write.set.null.for.missing.columns is set (partial updates keep what they omit)."""
+    from lakehouse.config import MergeMode
+    if table_schema is None or write_config.set_null_for_missing_columns \
+            or spec.mode is MergeMode.PARTIAL_UPDATE:
+        return
+    have = set(batch.column_names)
+    missing = [f.name for f in table_schema if f.name not in have and f.name not in HOODIE_META_FIELDS]
+    if missing:
+        raise SchemaError(f"the batch lacks table column(s) {', '.join(missing)}: writing it would "
+                          "set them to null on every record it writes, updates included",
+                          help="add the columns, or set hoodie.write.set.null.for.missing.columns"
+                               "=true to write nulls for them")
