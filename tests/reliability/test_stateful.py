@@ -20,7 +20,9 @@ read-optimized read.
 Invariants after every step: the snapshot equals the model (each committed key exactly once,
 its latest value, nothing uncommitted or rolled back); completed instants only disappear by
 rollback or archival; every data file that a completed instant recorded for a latest file slice
-exists. A read-optimized read holds no duplicate and only values some kept write committed.
+exists. A read-optimized read holds no key twice in one file group and only values some kept
+write committed (base files only: a key deleted in one file group's log and inserted into
+another shows in both until compaction, as in Hudi's read-optimized view).
 
 Settings: ``make test`` runs the "ci" profile (40 examples of up to 40 steps per machine,
 derandomized so CI is reproducible; about 60-85 s for the three machines on 2 cores).
@@ -325,9 +327,13 @@ class Interleavings(RuleBasedStateMachine):
     @rule()
     def read_optimized(self):
         self.stats["steps"] += 1
-        rows = self.service.read(columns=["id", "v"], read_optimized=True).to_pylist()
-        ids = [r["id"] for r in rows]
-        assert len(ids) == len(set(ids)), f"duplicate keys in a read-optimized read: {sorted(ids)}"
+        rows = self.service.read(columns=["id", "v", "_hoodie_file_name"], read_optimized=True).to_pylist()
+        # Base files only: a key deleted by a log of one file group and inserted again into
+        # another shows in both until compaction (Hudi's read-optimized view does the same;
+        # the snapshot invariant holds the merged view to exactly once). Within one file group,
+        # never twice.
+        where = [(r["id"], r["_hoodie_file_name"].split("_")[0]) for r in rows]
+        assert len(where) == len(set(where)), f"a key twice in one file group: {sorted(where)}"
         for r in rows:
             assert r["v"] in self.ever.get(r["id"], ()), \
                 f"read-optimized read shows {r} that no kept write committed"
