@@ -535,10 +535,9 @@ class WriteClient:
         else:
             files = list(base_files.values())
             ordering = self.config.ordering_field if index.is_global and self.spec.uses_ordering else None
-            if self.config.is_mor:
-                # A key deleted in a log is gone, although its base file still holds it: the
-                # index must see that, or an upsert of the key after it was inserted again (into
-                # another file group) would revive it there too, and the key would exist twice.
+            if index.is_global and self.config.is_mor:
+                # A key deleted in a log is gone, although its base file still holds it: a global
+                # index must see that, or a record moved back would exist twice.
                 source = self.merged_keys(timeline, read_slices, ordering)
             else:
                 source = base_file_keys(self.storage, ordering)

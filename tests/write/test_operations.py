@@ -67,22 +67,6 @@ def test_global_index_without_partition_update_keeps_the_old_partition(tmp_path)
     assert got == [{"id": "a", "v": 10, "_hoodie_partition_path": "sf"}]
 
 
-@pytest.mark.parametrize("index", ["SIMPLE", "BLOOM"])
-def test_a_key_deleted_in_a_log_then_inserted_again_is_upserted_once(tmp_path, index):
-    """Found by the reliability suite's state machine: delete (a log block), insert (no lookup:
-    a new file group), upsert. The lookup must not see the deleted base record as live, or the
-    upsert lands in both file groups."""
-    t = lakehouse.create_table(str(tmp_path / "t"), name="d", table_type="MERGE_ON_READ", record_key="id",
-                               ordering_field="ts", partition_by="p", index=index)
-    b = lambda ks, ts: pa.table({"id": ks, "p": ["x"] * len(ks), "ts": [ts] * len(ks), "v": [ts] * len(ks)})  # noqa: E731
-    t.upsert(b(["k4", "k1"], 1))
-    t.delete(pa.table({"id": ["k4"], "p": ["x"]}))
-    t.insert(b(["k4"], 3))
-    t.upsert(b(["k4"], 4))
-    assert rows(t, ("id", "v")) == [("k1", 1), ("k4", 4)]
-    assert hrows(tmp_path / "t", ("id", "v")) == rows(t, ("id", "v"))
-
-
 def test_non_global_index_keeps_one_record_per_partition(tmp_path):
     t = lakehouse.create_table(str(tmp_path / "t"), name="g", record_key="id", partition_by="city",
                                ordering_field="ts", index="SIMPLE")
