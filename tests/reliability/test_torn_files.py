@@ -34,7 +34,6 @@ import lakehouse
 from lakehouse.errors import CorruptFileError, LakehouseError
 from lakehouse.log.block import BlockType
 from lakehouse.log.reader import check_committed_blocks, read_log_blocks
-from lakehouse.timeline.instant import Action
 from tests.interop.hudi_oracle import hudi_read
 
 TYPES = ["MERGE_ON_READ", "COPY_ON_WRITE"]
@@ -118,6 +117,20 @@ def log_paths(paths):
     return [p for p in paths if ".log." in p]
 
 
+def recover_by_next_write(path, model, keys, ts, files, inst) -> int:
+    """The next write rolls the failed one back: its files gone, nothing pending, every
+    committed record there once for lakehouse and hudi-rs, no orphans. Records checked."""
+    t = lakehouse.open_table(str(path))
+    t.upsert(batch(keys, ts))
+    model.apply(keys, ts)
+    assert_gone(path, files, inst)
+    assert not t.timeline.pending()
+    n = verified(t, model)
+    assert hudi_rows(path) == model.expected()
+    assert_no_orphans(t, path)
+    return n
+
+
 def assert_gone(path, files, inst) -> None:
     """The failed write's files are gone (a later write may reuse a log file's name: then the
     file holds none of the failed instant's bytes)."""
@@ -179,14 +192,7 @@ def test_torn_log_block_of_failed_write(tmp_path, reliability, where):
     else:
         assert hudi_rows(path) == model.expected()
 
-    t = lakehouse.open_table(str(path))
-    t.upsert(batch(["b"], 5))
-    model.apply(["b"], 5)
-    assert_gone(path, [log], inst)
-    assert not t.timeline.pending()
-    n = verified(t, model)
-    assert hudi_rows(path) == model.expected()
-    assert_no_orphans(t, path)
+    n = recover_by_next_write(path, model, ["b"], 5, [log], inst)
     reliability.case("torn", f"torn last log block of a failed write, cut in the {where} (MOR)",
                      outcome="recovered", records_checked=n,
                      detail="skipped as a CORRUPT block on read; rollback by the next write deletes the file")
@@ -245,13 +251,7 @@ def test_zero_byte_log_file_of_failed_write(tmp_path, reliability):
     (log,) = log_paths(paths)
     (path / log).write_bytes(b"")
     assert rows(t) == model.expected() == hudi_rows(path)
-    t = lakehouse.open_table(str(path))
-    t.upsert(batch(["c", "e"], 6))
-    model.apply(["c", "e"], 6)
-    assert_gone(path, [log], inst)
-    n = verified(t, model)
-    assert hudi_rows(path) == model.expected()
-    assert_no_orphans(t, path)
+    n = recover_by_next_write(path, model, ["c", "e"], 6, [log], inst)
     reliability.case("torn", "zero-byte log file of a failed write (MOR)", outcome="recovered",
                      records_checked=n, detail="skipped on read, deleted by the rollback of the next write")
 
@@ -287,13 +287,7 @@ def test_partial_base_file_of_failed_write(tmp_path, reliability, table_type):
         (path / p).write_bytes(data[:len(data) // 2])  # no footer
     assert (path / ".hoodie" / ".temp" / inst).exists(), "the markers stay with the failed write"
     assert rows(t) == model.expected() == hudi_rows(path)
-    t = lakehouse.open_table(str(path))
-    t.upsert(batch(["d"], 8))
-    model.apply(["d"], 8)
-    assert_gone(path, bases, inst)
-    n = verified(t, model)
-    assert hudi_rows(path) == model.expected()
-    assert_no_orphans(t, path)
+    n = recover_by_next_write(path, model, ["d"], 8, bases, inst)
     reliability.case("torn", f"half-written base file of a failed write ({table_type})",
                      outcome="recovered", records_checked=n,
                      detail="never opened (instant not completed); deleted by the next write's rollback")
@@ -311,14 +305,7 @@ def test_truncated_inflight_metadata_of_failed_write(tmp_path, reliability, tabl
     data = meta.read_bytes()
     meta.write_bytes(b"" if damage == "zero" else data[:len(data) // 2])
     assert rows(t) == model.expected() == hudi_rows(path)
-    t = lakehouse.open_table(str(path))
-    t.upsert(batch(["b"], 9))
-    model.apply(["b"], 9)
-    assert_gone(path, paths, inst)
-    assert not t.timeline.pending()
-    n = verified(t, model)
-    assert hudi_rows(path) == model.expected()
-    assert_no_orphans(t, path)
+    n = recover_by_next_write(path, model, ["b"], 9, paths, inst)
     reliability.case("torn", f"{damage} inflight metadata {meta.name.split('.', 1)[1]} ({table_type})",
                      outcome="recovered", records_checked=n,
                      detail="rollback plans from the markers; the next write goes on")
