@@ -45,7 +45,7 @@ class IndexJob:
     options: dict
     files: list[BaseFile]
     ordering: str | None  # stored ordering values are needed (global index, event time)
-    merged: bool  # keys of merged file slices (global index on MOR: log deletes count)
+    merged: bool  # keys of merged file slices (MOR: a key deleted in a log is gone)
     slices: dict[tuple[str, str], FileSlice]
 
     def source(self):

@@ -434,8 +434,9 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
         files = [g.latest_base_file for g in view.file_groups()
                  if g.latest_base_file is not None and (global_ or g.partition in partitions)]
         ordering = cfg.ordering_field if global_ and client.spec.uses_ordering else None
-    ijob = IndexJob(job.path, job.options, files, ordering, global_ and cfg.is_mor,
-                    {(s.partition, s.file_id): s for s in view.latest_slices()} if global_ and cfg.is_mor else {})
+    # On MOR the index sees merged keys (log deletes count), as WriteClient._assign does.
+    ijob = IndexJob(job.path, job.options, files, ordering, cfg.is_mor,
+                    {(s.partition, s.file_id): s for s in view.latest_slices()} if cfg.is_mor else {})
     ordering_type = job.data_schema.field(ordering).type if ordering else None
     tagged = tag(keyed, ijob, index, ordering_type)
     routed_schema = StructType(keyed.schema.fields + [StructField(assign.FID, StringType(), True)])

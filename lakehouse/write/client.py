@@ -535,9 +535,10 @@ class WriteClient:
         else:
             files = list(base_files.values())
             ordering = self.config.ordering_field if index.is_global and self.spec.uses_ordering else None
-            if index.is_global and self.config.is_mor:
-                # A key deleted in a log is gone, although its base file still holds it: a global
-                # index must see that, or a record moved back would exist twice.
+            if self.config.is_mor:
+                # A key deleted in a log is gone, although its base file still holds it. Java
+                # Hudi's SIMPLE/BLOOM look at base files only, so after delete, insert (a new file
+                # group) and upsert the key lands in both groups; merged keys avoid that duplicate.
                 source = self.merged_keys(timeline, read_slices, ordering)
             else:
                 source = base_file_keys(self.storage, ordering)
