@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run stop status demo test bench bench-spark reliability venv clean
+.PHONY: run stop status demo test bench bench-backlog bench-spark reliability venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ reliability: $(STAMP)
 	LAKEHOUSE_SUSTAINED_COMMITS=500 LAKEHOUSE_HYPOTHESIS_PROFILE=nightly $(PY) -m pytest -q \
 		tests/reliability tests/spark/test_spark_ingest.py::test_a_write_task_lost_after_writing_is_retried_by_spark
 	cp reliability-out/reliability.md docs/reliability.md
+
+# Memory of merging a large log backlog (one file group, many rounds of updates in its logs).
+bench-backlog: $(STAMP)
+	$(PY) benchmarks/bench_backlog.py
 
 bench-spark: $(STAMP)
 	$(PY) benchmarks/bench_spark_ingest.py

@@ -588,7 +588,28 @@ class IcebergConfig:
         return _service_config(cls, options)
 
 
-SERVICE_CONFIGS = (CompactionConfig, CleanConfig, ArchivalConfig, ConcurrencyConfig, IcebergConfig)
+@dataclass(frozen=True)
+class MemoryConfig:
+    """How much memory merging one file slice's log records may hold (snapshot reads, compaction)."""
+
+    merge_max_size: int = opt(
+        "hoodie.memory.merge.max.size", 1 << 30, _int(1),
+        "bytes of decoded log records one file slice's merge holds before it merges them down to "
+        "one version per key and reads on (log files past this on disk are read one at a time)")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "MemoryConfig":
+        return _service_config(cls, options)
+
+    @classmethod
+    def of_table(cls, config: "TableConfig") -> "MemoryConfig":
+        """The table's stored setting (tables written by Hudi carry keys this class does not read)."""
+        own = _option_fields(cls)
+        return cls.from_options({k: v for k, v in config.extra.items() if k in own})
+
+
+SERVICE_CONFIGS = (CompactionConfig, CleanConfig, ArchivalConfig, ConcurrencyConfig, IcebergConfig,
+                   MemoryConfig)
 SERVICE_OPTION_KEYS = frozenset(k for c in SERVICE_CONFIGS for k in _option_fields(c))
 KNOWN_OPTION_KEYS = TABLE_OPTION_KEYS | WRITE_OPTION_KEYS | SERVICE_OPTION_KEYS | _PASSTHROUGH_KEYS
 

@@ -10,8 +10,8 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from lakehouse.config import (SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS,
-                              ConcurrencyConfig, IndexType, KeyGeneratorType, MergeMode, TableConfig,
-                              TableType, WriteConfig, option_keys)
+                              ConcurrencyConfig, IndexType, KeyGeneratorType, MemoryConfig, MergeMode,
+                              TableConfig, TableType, WriteConfig, option_keys)
 from lakehouse.errors import (ConfigError, CorruptFileError, FileAlreadyExistsError, StorageError, TableExistsError,
                               TableNotFoundError, UnsupportedTableError)
 from lakehouse.file_group.view import FileSystemView
@@ -69,21 +69,27 @@ class TableStats:
 
 
 CONCURRENCY_KEYS = option_keys(ConcurrencyConfig)
+MEMORY_KEYS = option_keys(MemoryConfig)
+OPEN_KEYS = CONCURRENCY_KEYS | MEMORY_KEYS
 
 
 class Table:
     def __init__(self, storage: Storage, config: TableConfig,
                  options: Mapping[str, Any] | None = None) -> None:
-        """``options``: this process's concurrency settings over the table's stored ones."""
+        """``options``: this process's concurrency and memory settings over the table's stored ones."""
         self.storage = storage
         self.config = config
         self.active = ActiveTimeline(storage)
         extra = {k: v for k, v in config.extra.items() if k in CONCURRENCY_KEYS}
-        unknown = sorted(k for k in (options or {}) if k not in CONCURRENCY_KEYS)
+        unknown = sorted(k for k in (options or {}) if k not in OPEN_KEYS)
         if unknown:
             raise ConfigError(f"option(s) {', '.join(unknown)} cannot be set when opening a table",
                               help="pass write options to the write, service options to the service")
-        self.concurrency = ConcurrencyConfig.from_options({**extra, **(options or {})})
+        own = {k: v for k, v in (options or {}).items() if k in CONCURRENCY_KEYS}
+        self.concurrency = ConcurrencyConfig.from_options({**extra, **own})
+        self.memory = MemoryConfig.from_options(
+            {**{k: v for k, v in config.extra.items() if k in MEMORY_KEYS},
+             **{k: v for k, v in (options or {}).items() if k in MEMORY_KEYS}})
         if not self.concurrency.multi_writer and ConcurrencyConfig.from_options(extra).multi_writer:
             raise ConfigError(
                 f"{storage.uri()} is shared by several writers "
@@ -132,7 +138,7 @@ class Table:
         return self.active.load()
 
     def _reader(self) -> TableReader:
-        return TableReader(self.storage, self.config, self.active)
+        return TableReader(self.storage, self.config, self.active, memory=self.memory)
 
     def schema(self, as_of: str | None = None) -> pa.Schema:
         return self._reader().schema(as_of)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -38,8 +38,11 @@ class SliceReadContext:
     # Bytes the committed write stats record for a log file (None: unknown). Asked only when a
     # torn block lost its header, so the common read never parses commit metadata for it.
     committed_log_size: Callable[[str], int | None] | None = None
+    # Bytes of decoded log records one slice's merge holds before merging them down
+    # (``hoodie.memory.merge.max.size``; None: no bound).
+    merge_max_bytes: int | None = None
     stats: dict[str, int] = field(default_factory=lambda: {"log_blocks": 0, "corrupt_blocks": 0,
-                                                                 "vanished_logs": 0})
+                                                                 "vanished_logs": 0, "log_folds": 0})
 
     def needed_columns(self) -> list[str]:
         """Columns a merge must see: the projection plus key, ordering and delete markers."""
@@ -86,37 +89,61 @@ def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list
     return table
 
 
-@dataclass
-class _LogContent:
-    data: list[tuple[int, pa.Table]]  # (block sequence, records)
-    deletes: list[tuple[int, pa.Table]]
+# Decoded Arrow records per byte of (zstd parquet or avro) log file, roughly: a slice whose log
+# files exceed the merge budget divided by this is read one log file at a time.
+_LOG_EXPANSION = 4
 
 
-def _collect_logs(fs: FileSlice, ctx: SliceReadContext, prev: FileSlice | None) -> _LogContent:
-    blocks: list[LogBlock] = []
-    for lf in (prev.log_files if prev else ()) + fs.log_files:
-        try:
-            data = ctx.storage.read(lf.path)
-        except FileNotFoundError:
-            # Gone since the listing: a rollback removes a log file only when the failed write
-            # created it (uncommitted blocks only) and a clean only outside the latest slices,
-            # so its blocks are not part of what this read shows.
-            ctx.stats["vanished_logs"] += 1
-            continue
-        file_blocks = read_log_blocks(data, ctx.storage.uri(lf.path))
-        # A torn block of a failed write is expected (skipped below); one whose header names a
-        # committed instant is committed data the storage lost: say so, never read on with less.
-        headless = not file_blocks or any(b.block_type is BlockType.CORRUPT and b.instant_time is None
-                                          for b in file_blocks)
-        size = ctx.committed_log_size(lf.path) if headless and ctx.committed_log_size else None
-        check_committed_blocks(file_blocks, ctx.storage.uri(lf.path), ctx.is_visible, size)
-        blocks.extend(file_blocks)
-    rolled_back: set[str] = set()
-    for b in blocks:
-        if b.block_type is BlockType.COMMAND and b.target_instant_time:
-            rolled_back.add(b.target_instant_time)
-    out = _LogContent([], [])
-    for seq, b in enumerate(blocks, start=1):
+def _file_blocks(lf, ctx: SliceReadContext) -> list[LogBlock]:
+    try:
+        data = ctx.storage.read(lf.path)
+    except FileNotFoundError:
+        # Gone since the listing: a rollback removes a log file only when the failed write
+        # created it (uncommitted blocks only) and a clean only outside the latest slices,
+        # so its blocks are not part of what this read shows.
+        ctx.stats["vanished_logs"] += 1
+        return []
+    file_blocks = read_log_blocks(data, ctx.storage.uri(lf.path))
+    # A torn block of a failed write is expected (skipped below); one whose header names a
+    # committed instant is committed data the storage lost: say so, never read on with less.
+    headless = not file_blocks or any(b.block_type is BlockType.CORRUPT and b.instant_time is None
+                                      for b in file_blocks)
+    size = ctx.committed_log_size(lf.path) if headless and ctx.committed_log_size else None
+    check_committed_blocks(file_blocks, ctx.storage.uri(lf.path), ctx.is_visible, size)
+    return file_blocks
+
+
+def _rolled_back(blocks: list[LogBlock]) -> set[str]:
+    return {b.target_instant_time for b in blocks
+            if b.block_type is BlockType.COMMAND and b.target_instant_time}
+
+
+def _log_blocks(log_files, ctx: SliceReadContext, streaming: bool) -> Iterator[tuple[int, LogBlock, set[str]]]:
+    """(sequence, block, rolled-back instants) of every block, in log order. ``streaming``: one
+    log file's bytes held at a time (the rollback command blocks are found in a first pass, as a
+    command may follow the blocks it cancels)."""
+    if not streaming:
+        blocks = [b for lf in log_files for b in _file_blocks(lf, ctx)]
+        rolled_back = _rolled_back(blocks)
+        for seq, b in enumerate(blocks, start=1):
+            yield seq, b, rolled_back
+        return
+    rolled_back = set()
+    for lf in log_files:
+        rolled_back |= _rolled_back(_file_blocks(lf, ctx))
+    seq = 0
+    for lf in log_files:
+        for b in _file_blocks(lf, ctx):
+            seq += 1
+            yield seq, b, rolled_back
+
+
+def _log_versions(log_files, ctx: SliceReadContext, target: pa.Schema,
+                  streaming: bool) -> Iterator[pa.Table]:
+    """The committed log records of a slice, a table with the merge helper columns per block."""
+    ordering = ctx.spec.ordering_field
+    block_size = 1 << 32
+    for seq, b, rolled_back in _log_blocks(log_files, ctx, streaming):
         if b.block_type is BlockType.CORRUPT:
             ctx.stats["corrupt_blocks"] += 1
             continue
@@ -126,14 +153,52 @@ def _collect_logs(fs: FileSlice, ctx: SliceReadContext, prev: FileSlice | None) 
         if t is None or t in rolled_back or not ctx.is_visible(t):
             continue
         ctx.stats["log_blocks"] += 1
-        if b.block_type is BlockType.AVRO_DATA:
-            out.data.append((seq, decode_avro_data_block(b)))
-        elif b.block_type is BlockType.PARQUET_DATA:
-            out.data.append((seq, decode_parquet_data_block(
-                b, None if ctx.columns is None else ctx.needed_columns())))
+        if b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+            rows = decode_avro_data_block(b) if b.block_type is BlockType.AVRO_DATA else \
+                decode_parquet_data_block(b, None if ctx.columns is None else ctx.needed_columns())
+            rows = conform_table(rows, target, extra="ignore")
+            yield _with_helpers(rows, _keys(rows, ctx), seq * block_size, delete_flags(rows),
+                                pa.repeat(False, rows.num_rows))
         elif b.block_type is BlockType.DELETE:
-            out.deletes.append((seq, decode_delete_block(b)))
-    return out
+            dels = decode_delete_block(b)
+            n = dels.num_rows
+            cols = {}
+            if ordering and ordering in target.names and "ordering_value" in dels.column_names:
+                try:
+                    cols[ordering] = pc.cast(dels.column("ordering_value"), target.field(ordering).type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    cols[ordering] = pa.nulls(n, target.field(ordering).type)
+            arrays = [cols.get(f.name, pa.nulls(n, f.type)) if f.name != RECORD_KEY_FIELD
+                      else dels.column("record_key") for f in target]
+            rows = pa.Table.from_arrays(arrays, schema=target)
+            uncond = dels.column("unconditional") if "unconditional" in dels.column_names \
+                else pa.repeat(True, n)
+            yield _with_helpers(rows, dels.column("record_key"), seq * block_size,
+                                pa.repeat(True, n), uncond)
+
+
+def _held_logs(versions: Iterator[pa.Table], ctx: SliceReadContext) -> list[pa.Table]:
+    """The log versions, merged down to one per key whenever they pass the memory budget: a
+    backlog of many rounds of updates to the same keys then holds about one round. The log-level
+    merge is associative (the winner per key is a maximum, a cutting delete keeps its place), so
+    merging in steps gives what merging all at once gives."""
+    held: list[pa.Table] = []
+    size = 0
+    limit = ctx.merge_max_bytes
+    foldable = limit is not None and ctx.spec.mode is not MergeMode.PARTIAL_UPDATE
+    for t in versions:
+        held.append(t)
+        size += t.nbytes
+        if foldable and size > limit:
+            merged = resolve(pa.concat_tables(held, promote_options="permissive"), ctx.spec,
+                             keep_deletes=True)
+            if AFTER_CUT in merged.column_names:  # read by partial updates only
+                merged = merged.drop_columns([AFTER_CUT])
+            held, size = [merged], merged.nbytes
+            ctx.stats["log_folds"] += 1
+            # Distinct keys past the budget: fold again only when the held versions doubled.
+            limit = max(limit, 2 * size)
+    return held
 
 
 def _with_helpers(table: pa.Table, keys: pa.ChunkedArray | pa.Array, seq_base: int,
@@ -165,43 +230,23 @@ def collect_slice(fs: FileSlice, ctx: SliceReadContext) -> SliceParts:
     out_cols = ctx.columns or ctx.schema.names
     prev = fs.previous
     base_file = fs.base_file or (prev.base_file if prev else None)
-    logs = _collect_logs(fs, ctx, prev) if ctx.read_logs else _LogContent([], [])
-    if not logs.data and not logs.deletes:
+    log_files = ((prev.log_files if prev else ()) + fs.log_files) if ctx.read_logs else ()
+    needed = ctx.needed_columns()
+    target = pa.schema([ctx.schema.field(c) for c in needed])
+    streaming = ctx.merge_max_bytes is not None and \
+        sum(lf.size or 0 for lf in log_files) * _LOG_EXPANSION > ctx.merge_max_bytes
+    parts = SliceParts(logs=_held_logs(_log_versions(log_files, ctx, target, streaming), ctx))
+    if not parts.logs:
         if base_file is None:
             return SliceParts(done=ctx.schema.empty_table().select(out_cols))
         base = read_base_file(ctx.storage, base_file.path, ctx.schema, None if ctx.columns is None
-                              else ctx.needed_columns())
+                              else needed)
         if IS_DELETED_FIELD in base.column_names:
             base = base.filter(pc.invert(delete_flags(base)))
         if ctx.row_filter is not None:
             base = base.filter(ctx.row_filter)
         return SliceParts(done=base.select(out_cols))
 
-    needed = ctx.needed_columns()
-    target = pa.schema([ctx.schema.field(c) for c in needed])
-    parts = SliceParts()
-    ordering = ctx.spec.ordering_field
-    block_size = 1 << 32
-    for seq, rows in logs.data:
-        rows = conform_table(rows, target, extra="ignore")
-        keys = _keys(rows, ctx)
-        parts.logs.append(_with_helpers(rows, keys, seq * block_size, delete_flags(rows),
-                                        pa.repeat(False, rows.num_rows)))
-    for seq, dels in logs.deletes:
-        n = dels.num_rows
-        cols = {}
-        if ordering and ordering in target.names and "ordering_value" in dels.column_names:
-            try:
-                cols[ordering] = pc.cast(dels.column("ordering_value"), target.field(ordering).type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                cols[ordering] = pa.nulls(n, target.field(ordering).type)
-        arrays = [cols.get(f.name, pa.nulls(n, f.type)) if f.name != RECORD_KEY_FIELD
-                  else dels.column("record_key") for f in target]
-        rows = pa.Table.from_arrays(arrays, schema=target)
-        uncond = dels.column("unconditional") if "unconditional" in dels.column_names \
-            else pa.repeat(True, n)
-        parts.logs.append(_with_helpers(rows, dels.column("record_key"), seq * block_size,
-                                        pa.repeat(True, n), uncond))
     if base_file is not None:
         # Split the base here, where slices run in parallel: most base records no log block
         # touches, and they are final as they are; only the others go to the merge.

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakehouse.config import KeyGeneratorType, TableConfig
+from lakehouse.config import KeyGeneratorType, MemoryConfig, TableConfig
 from lakehouse.errors import ConfigError, InstantNotFoundError, SchemaError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
@@ -72,11 +72,12 @@ def _fit_value(v: Any, t: pa.DataType) -> Any:
 
 class TableReader:
     def __init__(self, storage: Storage, config: TableConfig, active: ActiveTimeline,
-                 timeline: Timeline | None = None) -> None:
+                 timeline: Timeline | None = None, memory: MemoryConfig | None = None) -> None:
         self.storage = storage
         self.config = config
         self.active = active
         self.timeline = timeline if timeline is not None else active.load()
+        self.memory = memory or MemoryConfig.of_table(config)
 
     # --- schema ----------------------------------------------------------------------------
 
@@ -192,7 +193,8 @@ class TableReader:
                                 spec=MergeSpec(self.config.merge_mode, self.config.ordering_field),
                                 is_visible=is_visible, columns=columns, row_filter=row_filter,
                                 key_of=key_of, read_logs=read_logs,
-                                committed_log_size=committed_log_size)
+                                committed_log_size=committed_log_size,
+                                merge_max_bytes=self.memory.merge_max_size)
 
     def _check_columns(self, columns: Sequence[str] | None, schema: pa.Schema) -> list[str] | None:
         if columns is None:

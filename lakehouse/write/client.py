@@ -552,7 +552,7 @@ class WriteClient:
         return assign.assign_targets(self, rows, loc, latest, pending, self.avg_record_size(timeline))
 
     def merged_keys(self, timeline, read_slices: dict, ordering: str | None):
-        reader = TableReader(self.storage, self.config, self.active, timeline)
+        reader = TableReader(self.storage, self.config, self.active, timeline, memory=self.table.memory)
         cols = ["_hoodie_record_key"] + ([ordering] if ordering else [])
         ctx = reader._context(reader.schema(), set(timeline.completed_write_times), cols, None,
                               read_logs=True)

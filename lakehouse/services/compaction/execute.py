@@ -70,6 +70,8 @@ class _Task:
     # Instants before the first active one were archived after completing: their log blocks are
     # committed too (as the snapshot reader counts them).
     archived_before: str | None = None
+    # hoodie.memory.merge.max.size of the process that runs the compaction.
+    merge_max_bytes: int | None = None
 
     def is_visible(self, instant: str) -> bool:
         if instant >= self.instant_time:
@@ -97,7 +99,8 @@ def compact_operation(task: _Task) -> WriteStat:
     config, schema, storage = task.config, task.schema, task.storage
     ctx = SliceReadContext(storage=storage, schema=schema,
                            spec=MergeSpec(config.merge_mode, config.ordering_field),
-                           is_visible=task.is_visible)
+                           is_visible=task.is_visible,
+                           merge_max_bytes=task.merge_max_bytes)
     fs = _slice(storage, task.op)
     merged = read_file_slice(fs, ctx)
     wc = WriteConfig.from_options({k: v for k, v in config.extra.items() if k in WRITE_OPTION_KEYS})
@@ -173,7 +176,7 @@ def execute_compaction(table: "Table", instant_time: str | None = None, *,
     timeline = table.timeline
     first = timeline.first
     tasks = [_Task(table.storage, t, i, op, committed, table.config, schema,
-                   first.time if first else None)
+                   first.time if first else None, table.memory.merge_max_size)
              for i, op in enumerate(plan.operations)]
     stats: list[WriteStat] = []
     failures: list[dict] = []
