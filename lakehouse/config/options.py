@@ -1,0 +1,144 @@
+"""Typed ``hoodie.*`` options: the parsers, the dataclass field carrying a key, and building a
+config object from a plain mapping (the only place ``dict[str, str]`` meets the typed configs)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import field
+from typing import Any, Callable, Mapping
+
+from lakehouse.errors import ConfigError
+
+
+def _bool(key: str, v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{key}={v!r} is not a boolean", help=f"set {key} to true or false")
+
+
+def _int(minimum: int = 0) -> Callable[[str, Any], int]:
+    def parse(key: str, v: Any) -> int:
+        try:
+            # int() would quietly turn 1.5 into 1 and True into 1.
+            if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
+                raise ValueError(v)
+            n = int(v)
+        except (TypeError, ValueError, OverflowError):
+            raise ConfigError(f"{key}={v!r} is not an integer",
+                              help=f"set {key} to a whole number") from None
+        if n < minimum:
+            raise ConfigError(f"{key}={n} is below its minimum {minimum}",
+                              help=f"set {key} to at least {minimum}")
+        return n
+    return parse
+
+
+def _float_between(lo: float, hi: float) -> Callable[[str, Any], float]:
+    def parse(key: str, v: Any) -> float:
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}={v!r} is not a number", help=f"set {key} to a number") from None
+        if not lo < x < hi:
+            raise ConfigError(f"{key}={x} is outside ({lo}, {hi})",
+                              help=f"set {key} between {lo} and {hi}")
+        return x
+    return parse
+
+
+def _enum(e: type[enum.StrEnum]) -> Callable[[str, Any], Any]:
+    def parse(key: str, v: Any) -> Any:
+        s = str(v).strip()
+        for member in e:
+            if s.upper() == member.value.upper():
+                return member
+        raise ConfigError(f"{key}={v!r} is not one of {', '.join(m.value for m in e)}",
+                          help=f"set {key} to one of the listed values")
+    return parse
+
+
+def _str(key: str, v: Any) -> str:
+    return str(v)
+
+
+def _fields(key: str, v: Any) -> tuple[str, ...]:
+    if isinstance(v, (list, tuple)):
+        items = [str(x).strip() for x in v]
+    else:
+        items = [x.strip() for x in str(v).split(",")] if v is not None else []
+    items = [x for x in items if x]
+    if len(set(items)) != len(items):
+        raise ConfigError(f"{key}={v!r} names a field twice", help="list each field once")
+    return tuple(items)
+
+
+def opt(key: str, default: Any, parse: Callable[[str, Any], Any], doc: str = "") -> Any:
+    return field(default=default, metadata={"key": key, "parse": parse, "doc": doc})
+
+
+def _option_fields(cls: type) -> dict[str, dataclasses.Field]:
+    return {f.metadata["key"]: f for f in dataclasses.fields(cls) if "key" in f.metadata}
+
+
+def option_keys(cls: type) -> frozenset[str]:
+    """The ``hoodie.*`` keys a config class reads."""
+    return frozenset(_option_fields(cls))
+
+
+def _build(cls: type, options: Mapping[str, Any], *, strict: bool, **fixed: Any) -> Any:
+    by_key = _option_fields(cls)
+    kwargs: dict[str, Any] = dict(fixed)
+    for k, v in options.items():
+        f = by_key.get(k)
+        if f is None:
+            if strict and k.startswith("hoodie.") and k not in _PASSTHROUGH_KEYS:
+                raise ConfigError(f"unknown option {k!r}",
+                                  help="check the spelling; `lakehouse options` lists every option")
+            continue
+        kwargs[f.name] = f.metadata["parse"](k, v) if v is not None else f.default
+    return cls(**kwargs)
+
+
+def _to_props(obj: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, f in _option_fields(type(obj)).items():
+        v = getattr(obj, f.name)
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            out[key] = "true" if v else "false"
+        elif isinstance(v, tuple):
+            out[key] = ",".join(v)
+        else:
+            out[key] = str(v)
+    return out
+
+
+# Options Hudi writes or accepts that lakehouse keeps but does not interpret.
+_PASSTHROUGH_KEYS = frozenset({
+    "hoodie.table.metadata.partitions", "hoodie.table.metadata.partitions.inflight",
+    "hoodie.compaction.record.merger.strategy", "hoodie.table.keygenerator.type",
+    "hoodie.table.cdc.enabled", "hoodie.table.initial.version", "hoodie.record.merge.mode",
+    "hoodie.datasource.write.table.type", "hoodie.table.base.file.format",
+})
+
+
+# --- hoodie.properties ----------------------------------------------------------------------
+
+
+def _service_config(cls: type, options: Mapping[str, Any] | None) -> Any:
+    """``cls`` from its options in ``options``; any unknown ``hoodie.*`` key is an error."""
+    options = dict(options or {})
+    from lakehouse.config import KNOWN_OPTION_KEYS  # every config class, known once all are loaded
+    unknown = [k for k in options if k.startswith("hoodie.") and k not in KNOWN_OPTION_KEYS]
+    if unknown:
+        raise ConfigError(f"unknown option(s) {', '.join(sorted(unknown))}",
+                          help="check the spelling; `lakehouse options` lists every option")
+    own = _option_fields(cls)
+    return _build(cls, {k: v for k, v in options.items() if k in own}, strict=True)

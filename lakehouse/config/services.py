@@ -1,0 +1,124 @@
+"""Settings of the table services: compaction, clean, archival, Iceberg publishing, merge memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from lakehouse.config.options import _bool, _int, _option_fields, _service_config, opt
+from lakehouse.errors import ConfigError
+
+if TYPE_CHECKING:
+    from lakehouse.config.table import TableConfig
+
+
+def _choice(*values: str) -> Callable[[str, Any], str]:
+    def parse(key: str, v: Any) -> str:
+        s = str(v).strip().upper()
+        if s not in values:
+            raise ConfigError(f"{key}={v!r} is not one of {', '.join(values)}",
+                              help=f"set {key} to one of the listed values")
+        return s
+    return parse
+
+
+@dataclass(frozen=True)
+class CompactionConfig:
+    """When to schedule a compaction and what its plan may hold (MOR tables)."""
+
+    trigger_strategy: str = opt(
+        "hoodie.compact.inline.trigger.strategy", "NUM_COMMITS",
+        _choice("NUM_COMMITS", "TIME_ELAPSED", "NUM_AND_TIME", "NUM_OR_TIME", "LOG_BYTES",
+                "NUM_OR_LOG_BYTES"),
+        "what triggers a compaction: delta commits, time, log bytes (the last two are lakehouse's)")
+    max_delta_commits: int = opt("hoodie.compact.inline.max.delta.commits", 5, _int(1),
+                                 "delta commits since the last compaction that trigger one")
+    max_delta_seconds: int = opt("hoodie.compact.inline.max.delta.seconds", 3600, _int(1),
+                                 "seconds since the last compaction that trigger one")
+    max_log_bytes: int = opt("hoodie.compact.trigger.log.bytes", 1 << 30, _int(1),
+                             "lakehouse: total log bytes that trigger a compaction")
+    target_io_mb: int = opt("hoodie.compaction.target.io", 512000, _int(1),
+                            "at most this many MB read and written by one plan")
+    log_size_threshold: int = opt("hoodie.compaction.logfile.size.threshold", 0, _int(0),
+                                  "file slices with fewer log bytes are left out of a plan")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "CompactionConfig":
+        return _service_config(cls, options)
+
+
+@dataclass(frozen=True)
+class CleanConfig:
+    """What cleaning keeps (seed 003; Hudi's keys and defaults)."""
+
+    policy: str = opt("hoodie.cleaner.policy", "KEEP_LATEST_COMMITS",
+                      _choice("KEEP_LATEST_COMMITS", "KEEP_LATEST_BY_HOURS", "KEEP_LATEST_FILE_VERSIONS"),
+                      "which file versions cleaning keeps")
+    commits_retained: int = opt("hoodie.cleaner.commits.retained", 10, _int(1),
+                                "KEEP_LATEST_COMMITS: commits whose files stay readable")
+    hours_retained: int = opt("hoodie.cleaner.hours.retained", 24, _int(1),
+                              "KEEP_LATEST_BY_HOURS: hours of commits whose files stay readable")
+    file_versions_retained: int = opt("hoodie.cleaner.fileversions.retained", 3, _int(1),
+                                      "KEEP_LATEST_FILE_VERSIONS: file slices kept per file group")
+    max_commits: int = opt("hoodie.clean.max.commits", 1, _int(1),
+                           "commits since the last clean that trigger a clean")
+    incremental: bool = opt("hoodie.cleaner.incremental.mode", True, _bool,
+                            "scan only partitions written since the last clean")
+    parallelism: int = opt("hoodie.cleaner.parallelism", 200, _int(1),
+                           "delete tasks run at once at most")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "CleanConfig":
+        return _service_config(cls, options)
+
+
+@dataclass(frozen=True)
+class ArchivalConfig:
+    """How long the active timeline may grow (Hudi's defaults)."""
+
+    max_commits: int = opt("hoodie.keep.max.commits", 30, _int(2),
+                           "archive when the active timeline holds more completed commits")
+    min_commits: int = opt("hoodie.keep.min.commits", 20, _int(1),
+                           "archive down to this many completed commits")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "ArchivalConfig":
+        cfg = _service_config(cls, options)
+        if cfg.min_commits >= cfg.max_commits:
+            raise ConfigError(f"hoodie.keep.min.commits ({cfg.min_commits}) must be below "
+                              f"hoodie.keep.max.commits ({cfg.max_commits})",
+                              help="for example 20 and 30, Hudi's defaults")
+        return cfg
+
+
+@dataclass(frozen=True)
+class IcebergConfig:
+    """Iceberg metadata published with every completed instant (seed 004)."""
+
+    enabled: bool = opt("hoodie.meta.sync.iceberg.enabled", True, _bool,
+                        "publish Iceberg v2 metadata (the read-optimized view) under "
+                        ".hoodie/iceberg after every commit, compaction, clean and rollback")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "IcebergConfig":
+        return _service_config(cls, options)
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """How much memory merging one file slice's log records may hold (snapshot reads, compaction)."""
+
+    merge_max_size: int = opt(
+        "hoodie.memory.merge.max.size", 1 << 30, _int(1),
+        "bytes of decoded log records one file slice's merge holds before it merges them down to "
+        "one version per key and reads on (log files past this on disk are read one at a time)")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> "MemoryConfig":
+        return _service_config(cls, options)
+
+    @classmethod
+    def of_table(cls, config: "TableConfig") -> "MemoryConfig":
+        """The table's stored setting (tables written by Hudi carry keys this class does not read)."""
+        own = _option_fields(cls)
+        return cls.from_options({k: v for k, v in config.extra.items() if k in own})

@@ -1,0 +1,176 @@
+"""What ``.hoodie/hoodie.properties`` holds: the table type, keys, merge mode and index, fixed when
+the table is created and agreed on by every reader and writer."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from lakehouse.config.options import _bool, _build, _enum, _fields, _int, _option_fields, _str, _to_props, opt
+from lakehouse.errors import ConfigError
+
+
+class TableType(enum.StrEnum):
+    COPY_ON_WRITE = "COPY_ON_WRITE"
+    MERGE_ON_READ = "MERGE_ON_READ"
+
+
+class MergeMode(enum.StrEnum):
+    COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+    EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
+    PARTIAL_UPDATE = "PARTIAL_UPDATE"
+
+    @property
+    def payload_class(self) -> str:
+        return _PAYLOAD_CLASSES[self]
+
+    @classmethod
+    def from_payload_class(cls, name: str | None) -> "MergeMode":
+        for mode, cls_name in _PAYLOAD_CLASSES.items():
+            if name == cls_name:
+                return mode
+        if not name:
+            return cls.EVENT_TIME_ORDERING
+        raise ConfigError(f"payload class {name!r} is not supported",
+                          help="supported: " + ", ".join(_PAYLOAD_CLASSES.values()))
+
+
+_PAYLOAD_CLASSES = {
+    MergeMode.COMMIT_TIME_ORDERING: "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
+    MergeMode.EVENT_TIME_ORDERING: "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+    MergeMode.PARTIAL_UPDATE: "org.apache.hudi.common.model.PartialUpdateAvroPayload",
+}
+
+
+class IndexType(enum.StrEnum):
+    BUCKET = "BUCKET"
+    BLOOM = "BLOOM"
+    SIMPLE = "SIMPLE"
+    GLOBAL_BLOOM = "GLOBAL_BLOOM"
+    GLOBAL_SIMPLE = "GLOBAL_SIMPLE"
+
+    @property
+    def is_global(self) -> bool:
+        return self in (IndexType.GLOBAL_BLOOM, IndexType.GLOBAL_SIMPLE)
+
+
+class KeyGeneratorType(enum.StrEnum):
+    SIMPLE = "SIMPLE"
+    COMPLEX = "COMPLEX"
+    NON_PARTITION = "NON_PARTITION"
+    TIMESTAMP = "TIMESTAMP"
+
+    @property
+    def java_class(self) -> str:
+        return _KEYGEN_CLASSES[self]
+
+    @classmethod
+    def from_class(cls, name: str) -> "KeyGeneratorType":
+        short = name.rsplit(".", 1)[-1]
+        for t, c in _KEYGEN_CLASSES.items():
+            if c.rsplit(".", 1)[-1] in (short, short.replace("Avro", "")):
+                return t
+        raise ConfigError(f"key generator {name!r} is not supported",
+                          help="supported: " + ", ".join(_KEYGEN_CLASSES.values()))
+
+
+_KEYGEN_CLASSES = {
+    KeyGeneratorType.SIMPLE: "org.apache.hudi.keygen.SimpleKeyGenerator",
+    KeyGeneratorType.COMPLEX: "org.apache.hudi.keygen.ComplexKeyGenerator",
+    KeyGeneratorType.NON_PARTITION: "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+    KeyGeneratorType.TIMESTAMP: "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+}
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """The content of ``hoodie.properties``: what every reader and writer of the table agrees on."""
+
+    name: str = opt("hoodie.table.name", "", _str)
+    table_type: TableType = opt("hoodie.table.type", TableType.COPY_ON_WRITE, _enum(TableType))
+    version: int = opt("hoodie.table.version", 6, _int(0))
+    timeline_layout_version: int = opt("hoodie.timeline.layout.version", 1, _int(0))
+    database_name: str = opt("hoodie.database.name", "default", _str)
+    archive_folder: str = opt("hoodie.archivelog.folder", "archived", _str)
+    record_key_fields: tuple[str, ...] = opt("hoodie.table.recordkey.fields", (), _fields)
+    partition_fields: tuple[str, ...] = opt("hoodie.table.partition.fields", (), _fields)
+    ordering_field: str | None = opt("hoodie.table.precombine.field", None, _str)
+    populate_meta_fields: bool = opt("hoodie.populate.meta.fields", True, _bool)
+    key_generator_class: str = opt("hoodie.table.keygenerator.class",
+                                   KeyGeneratorType.SIMPLE.java_class, _str)
+    hive_style_partitioning: bool = opt("hoodie.datasource.write.hive_style_partitioning", False, _bool)
+    url_encode_partitions: bool = opt("hoodie.datasource.write.partitionpath.urlencode", False, _bool)
+    drop_partition_columns: bool = opt("hoodie.datasource.write.drop.partition.columns", False, _bool)
+    payload_class: str = opt("hoodie.compaction.payload.class",
+                             MergeMode.EVENT_TIME_ORDERING.payload_class, _str)
+    create_schema: str | None = opt("hoodie.table.create.schema", None, _str)
+    timeline_timezone: str = opt("hoodie.table.timeline.timezone", "UTC", _str)
+    checksum: int | None = opt("hoodie.table.checksum", None, _int(0))
+    # Table-wide write settings every writer must share.
+    index_type: IndexType = opt("hoodie.index.type", IndexType.SIMPLE, _enum(IndexType))
+    bucket_num: int = opt("hoodie.bucket.index.num.buckets", 256, _int(1))
+    bucket_hash_fields: tuple[str, ...] = opt("hoodie.bucket.index.hash.field", (), _fields)
+    timestamp_type: str | None = opt("hoodie.keygen.timebased.timestamp.type", None, _str)
+    timestamp_input_format: str | None = opt("hoodie.keygen.timebased.input.dateformat", None, _str)
+    timestamp_output_format: str | None = opt("hoodie.keygen.timebased.output.dateformat", None, _str)
+    timestamp_timezone: str | None = opt("hoodie.keygen.timebased.timezone", None, _str)
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.key_generator_type is KeyGeneratorType.NON_PARTITION and self.partition_fields:
+            raise ConfigError("a non-partitioned key generator cannot have partition fields",
+                              help="drop partition_by or use the SIMPLE/COMPLEX key generator")
+
+    @property
+    def key_generator_type(self) -> KeyGeneratorType:
+        return KeyGeneratorType.from_class(self.key_generator_class)
+
+    @property
+    def merge_mode(self) -> MergeMode:
+        return MergeMode.from_payload_class(self.payload_class)
+
+    @property
+    def is_mor(self) -> bool:
+        return self.table_type is TableType.MERGE_ON_READ
+
+    @property
+    def is_partitioned(self) -> bool:
+        return bool(self.partition_fields)
+
+    def expected_checksum(self) -> int:
+        return table_checksum(self.database_name, self.name)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> "TableConfig":
+        known = _option_fields(cls)
+        extra = {k: v for k, v in props.items() if k not in known}
+        options = {k: v for k, v in props.items() if k in known}
+        # Hudi 1.x names the key generator by type only (hoodie.table.keygenerator.type, e.g.
+        # COMPLEX or COMPLEX_AVRO); without the class the default SIMPLE would be wrong.
+        kg_type = props.get("hoodie.table.keygenerator.type")
+        if kg_type and "hoodie.table.keygenerator.class" not in props:
+            t = _enum(KeyGeneratorType)("hoodie.table.keygenerator.type",
+                                        kg_type.strip().upper().removesuffix("_AVRO"))
+            options["hoodie.table.keygenerator.class"] = t.java_class
+        return _build(cls, options, strict=False, extra=extra)
+
+    def to_properties(self) -> dict[str, str]:
+        props = dict(self.extra)
+        props.update(_to_props(self))
+        props["hoodie.table.checksum"] = str(self.expected_checksum())
+        props.setdefault("hoodie.table.base.file.format", "PARQUET")
+        return props
+
+    def replace(self, **changes: Any) -> "TableConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def table_checksum(database: str, table: str) -> int:
+    """Hudi's ``hoodie.table.checksum``: CRC32 of ``"<database>.<table>"``."""
+    return zlib.crc32(f"{database}.{table}".encode("utf-8"))
+
+
+TABLE_OPTION_KEYS = frozenset(_option_fields(TableConfig))
