@@ -22,7 +22,7 @@ from lakehouse.log.block import encode_rollback_command_block
 from lakehouse.log.reader import iter_log_blocks
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
-from lakehouse.timeline.avro_files import (InstantInfo, RollbackMetadata, RollbackPartitionMetadata,
+from lakehouse.timeline.avro_files import (CleanMetadata, InstantInfo, RollbackMetadata, RollbackPartitionMetadata,
                                            RollbackPlan, RollbackRequest)
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import Action, Instant, State
@@ -49,8 +49,44 @@ def _fid(name: str) -> str:
     return ln.file_id if ln else ""
 
 
+def _commit_unreadable(active: ActiveTimeline, target: Instant) -> bool:
+    """A completed target whose commit file cannot be parsed: its write stats are lost."""
+    if not target.is_completed:
+        return False
+    try:
+        active.commit_metadata(target)
+    except CorruptFileError:
+        return True
+    return False
+
+
+def _scanned_files(storage: Storage, target: str) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """What ``target`` wrote, found without its commit metadata: base files by the instant in
+    their name, log files by their blocks' instant headers (created by it when its block comes
+    first, appended to otherwise). Reads every log file: only for a corrupt commit file."""
+    delete: dict[str, set[str]] = defaultdict(set)
+    append: dict[str, set[str]] = defaultdict(set)
+    for info in storage.list("", recursive=True):
+        if info.is_dir or info.path.startswith(".hoodie/") or info.path == ".hoodie":
+            continue
+        partition, _, name = info.path.rpartition("/")
+        bn = BaseFileName.parse(name)
+        if bn is not None:
+            if bn.instant_time == target:
+                delete[partition].add(name)
+            continue
+        if LogFileName.parse(name) is None:
+            continue
+        times = [b.instant_time for b in iter_log_blocks(storage.read(info.path), info.path)]
+        if target in times:
+            (delete if times[0] == target else append)[partition].add(name)
+    return delete, append
+
+
 def _written_files(active: ActiveTimeline, target: Instant) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """(files to delete, log files to mark rolled back) by partition."""
+    if _commit_unreadable(active, target):
+        return _scanned_files(active.storage, target.time)
     delete: dict[str, set[str]] = defaultdict(set)
     append: dict[str, set[str]] = defaultdict(set)
     for m in Markers(active.storage, target.time).all():
@@ -149,8 +185,39 @@ def _finish(active: ActiveTimeline, inflight: Instant, plan: RollbackPlan, start
     return RollbackResult(inflight.time, target_time, meta.total_files_deleted)
 
 
-def _replaced_versions_gone(active: ActiveTimeline, target: Instant) -> list[str]:
+def _cleaned_file_ids(active: ActiveTimeline, timeline: Timeline) -> set[str]:
+    ids = set()
+    for inst in timeline.completed().filter(actions=[Action.CLEAN]):
+        data = active.read(inst)
+        if not data:
+            continue
+        meta = CleanMetadata.from_bytes(data, active.storage.uri(active.path(inst)))
+        for pm in meta.partition_metadata.values():
+            ids |= {_fid(f.rsplit("/", 1)[-1]) for f in pm.success_delete_files}
+    return ids
+
+
+def _base_groups_without_history(active: ActiveTimeline, target: Instant, timeline: Timeline) -> list[str]:
+    """Without commit metadata: file groups whose only base file is ``target``'s and that a
+    clean touched (the version it replaced may be gone; an insert's new group is not)."""
+    delete, _ = _scanned_files(active.storage, target.time)
+    cleaned = _cleaned_file_ids(active, timeline)
+    gone = []
+    for p, names in delete.items():
+        versions = [BaseFileName.parse(i.name) for i in active.storage.list(p)]
+        for name in names:
+            bn = BaseFileName.parse(name)
+            if bn is None or bn.file_id not in cleaned:
+                continue
+            if not any(v and v.file_id == bn.file_id and v.instant_time < target.time for v in versions):
+                gone.append(f"{p}/{bn.file_id} before {target.time}".lstrip("/"))
+    return gone
+
+
+def _replaced_versions_gone(active: ActiveTimeline, target: Instant, timeline: Timeline) -> list[str]:
     """Base file versions that ``target`` (completed) replaced and that no longer exist."""
+    if _commit_unreadable(active, target):
+        return _base_groups_without_history(active, target, timeline)
     stats = [st for st in active.commit_metadata(target).write_stats()
              if st.path.endswith(".parquet") and st.prev_commit not in ("", "null")]
     listed: dict[str, set[tuple[str, str]]] = {}
@@ -182,7 +249,7 @@ def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline
         if any(i.time == target.time for i in timeline.completed().filter(actions=[Action.SAVEPOINT])):
             raise TimelineError(f"{target.time} is savepointed; its files must stay",
                                 help="delete the savepoint first (`lakehouse savepoint delete`)")
-        gone = [] if to_savepoint else _replaced_versions_gone(active, target)
+        gone = [] if to_savepoint else _replaced_versions_gone(active, target, timeline)
         if gone:
             # Deleting this instant's files would leave those file groups with nothing: the
             # rollback would lose the records it is meant to bring back.

@@ -490,4 +490,11 @@ def test_rolling_back_a_commit_whose_replaced_versions_were_cleaned_is_refused(t
     with pytest.raises(TimelineError, match="cleaned|deleted by a clean"):
         t.rollback()  # the version it replaced (ts=1) was cleaned
     assert sorted(t.read(columns=["v"]).column("v").to_pylist()) == [2, 2]
+    # Its commit file damaged, the rollback cannot read what it replaced: the files tell (the
+    # group's only version is the commit's own, and a clean deleted files of that group).
+    commit = tmp_path / "t" / t.active.path(t.timeline.completed_writes().last)
+    commit.write_bytes(b"{nope")
+    with pytest.raises(TimelineError, match="deleted by a clean"):
+        lakehouse.open_table(str(tmp_path / "t")).rollback()
+    assert len(list((tmp_path / "t" / "x").glob("*.parquet"))) == 1
     case.records_checked = 2
