@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -348,6 +349,24 @@ def _pick_keygen(record_key: tuple[str, ...], partition_by: tuple[str, ...],
     return KeyGeneratorType.COMPLEX
 
 
+def _check_no_conflict(from_args: TableConfig, result: TableConfig, table_opts: Mapping[str, Any],
+                       explicit: Mapping[str, bool]) -> None:
+    """An argument given explicitly and a ``hoodie.*`` option saying otherwise: which one was
+    meant cannot be told, so neither silently wins. (An argument left at its default yields to
+    the option: that is how users migrating from Hudi pass everything as options.)"""
+    by_key = {f.metadata["key"]: f.name for f in dataclasses.fields(TableConfig) if "key" in f.metadata}
+    for key in table_opts:
+        field_name = by_key.get(key)
+        if field_name and explicit.get(field_name) and \
+                getattr(from_args, field_name) != getattr(result, field_name):
+            given = getattr(from_args, field_name)
+            given = ",".join(given) if isinstance(given, tuple) else str(given)
+            raise ConfigError(
+                f"{key}={table_opts[key]!r} in the options contradicts the {field_name} argument "
+                f"({given!r})",
+                help="pass one of them, or make them agree")
+
+
 def _fields(v: str | Sequence[str] | None, what: str) -> tuple[str, ...]:
     if v is None:
         return ()
@@ -419,6 +438,11 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
         props["hoodie.table.create.schema"] = json.dumps(
             arrow_to_avro_schema(data_schema(schema), name, with_meta_fields=False), separators=(",", ":"))
     config = TableConfig.from_properties(props)
+    _check_no_conflict(base, config, table_opts, {
+        "name": True, "record_key_fields": True, "partition_fields": bool(parts),
+        "ordering_field": ordering_field is not None, "table_type": ttype is not TableType.MERGE_ON_READ,
+        "payload_class": mode is not MergeMode.EVENT_TIME_ORDERING, "index_type": itype is not IndexType.SIMPLE,
+        "hive_style_partitioning": hive_style_partitioning, "database_name": database != "default"})
     if config.version != 6:
         raise ConfigError(f"hoodie.table.version={config.version}: lakehouse creates version 6 tables",
                           help="leave hoodie.table.version unset")

@@ -297,6 +297,12 @@ CREATE_OPTIONS = [
      "com.example.MyKeyGen"}, "com.example.MyKeyGen"),
     ("An archival minimum at or above its maximum", {"hoodie.keep.min.commits": 30},
      "hoodie.keep.min.commits"),
+    ("A record key option contradicting record_key", {"hoodie.table.recordkey.fields": "uuid"},
+     "hoodie.table.recordkey.fields"),
+    ("An ordering field option contradicting ordering_field", {"hoodie.table.precombine.field": "seq"},
+     "hoodie.table.precombine.field"),
+    ("A table name option contradicting name", {"hoodie.table.name": "other"}, "hoodie.table.name"),
+    ("A zero merge memory budget", {"hoodie.memory.merge.max.size": 0}, "hoodie.memory.merge.max.size"),
 ]
 RETRY_OPTIONS = [
     ("Negative conflict retries", {"hoodie.write.num.retries.on.conflict.failures": -1},
@@ -338,6 +344,16 @@ def test_bad_create_table_options_create_nothing(tmp_path, reliability, scenario
     expect_rejected(tmp_path, ConfigError, lambda: lakehouse.create_table(
         str(path), name="t", record_key="id", ordering_field="ts", options=options), name)
     assert not path.exists()
+
+
+def test_an_option_for_an_argument_left_at_its_default_is_used(tmp_path, reliability):
+    """Users migrating from Hudi pass everything as hoodie.* options: an argument they did not
+    give yields to the option (only an explicit, different argument is a conflict)."""
+    reliability.case("bad-input", "hoodie.table.type as an option with table_type left at its default",
+                     outcome="survived", detail="the option is used")
+    t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="id", ordering_field="ts",
+                               options={"hoodie.table.type": "COPY_ON_WRITE", "hoodie.index.type": "BLOOM"})
+    assert (t.config.table_type.value, t.config.index_type.value) == ("COPY_ON_WRITE", "BLOOM")
 
 
 @pytest.mark.parametrize("scenario,options,name", RETRY_OPTIONS + [
