@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from lakehouse.config import (SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS,
                               ConcurrencyConfig, IndexType, KeyGeneratorType, MemoryConfig, MergeMode,
-                              TableConfig, TableType, WriteConfig, option_keys)
+                              TableConfig, TableType, WriteConfig, check_option_names, option_keys)
 from lakehouse.errors import (ConfigError, CorruptFileError, FileAlreadyExistsError, StorageError, TableExistsError,
                               TableNotFoundError, UnsupportedTableError)
 from lakehouse.file_group.view import FileSystemView
@@ -223,6 +223,7 @@ class Table:
                             extra_metadata: Mapping[str, str] | None = None):
         from lakehouse.config import CompactionConfig
         from lakehouse.services.compaction import schedule_compaction
+        check_option_names(options, "schedule_compaction")
         cfg = CompactionConfig.from_options({**self.config.extra, **(options or {})})
         return schedule_compaction(self, cfg, force=force, extra_metadata=extra_metadata)
 
@@ -249,6 +250,7 @@ class Table:
         written)."""
         from lakehouse.config import CleanConfig
         from lakehouse.services.clean import clean, plan_clean
+        check_option_names(options, "clean")
         cfg = CleanConfig.from_options({**self.config.extra, **(options or {})})
         if dry_run:
             return plan_clean(self, cfg, dry_run=True, extra_metadata=extra_metadata)
@@ -284,6 +286,7 @@ class Table:
     def archive(self, options: Mapping[str, Any] | None = None):
         from lakehouse.config import ArchivalConfig
         from lakehouse.services.archive import archive
+        check_option_names(options, "archive")
         return archive(self, ArchivalConfig.from_options({**self.config.extra, **(options or {})}))
 
     # --- reads -----------------------------------------------------------------------------

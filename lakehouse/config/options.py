@@ -132,6 +132,17 @@ _PASSTHROUGH_KEYS = frozenset({
 # --- hoodie.properties ----------------------------------------------------------------------
 
 
+def check_option_names(options: Mapping[str, Any] | None, where: str) -> None:
+    """Options of a write or a service are Hudi's ``hoodie.*`` keys: any other key (a misspelt
+    prefix, a Spark or storage setting in the wrong place) would be silently ignored."""
+    foreign = sorted(str(k) for k in (options or {}) if not str(k).startswith("hoodie."))
+    if foreign:
+        raise ConfigError(f"option(s) {', '.join(repr(k) for k in foreign)} passed to {where} are "
+                          "not hoodie.* options",
+                          help="check the spelling of the prefix; storage settings (s3.*) go to "
+                               "open_table, and `lakehouse options` lists every hoodie.* option")
+
+
 def _service_config(cls: type, options: Mapping[str, Any] | None) -> Any:
     """``cls`` from its options in ``options``; any unknown ``hoodie.*`` key is an error."""
     options = dict(options or {})

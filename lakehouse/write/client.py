@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, BulkInsertSortMode, IndexType,
-                              WriteConfig)
+                              WriteConfig, check_option_names)
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.concurrency.conflict import START_KEY, check_conflicts, start_marker
 from lakehouse.concurrency.retry import publish_completed, retry_policy
@@ -125,6 +125,7 @@ class WriteClient:
                               "of the table must agree on it",
                               help="store it with the table (create_table options) or pass it to "
                                    "open_table(path, options)")
+        check_option_names(options, "a write")
         check_table_options(self.config, options or {})
         self.concurrency = table.concurrency
         self.write_config = WriteConfig.from_options(

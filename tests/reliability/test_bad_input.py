@@ -375,6 +375,7 @@ WRITE_OPTIONS = [
      "hoodie.logfile.data.block.format"),
     ("A concurrency option meant for every writer", {"hoodie.write.num.retries.on.conflict.failures": 2},
      "hoodie.write.num.retries.on.conflict.failures"),
+    ("An option without the hoodie. prefix", {"parquet.max.file.size": 1000}, "parquet.max.file.size"),
 ]
 
 
@@ -416,6 +417,9 @@ SERVICE_OPTIONS = [
      "hoodie.compaction.target.io"),
     ("archive", "An archival minimum above its maximum", {"hoodie.keep.min.commits": 5,
      "hoodie.keep.max.commits": 4}, "hoodie.keep.min.commits"),
+    ("clean", "A misspelt prefix on commits retained", {"hoodi.cleaner.commits.retained": 1},
+     "hoodi.cleaner.commits.retained"),
+    ("compact", "A storage option in the wrong place", {"s3.endpoint": "http://127.0.0.1:1"}, "s3.endpoint"),
 ]
 
 
