@@ -1,4 +1,9 @@
-"""Reading one file slice: its base file merged with the committed blocks of its log files."""
+"""Reading one file slice: its base file merged with the committed blocks of its log files.
+
+Memory: the decoded log records a slice holds are bounded by ``hoodie.memory.merge.max.size``
+(:class:`~lakehouse.config.MemoryConfig`). Past it the log files are read one at a time and the
+held versions merged down to one per key, as Hudi's spillable map bounds its merged log records.
+"""
 
 from __future__ import annotations
 
