@@ -16,7 +16,8 @@ Decisions (kept in sync with the report of issue 8, item 3):
   header itself is torn, from the committed write stats (the file is shorter than they record).
   The read path asks the salvaged header, and when the header is torn too, the committed write
   stats (parsed only then). A log file cut exactly at a block boundary before its committed end
-  is not caught by reads (that would cost every read the commit metadata).
+  is not caught by reads (that would cost every read the commit metadata); compaction, which
+  would make the loss permanent, compares each log file with its committed size and refuses.
 * A completed commit file that is empty, truncated or not JSON is a CorruptFileError naming it
   for every operation that needs it (an empty one no longer reads as "wrote nothing").
 """
@@ -240,6 +241,45 @@ def test_torn_committed_log_block_is_reported(tmp_path, reliability, where):
     assert_names(e.value, stat.path)
     reliability.case("torn", f"torn log block of a committed instant, cut in the {where} (MOR)",
                      outcome="detected", detail="CorruptFileError naming the log file")
+
+
+def test_committed_log_cut_at_a_block_boundary_is_refused_by_compaction(tmp_path, reliability):
+    """A log file cut exactly between two blocks reads as a shorter, well-formed file: reads
+    cannot tell without the commit metadata. Compaction, which would make the loss permanent
+    (the logs go once the new base file is committed and cleaned), compares the file with the
+    size its committed write recorded and refuses the file group."""
+    path = tmp_path / "t"
+    t = lakehouse.create_table(str(path), name="c", table_type="MERGE_ON_READ", record_key="id",
+                               ordering_field="ts", index="BUCKET",
+                               options={"hoodie.bucket.index.num.buckets": 1, "hoodie.logfile.max.size": 16384})
+    keys = [f"k{i:03d}" for i in range(300)]
+    t.upsert(batch(keys, 1))
+    t.upsert(batch(keys, 2))
+    victim = None
+    for lf in only_slice_logs(t):
+        blocks = read_log_blocks((path / lf).read_bytes(), lf)
+        if len(blocks) >= 2:
+            victim, cut = lf, blocks[0].offset + blocks[0].size
+            break
+    assert victim, "no log file with two blocks: the sizes above no longer make one"
+    data = (path / victim).read_bytes()
+    (path / victim).write_bytes(data[:cut])
+    before = sorted(p.name for p in path.iterdir())
+    sched = t.schedule_compaction(force=True)
+    res = t.run_compaction(sched.instant)
+    assert res.failed == 1
+    done = t.commit_compaction(sched.instant)
+    assert not done.committed and os.path.basename(victim) in done.reason and "committed" in done.reason
+    assert sorted(p.name for p in path.iterdir() if p.name.endswith(".parquet")) == \
+        sorted(n for n in before if n.endswith(".parquet")), "no compacted base file committed"
+    reliability.case("torn", "committed log file cut at a block boundary, then compacted (MOR)",
+                     outcome="detected", detail="the compaction's file group fails naming the log "
+                     "file (shorter than its committed size); nothing committed")
+
+
+def only_slice_logs(t):
+    [s] = t.file_system_view().latest_slices()
+    return [lf.path for lf in s.log_files]
 
 
 # --- 2. zero-byte log file -------------------------------------------------------------------------

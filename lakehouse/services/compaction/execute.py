@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse.config import WRITE_OPTION_KEYS, TableConfig, WriteConfig
 from lakehouse.engine import Engine, default_engine
-from lakehouse.errors import TimelineError
+from lakehouse.errors import CorruptFileError, TimelineError
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName, LogFileName, join
@@ -72,6 +72,9 @@ class _Task:
     archived_before: str | None = None
     # hoodie.memory.merge.max.size of the process that runs the compaction.
     merge_max_bytes: int | None = None
+    # Bytes the committed write stats record for this operation's log files: a log file found
+    # shorter lost committed blocks, maybe cut at a block boundary (which reads cannot tell).
+    committed_log_sizes: tuple[tuple[str, int], ...] = ()
 
     def is_visible(self, instant: str) -> bool:
         if instant >= self.instant_time:
@@ -102,6 +105,11 @@ def compact_operation(task: _Task) -> WriteStat:
                            is_visible=task.is_visible,
                            merge_max_bytes=task.merge_max_bytes)
     fs = _slice(storage, task.op)
+    on_disk = {lf.path: lf.size for lf in fs.log_files}
+    for path, size in task.committed_log_sizes:
+        if path in on_disk and on_disk[path] < size:
+            raise CorruptFileError(storage.uri(path), f"{on_disk[path]} bytes, but committed writes "
+                                   f"recorded {size}: committed log blocks are missing")
     merged = read_file_slice(fs, ctx)
     wc = WriteConfig.from_options({k: v for k, v in config.extra.items() if k in WRITE_OPTION_KEYS})
     data_schema = pa.schema([f for f in schema if f.name not in HOODIE_META_FIELDS])
@@ -118,6 +126,26 @@ def compact_operation(task: _Task) -> WriteStat:
                         "total_log_size_compacted": fs.total_log_size,
                         "total_log_blocks": ctx.stats["log_blocks"],
                         "total_corrupt_log_block": ctx.stats["corrupt_blocks"]})
+
+
+def _log_paths(op: CompactionOperation) -> list[str]:
+    return [join(op.partition_path, n) for n in op.delta_file_paths]
+
+
+def _committed_log_sizes(table: "Table", timeline, operations, before: str) -> dict[str, int]:
+    """The largest size committed write stats record for each planned log file (a log file grows
+    with every append; its last committed append tells the least it must hold)."""
+    wanted = {p for op in operations for p in _log_paths(op)}
+    sizes: dict[str, int] = {}
+    if not wanted:
+        return sizes
+    for inst in timeline.completed_writes():
+        if inst.time >= before or inst.action is not Action.DELTA_COMMIT:
+            continue
+        for st in table.active.commit_metadata(inst).write_stats():
+            if st.path in wanted and st.file_size_in_bytes:
+                sizes[st.path] = max(sizes.get(st.path, 0), st.file_size_in_bytes)
+    return sizes
 
 
 def run_operation(task: _Task) -> WriteStat | dict:
@@ -175,8 +203,10 @@ def execute_compaction(table: "Table", instant_time: str | None = None, *,
     schema = TableReader(table.storage, table.config, table.active).schema()
     timeline = table.timeline
     first = timeline.first
+    sizes = _committed_log_sizes(table, timeline, plan.operations, t)
     tasks = [_Task(table.storage, t, i, op, committed, table.config, schema,
-                   first.time if first else None, table.memory.merge_max_size)
+                   first.time if first else None, table.memory.merge_max_size,
+                   tuple((p, sizes[p]) for p in _log_paths(op) if p in sizes))
              for i, op in enumerate(plan.operations)]
     stats: list[WriteStat] = []
     failures: list[dict] = []
