@@ -151,7 +151,12 @@ def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
         src = t["source"]
         sched = t.get("schedule") or {}
         comp = sched.get("compaction", {"after_commits": DEFAULT_AFTER_COMMITS})
-        if t.get("table_type", "MERGE_ON_READ") == "COPY_ON_WRITE":
+        opts = _strs(t.get("options"))
+        # An entry may name the table type or index as hoodie.* options only (Hudi style): then
+        # those are its table_type and index, not the registry's defaults, which would contradict them.
+        table_type = t.get("table_type", opts.get("hoodie.table.type", "MERGE_ON_READ")).upper()
+        index = t.get("index", opts.get("hoodie.index.type", "BUCKET")).upper()
+        if table_type == "COPY_ON_WRITE":
             comp = None  # nothing to compact: a copy-on-write table has no logs
         if src["kind"] == "files" and "record_key" not in t:
             raise ConfigError(f"{origin}: table {name!r} reads files but names no record_key",
@@ -163,9 +168,9 @@ def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
                           format=src.get("format", "auto"), operation=src.get("operation", "upsert"),
                           max_files=src.get("max_files"), demo_batches=src.get("demo_batches", 1),
                           demo_rows=src.get("demo_rows", 1000)),
-            table_type=t.get("table_type", "MERGE_ON_READ"), index=t.get("index", "BUCKET"),
+            table_type=table_type, index=index,
             record_key=_fields(t.get("record_key")), partition_by=_fields(t.get("partition_by")),
-            ordering_field=t.get("ordering_field"), options=_strs(t.get("options")),
+            ordering_field=t.get("ordering_field"), options=opts,
             compaction_options=_strs(t.get("compaction_options")), clean_options=_strs(t.get("clean_options")),
             schedule=Schedule(ingest=sched.get("ingest"),
                               compaction_after_commits=(comp or {}).get("after_commits"),

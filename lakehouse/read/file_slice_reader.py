@@ -99,14 +99,14 @@ def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list
 _LOG_EXPANSION = 4
 
 
-def _file_blocks(lf, ctx: SliceReadContext) -> list[LogBlock]:
+def _file_blocks(lf, ctx: SliceReadContext, *, count: bool = True) -> list[LogBlock]:
     try:
         data = ctx.storage.read(lf.path)
     except FileNotFoundError:
         # Gone since the listing: a rollback removes a log file only when the failed write
         # created it (uncommitted blocks only) and a clean only outside the latest slices,
         # so its blocks are not part of what this read shows.
-        ctx.stats["vanished_logs"] += 1
+        ctx.stats["vanished_logs"] += count
         return []
     file_blocks = read_log_blocks(data, ctx.storage.uri(lf.path))
     # A torn block of a failed write is expected (skipped below); one whose header names a
@@ -135,7 +135,7 @@ def _log_blocks(log_files, ctx: SliceReadContext, streaming: bool) -> Iterator[t
         return
     rolled_back = set()
     for lf in log_files:
-        rolled_back |= _rolled_back(_file_blocks(lf, ctx))
+        rolled_back |= _rolled_back(_file_blocks(lf, ctx, count=False))
     seq = 0
     for lf in log_files:
         for b in _file_blocks(lf, ctx):

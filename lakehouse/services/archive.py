@@ -140,11 +140,16 @@ def _encode_entries(entries: list[dict]) -> bytes:
     return encode_block(BlockType.AVRO_DATA, header, body.getvalue())
 
 
+def archive_files(storage) -> list:
+    """The archived timeline's files (``FileInfo``), in no particular order."""
+    return [i for i in storage.list(ARCHIVE_FOLDER) if i.name.startswith(_ARCHIVE_PREFIX)]
+
+
 def read_archived(table: "Table") -> list[dict]:
     """Every archived entry, oldest first (for the CLI and tests)."""
     parsed = parsed_schema(AvroKind.ARCHIVED_META_ENTRY)
     out: list[dict] = []
-    files = sorted((i for i in table.storage.list(ARCHIVE_FOLDER) if i.name.startswith(_ARCHIVE_PREFIX)),
+    files = sorted(archive_files(table.storage),
                    key=lambda i: int(i.name[len(_ARCHIVE_PREFIX):].split("_")[0]))
     for info in files:
         for block in read_log_blocks(table.storage.read(info.path), table.storage.uri(info.path)):
@@ -192,7 +197,7 @@ def archive(table: "Table", config: ArchivalConfig | None = None) -> ArchiveResu
     victims = [i for i in timeline.completed() if i.time < limit]
     if not victims:
         return ArchiveResult(reason=f"nothing to archive before {limit} ({why})")
-    existing = [i for i in table.storage.list(ARCHIVE_FOLDER) if i.name.startswith(_ARCHIVE_PREFIX)]
+    existing = archive_files(table.storage)
     version = 1 + max((int(i.name[len(_ARCHIVE_PREFIX):].split("_")[0]) for i in existing), default=0)
     name = f"{ARCHIVE_FOLDER}/{_ARCHIVE_PREFIX}{version}_1-0-1"
     table.storage.create(name, _encode_entries([_entry(table, i) for i in victims]))

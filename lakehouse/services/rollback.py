@@ -15,14 +15,18 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 from lakehouse.errors import CorruptFileError, TimelineError
 from lakehouse.faults import fault_point
 from lakehouse.file_group.naming import BaseFileName, LogFileName
 from lakehouse.log.block import encode_rollback_command_block
 from lakehouse.log.reader import iter_log_blocks
+from lakehouse.services.archive import archive_files
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
-from lakehouse.timeline.avro_files import (CleanMetadata, InstantInfo, RollbackMetadata, RollbackPartitionMetadata,
+from lakehouse.timeline.avro_files import (InstantInfo, RollbackMetadata, RollbackPartitionMetadata,
                                            RollbackPlan, RollbackRequest)
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import Action, Instant, State
@@ -185,31 +189,45 @@ def _finish(active: ActiveTimeline, inflight: Instant, plan: RollbackPlan, start
     return RollbackResult(inflight.time, target_time, meta.total_files_deleted)
 
 
-def _cleaned_file_ids(active: ActiveTimeline, timeline: Timeline) -> set[str]:
+def _only_new_records(storage: Storage, path: str, target: str) -> bool:
+    """Whether every record of a base file written at ``target`` was committed by ``target``
+    (a file that rewrote an earlier version holds older ones, unless all were updated)."""
+    with storage.open_input(path) as f:
+        times = pq.ParquetFile(f).read(columns=["_hoodie_commit_time"]).column(0)
+    return len(times) > 0 and pc.min(times).as_py() == target
+
+
+def _groups_known_before(active: ActiveTimeline, timeline: Timeline, target: str) -> set[str] | None:
+    """File ids earlier commits wrote, or None when that cannot be known (some were archived)."""
+    if archive_files(active.storage):
+        return None
     ids = set()
-    for inst in timeline.completed().filter(actions=[Action.CLEAN]):
-        data = active.read(inst)
-        if not data:
-            continue
-        meta = CleanMetadata.from_bytes(data, active.storage.uri(active.path(inst)))
-        for pm in meta.partition_metadata.values():
-            ids |= {_fid(f.rsplit("/", 1)[-1]) for f in pm.success_delete_files}
+    for inst in timeline.completed_writes():
+        if inst.time < target:
+            ids |= {st.file_id for st in active.commit_metadata(inst).write_stats()}
     return ids
 
 
 def _base_groups_without_history(active: ActiveTimeline, target: Instant, timeline: Timeline) -> list[str]:
-    """Without commit metadata: file groups whose only base file is ``target``'s and that a
-    clean touched (the version it replaced may be gone; an insert's new group is not)."""
+    """Without commit metadata: file groups whose only version left is ``target``'s base file,
+    unless the target provably created them (every record its own, no earlier commit naming the
+    group, nothing archived). A rewrite whose replaced version a clean deleted, even a clean
+    that crashed before completing, would otherwise lose the whole group."""
     delete, _ = _scanned_files(active.storage, target.time)
-    cleaned = _cleaned_file_ids(active, timeline)
+    known: set[str] | None | bool = False  # computed once, when first needed
     gone = []
     for p, names in delete.items():
         versions = [BaseFileName.parse(i.name) for i in active.storage.list(p)]
-        for name in names:
+        for name in sorted(names):
             bn = BaseFileName.parse(name)
-            if bn is None or bn.file_id not in cleaned:
+            if bn is None or any(v and v.file_id == bn.file_id and v.instant_time < target.time
+                                 for v in versions):
                 continue
-            if not any(v and v.file_id == bn.file_id and v.instant_time < target.time for v in versions):
+            if known is False:
+                known = _groups_known_before(active, timeline, target.time)
+            new = known is not None and bn.file_id not in known and \
+                _only_new_records(active.storage, f"{p}/{name}" if p else name, target.time)
+            if not new:
                 gone.append(f"{p}/{bn.file_id} before {target.time}".lstrip("/"))
     return gone
 

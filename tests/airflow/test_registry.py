@@ -96,3 +96,19 @@ def test_missing_and_malformed_files(tmp_path, monkeypatch):
     monkeypatch.delenv(registry.ENV_VAR, raising=False)
     with pytest.raises(ConfigError, match="no table registry"):
         registry.load()
+
+
+def test_table_type_and_index_given_as_hoodie_options_are_the_entrys(tmp_path):
+    """Found by review: the registry's defaults (MERGE_ON_READ, BUCKET) were passed explicitly
+    next to hoodie.table.type / hoodie.index.type options, which create_table refuses as a
+    contradiction. Options-only entries (Hudi style) take their values from the options."""
+    reg = registry.load(write(tmp_path, """
+tables:
+  t:
+    path: t
+    options: {hoodie.table.type: copy_on_write, hoodie.index.type: SIMPLE}
+    source: {kind: demo, dir: landing}
+"""))
+    t = reg.table("t")
+    assert (t.table_type, t.index) == ("COPY_ON_WRITE", "SIMPLE")
+    assert t.schedule.compaction_after_commits is None  # a copy-on-write table has nothing to compact

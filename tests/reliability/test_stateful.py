@@ -513,3 +513,33 @@ def test_rolling_back_a_commit_whose_replaced_versions_were_cleaned_is_refused(t
         lakehouse.open_table(str(tmp_path / "t")).rollback()
     assert len(list((tmp_path / "t" / "x").glob("*.parquet"))) == 1
     case.records_checked = 2
+
+
+def test_a_corrupt_commit_is_not_rolled_back_over_a_clean_that_crashed(tmp_path, reliability):
+    """Found by review: the check without commit metadata trusted completed cleans only, so a
+    clean that deleted the older versions and then crashed let the rollback delete the group's
+    last base file. The files themselves tell now: a base file holding records older than its
+    instant rewrote a version that must still be there."""
+    from lakehouse import faults
+    from lakehouse.errors import TimelineError
+    case = reliability.case("concurrency", "rollback of a corrupt commit after a clean crashed before "
+                            "completing (COW) is refused", outcome="rejected",
+                            detail="TimelineError; the last base file kept")
+    path = tmp_path / "t"
+    t = lakehouse.create_table(str(path), name="r", table_type="COPY_ON_WRITE", record_key="id",
+                               ordering_field="ts")
+    for keys, ts in ((["a", "b"], 1), (["a"], 2), (["a"], 3)):
+        t.upsert(pa.table({"id": keys, "ts": [ts] * len(keys), "v": [ts] * len(keys)}))
+    faults.activate("clean.before_complete", "raise")
+    try:
+        with pytest.raises(faults.InjectedFault):
+            t.clean(options={"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                             "hoodie.cleaner.fileversions.retained": 1})
+    finally:
+        faults.reset()
+    [base] = list(path.glob("*.parquet"))
+    (path / t.active.path(t.timeline.completed_writes().last)).write_bytes(b"{nope")
+    with pytest.raises(TimelineError, match="deleted by a clean"):
+        lakehouse.open_table(str(path)).rollback()
+    assert list(path.glob("*.parquet")) == [base]
+    case.records_checked = 2

@@ -188,3 +188,14 @@ def test_the_commit_step_is_the_single_committer_of_concurrent_writers(tmp_path,
     assert loser not in {i.time for i in table.timeline}
     rows = {r["id"]: r["v"] for r in table.read().to_pylist()}
     assert rows == {"a1": "first", "a2": "base", "b1": "other"}
+
+
+def test_ingest_creates_a_table_whose_index_is_given_as_an_option_only(tmp_path):
+    """Found by review: --index defaulted to BUCKET and was passed next to --option
+    hoodie.index.type=..., which create_table refuses as a contradiction."""
+    from lakehouse.spark.apps import ingest
+    path = tmp_path / "t"
+    ingest.run(ingest._parse([str(path), "--source-dir", str(tmp_path / "in"), "--create",
+                              "--demo-batches", "1", "--demo-rows", "50",
+                              "--option", "hoodie.index.type=SIMPLE"]))
+    assert lakehouse.open_table(str(path)).config.index_type.value == "SIMPLE"

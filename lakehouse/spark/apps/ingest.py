@@ -37,8 +37,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--demo-rows", type=int, default=1000)
     p.add_argument("--demo-seed", type=int, default=7)
     p.add_argument("--create", action="store_true", help="create the table if it does not exist")
-    p.add_argument("--table-type", default="MERGE_ON_READ")
-    p.add_argument("--index", default="BUCKET")
+    p.add_argument("--table-type", default=None,
+                   help="with --create (default: hoodie.table.type from --option, else MERGE_ON_READ)")
+    p.add_argument("--index", default=None,
+                   help="with --create (default: hoodie.index.type from --option, else BUCKET)")
     p.add_argument("--record-key", help="with --create: the record key field(s), comma-separated "
                                         "(default: the demo's)")
     p.add_argument("--partition-by", help="with --create: the partition field(s), comma-separated")
@@ -83,8 +85,10 @@ def run(args: argparse.Namespace, spark=None) -> dict:
             fields = {"record_key": args.record_key.split(","),
                       "partition_by": args.partition_by.split(",") if args.partition_by else None,
                       "ordering_field": args.ordering_field}
-        table = lakehouse.create_table(args.table, name=name, table_type=args.table_type,
-                                       index=args.index, schema=schema, options=table_opts, **fields)
+        table_type = args.table_type or table_opts.get("hoodie.table.type", "MERGE_ON_READ")
+        index = args.index or table_opts.get("hoodie.index.type", "BUCKET")
+        table = lakehouse.create_table(args.table, name=name, table_type=table_type,
+                                       index=index, schema=schema, options=table_opts, **fields)
     write_opts = {k: v for k, v in options.items() if k in WRITE_OPTION_KEYS}
     writer = _spark_writer(spark, table, args, write_opts) if spark is not None else None
     res = ingest(table, args.source_dir, operation=args.op, fmt=args.format,
