@@ -35,7 +35,7 @@ from benchmarks.peers.memory import PeakMemory  # noqa: E402
 BUDGET_KEY = "hoodie.memory.merge.max.size"
 
 
-def _batch(n: int, keys: np.ndarray, round_: int) -> pa.Table:
+def _batch(keys: np.ndarray, round_: int) -> pa.Table:
     rng = np.random.default_rng(round_)
     return pa.table({"id": pa.array([f"k{k:09d}" for k in keys]),
                      "ts": pa.array(np.full(len(keys), round_, dtype=np.int64)),
@@ -50,12 +50,12 @@ def build(root: pathlib.Path, rows: int, rounds: list[int], fraction: float) -> 
     t = lakehouse.create_table(str(path), name="backlog", table_type="MERGE_ON_READ", record_key="id",
                                ordering_field="ts", index="BUCKET",
                                options={"hoodie.bucket.index.num.buckets": 1})
-    t.bulk_insert(_batch(rows, np.arange(rows), 0))
+    t.bulk_insert(_batch(np.arange(rows), 0))
     rng = np.random.default_rng(7)
     copies = {}
     for r in range(1, max(rounds) + 1):
         keys = np.sort(rng.choice(rows, size=int(rows * fraction), replace=False))
-        t.upsert(_batch(rows, keys, r))
+        t.upsert(_batch(keys, r))
         if r in rounds:
             copies[r] = root / f"rounds-{r}"
             shutil.copytree(path, copies[r])

@@ -70,8 +70,7 @@ class TableStats:
 
 
 CONCURRENCY_KEYS = option_keys(ConcurrencyConfig)
-MEMORY_KEYS = option_keys(MemoryConfig)
-OPEN_KEYS = CONCURRENCY_KEYS | MEMORY_KEYS
+OPEN_KEYS = CONCURRENCY_KEYS | option_keys(MemoryConfig)
 
 
 class Table:
@@ -81,16 +80,15 @@ class Table:
         self.storage = storage
         self.config = config
         self.active = ActiveTimeline(storage)
-        extra = {k: v for k, v in config.extra.items() if k in CONCURRENCY_KEYS}
+        extra = {k: v for k, v in config.extra.items() if k in OPEN_KEYS}
         unknown = sorted(k for k in (options or {}) if k not in OPEN_KEYS)
         if unknown:
             raise ConfigError(f"option(s) {', '.join(unknown)} cannot be set when opening a table",
                               help="pass write options to the write, service options to the service")
-        own = {k: v for k, v in (options or {}).items() if k in CONCURRENCY_KEYS}
-        self.concurrency = ConcurrencyConfig.from_options({**extra, **own})
-        self.memory = MemoryConfig.from_options(
-            {**{k: v for k, v in config.extra.items() if k in MEMORY_KEYS},
-             **{k: v for k, v in (options or {}).items() if k in MEMORY_KEYS}})
+        # Each config class reads its own keys of the stored settings and this process's.
+        settings = {**extra, **(options or {})}
+        self.concurrency = ConcurrencyConfig.from_options(settings)
+        self.memory = MemoryConfig.from_options(settings)
         if not self.concurrency.multi_writer and ConcurrencyConfig.from_options(extra).multi_writer:
             raise ConfigError(
                 f"{storage.uri()} is shared by several writers "

@@ -181,11 +181,8 @@ class TableReader:
 
         def committed_log_size(path: str) -> int | None:
             if not parsed:  # once per read, and only when a torn block lost its header
-                for inst in self.timeline.completed_writes():
-                    if inst.time in visible:
-                        for st in self.active.commit_metadata(inst).write_stats():
-                            if st.path and st.file_size_in_bytes:
-                                sizes[st.path] = max(sizes.get(st.path, 0), st.file_size_in_bytes)
+                sizes.update(self.active.committed_file_sizes(
+                    i for i in self.timeline.completed_writes() if i.time in visible))
                 parsed.append(True)
             return sizes.get(path)
 

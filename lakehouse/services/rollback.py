@@ -53,6 +53,9 @@ def _fid(name: str) -> str:
     return ln.file_id if ln else ""
 
 
+Written = tuple[dict[str, set[str]], dict[str, set[str]]]  # (files to delete, logs to mark) by partition
+
+
 def _commit_unreadable(active: ActiveTimeline, target: Instant) -> bool:
     """A completed target whose commit file cannot be parsed: its write stats are lost."""
     if not target.is_completed:
@@ -64,7 +67,7 @@ def _commit_unreadable(active: ActiveTimeline, target: Instant) -> bool:
     return False
 
 
-def _scanned_files(storage: Storage, target: str) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+def _scanned_files(storage: Storage, target: str) -> Written:
     """What ``target`` wrote, found without its commit metadata: base files by the instant in
     their name, log files by their blocks' instant headers (created by it when its block comes
     first, appended to otherwise). Reads every log file: only for a corrupt commit file."""
@@ -87,10 +90,11 @@ def _scanned_files(storage: Storage, target: str) -> tuple[dict[str, set[str]], 
     return delete, append
 
 
-def _written_files(active: ActiveTimeline, target: Instant) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """(files to delete, log files to mark rolled back) by partition."""
-    if _commit_unreadable(active, target):
-        return _scanned_files(active.storage, target.time)
+def _written_files(active: ActiveTimeline, target: Instant, scanned: Written | None = None) -> Written:
+    """(files to delete, log files to mark rolled back) by partition; ``scanned``: found by
+    :func:`_scanned_files` instead, the target's commit file being unreadable."""
+    if scanned is not None:
+        return scanned
     delete: dict[str, set[str]] = defaultdict(set)
     append: dict[str, set[str]] = defaultdict(set)
     for m in Markers(active.storage, target.time).all():
@@ -117,8 +121,8 @@ def _written_files(active: ActiveTimeline, target: Instant) -> tuple[dict[str, s
     return delete, append
 
 
-def plan_rollback(active: ActiveTimeline, target: Instant) -> RollbackPlan:
-    delete, append = _written_files(active, target)
+def plan_rollback(active: ActiveTimeline, target: Instant, scanned: Written | None = None) -> RollbackPlan:
+    delete, append = _written_files(active, target, scanned)
     requests = []
     for p in sorted(set(delete) | set(append)):
         paths = sorted(f"{p}/{n}" if p else n for n in delete.get(p, ()))
@@ -208,12 +212,12 @@ def _groups_known_before(active: ActiveTimeline, timeline: Timeline, target: str
     return ids
 
 
-def _base_groups_without_history(active: ActiveTimeline, target: Instant, timeline: Timeline) -> list[str]:
+def _base_groups_without_history(active: ActiveTimeline, target: Instant, timeline: Timeline,
+                                 delete: dict[str, set[str]]) -> list[str]:
     """Without commit metadata: file groups whose only version left is ``target``'s base file,
     unless the target provably created them (every record its own, no earlier commit naming the
     group, nothing archived). A rewrite whose replaced version a clean deleted, even a clean
     that crashed before completing, would otherwise lose the whole group."""
-    delete, _ = _scanned_files(active.storage, target.time)
     known: set[str] | None | bool = False  # computed once, when first needed
     gone = []
     for p, names in delete.items():
@@ -232,10 +236,11 @@ def _base_groups_without_history(active: ActiveTimeline, target: Instant, timeli
     return gone
 
 
-def _replaced_versions_gone(active: ActiveTimeline, target: Instant, timeline: Timeline) -> list[str]:
+def _replaced_versions_gone(active: ActiveTimeline, target: Instant, timeline: Timeline,
+                            scanned: Written | None) -> list[str]:
     """Base file versions that ``target`` (completed) replaced and that no longer exist."""
-    if _commit_unreadable(active, target):
-        return _base_groups_without_history(active, target, timeline)
+    if scanned is not None:
+        return _base_groups_without_history(active, target, timeline, scanned[0])
     stats = [st for st in active.commit_metadata(target).write_stats()
              if st.path.endswith(".parquet") and st.prev_commit not in ("", "null")]
     listed: dict[str, set[tuple[str, str]]] = {}
@@ -258,6 +263,8 @@ def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline
     if target.action not in ROLLBACKABLE:
         raise TimelineError(f"{target} cannot be rolled back here",
                             help="only commits, delta commits and replace commits roll back")
+    # A corrupt commit file: its files are found by scanning the table, once for both uses.
+    scanned = _scanned_files(active.storage, target.time) if _commit_unreadable(active, target) else None
     if target.is_completed:
         later = [i for i in timeline.completed_writes() if i.time > target.time]
         if later:
@@ -267,7 +274,7 @@ def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline
         if any(i.time == target.time for i in timeline.completed().filter(actions=[Action.SAVEPOINT])):
             raise TimelineError(f"{target.time} is savepointed; its files must stay",
                                 help="delete the savepoint first (`lakehouse savepoint delete`)")
-        gone = [] if to_savepoint else _replaced_versions_gone(active, target, timeline)
+        gone = [] if to_savepoint else _replaced_versions_gone(active, target, timeline, scanned)
         if gone:
             # Deleting this instant's files would leave those file groups with nothing: the
             # rollback would lose the records it is meant to bring back.
@@ -284,7 +291,7 @@ def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline
                 f"{target.time} cannot be rolled back while {pending[-1].action} {pending[-1].time} "
                 "is pending", help="commit or roll back that instant first")
     started = time.time()
-    plan = plan_rollback(active, target)
+    plan = plan_rollback(active, target, scanned)
     if target.is_completed and timeline.is_compaction(target.time):
         # Undo the compaction with its plan, so it does not run again over restored slices.
         plan = RollbackPlan(instant_to_rollback=InstantInfo(commit_time=target.time,

@@ -177,6 +177,16 @@ class ActiveTimeline:
             self._metadata_cache[instant.time] = meta
         return meta
 
+    def committed_file_sizes(self, instants: Iterable[Instant]) -> dict[str, int]:
+        """The largest size the write stats of ``instants`` record for each file path: a log
+        file only grows, so its last committed append tells the least it must hold."""
+        sizes: dict[str, int] = {}
+        for inst in instants:
+            for st in self.commit_metadata(inst).write_stats():
+                if st.path and st.file_size_in_bytes:
+                    sizes[st.path] = max(sizes.get(st.path, 0), st.file_size_in_bytes)
+        return sizes
+
     # --- changing --------------------------------------------------------------------------
 
     def new_instant_time(self, timeline: Timeline | None = None) -> str:

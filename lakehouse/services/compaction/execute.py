@@ -133,19 +133,12 @@ def _log_paths(op: CompactionOperation) -> list[str]:
 
 
 def _committed_log_sizes(table: "Table", timeline, operations, before: str) -> dict[str, int]:
-    """The largest size committed write stats record for each planned log file (a log file grows
-    with every append; its last committed append tells the least it must hold)."""
+    """What committed writes before ``before`` recorded as the size of each planned log file."""
     wanted = {p for op in operations for p in _log_paths(op)}
-    sizes: dict[str, int] = {}
     if not wanted:
-        return sizes
-    for inst in timeline.completed_writes():
-        if inst.time >= before or inst.action is not Action.DELTA_COMMIT:
-            continue
-        for st in table.active.commit_metadata(inst).write_stats():
-            if st.path in wanted and st.file_size_in_bytes:
-                sizes[st.path] = max(sizes.get(st.path, 0), st.file_size_in_bytes)
-    return sizes
+        return {}
+    sizes = table.active.committed_file_sizes(i for i in timeline.completed_writes() if i.time < before)
+    return {p: n for p, n in sizes.items() if p in wanted}
 
 
 def run_operation(task: _Task) -> WriteStat | dict:
