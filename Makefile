@@ -32,10 +32,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-# The core benchmark, then lakehouse beside delta-rs, pyiceberg and plain parquet (bench-out/peers.*).
+# The core benchmark, then lakehouse beside delta-rs, pyiceberg and plain parquet (bench-out/peers.*)
+# at N=1M, and lakehouse MOR and delta-rs again at N=5M; every table with lakehouse's defaults.
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
-	$(PY) benchmarks/bench_peers.py
+	$(PY) benchmarks/bench_peers.py -n 1000000,5000000
 
 # The reliability suite at full length (500 sustained commits, hypothesis's nightly profile, the
 # Spark task-loss scenario), then its report into docs/reliability.md. `make test` runs the same

@@ -331,11 +331,12 @@ class Runner:
         assert data.equals(initial), "the generator is not deterministic"
         root = work / label
         opts: dict[str, Any] = dict(args.options)
-        if index == "BUCKET":
+        if args.buckets and (index == "BUCKET" or (not index and label == "mor")):
             opts["hoodie.bucket.index.num.buckets"] = args.buckets
+        # No index given: the table a user gets with no options (MOR: BUCKET, COW: SIMPLE).
         table = lakehouse.create_table(str(root), name=f"trips_{label}", table_type=TABLE_TYPES[label],
                                        record_key=KEY, partition_by=PARTITION, ordering_field=ORDERING,
-                                       index=index, **opts)
+                                       index=index or None, **opts)
         load = getattr(table, args.load_op)
         self.timed(label, args.load_op, "write", root, lambda d=data: load(d), data.num_rows)
         del data
@@ -422,7 +423,7 @@ class Runner:
             # reference, so a slow spell of the machine does not flatter the steps.
             self.baseline(initial, work, 1)
             for i, label in enumerate(args.table_types):
-                index = (args.mor_index if label == "mor" else args.cow_index).upper()
+                index = (args.mor_index if label == "mor" else args.cow_index or "").upper()
                 self.table_run(label, index, initial, args.seed, work)
                 self.baseline(initial, work, i + 2)
         finally:
@@ -452,7 +453,8 @@ class Runner:
             "config": {"rows": a.rows, "batch_rows": a.batch_rows, "batches": a.batches,
                        "update_fraction": a.update_fraction, "late_fraction": a.late_fraction,
                        "delete_rows": a.delete_rows, "load_op": a.load_op, "table_types": a.table_types,
-                       "mor_index": a.mor_index.upper(), "cow_index": a.cow_index.upper(),
+                       "mor_index": (a.mor_index or "default").upper(),
+                       "cow_index": (a.cow_index or "default").upper(),
                        "buckets": a.buckets, "options": dict(a.options), "seed": a.seed, "quick": a.quick,
                        "check_sample": a.check_sample, "profile": a.profile,
                        "profile_threads": a.profile_threads,
@@ -521,13 +523,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="operation that loads the first N rows (default %(default)s)")
     p.add_argument("--table-type", dest="table_types", default="mor,cow",
                    help="comma-separated: mor, cow (default %(default)s)")
-    p.add_argument("--mor-index", default="BUCKET",
-                   help="index of the MERGE_ON_READ table (default %(default)s)")
-    p.add_argument("--cow-index", default="SIMPLE",
-                   help="index of the COPY_ON_WRITE table (default %(default)s)")
-    p.add_argument("--buckets", type=int, default=16,
+    p.add_argument("--mor-index", default="",
+                   help="index of the MERGE_ON_READ table (default: lakehouse's, BUCKET)")
+    p.add_argument("--cow-index", default="",
+                   help="index of the COPY_ON_WRITE table (default: lakehouse's, SIMPLE)")
+    p.add_argument("--buckets", type=int, default=None,
                    help="hoodie.bucket.index.num.buckets (per partition) for a BUCKET index "
-                        "(default %(default)s)")
+                        "(default: lakehouse's)")
     p.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
                    help="a hoodie.* option for create_table (repeatable), e.g. "
                         "hoodie.logfile.data.block.format=parquet")

@@ -1,8 +1,8 @@
 """Lakehouse beside delta-rs, pyiceberg and plain parquet on the same generated data.
 
 Run ``python benchmarks/bench_peers.py`` (``make bench``, after bench_core) for N=1M, M=50k, K=3;
-``--quick`` for a smoke run; ``-n 1000000,5000000`` adds a larger size (lakehouse MOR only, see
-``--scale-engines``) for the scale target; ``--help`` for every option. Each engine runs in its
+``--quick`` for a smoke run; ``-n 1000000,5000000`` adds a larger size (lakehouse MOR and
+delta-rs, see ``--scale-engines``) for the scale targets; ``--help`` for every option. Each engine runs in its
 own process, so its peak memory is its own; every process regenerates the same rows from the
 seed of bench_core's generator. Steps are checked against bench_core's in-memory model (row
 count, a whole-table checksum of (key, ts), the latest ts of sampled keys); a disagreement makes
@@ -41,8 +41,17 @@ def _child_argv(args: argparse.Namespace, engine: str, n: int, run: int, events:
             "--child-rows", str(n), "--run", str(run), "--events", str(events), "--workdir", str(work),
             "-m", str(args.batch_rows), "-k", str(args.batches), "--delete-rows", str(args.delete_rows),
             "--update-fraction", repr(args.update_fraction), "--late-fraction", repr(args.late_fraction),
-            "--buckets", str(args.buckets), "--seed", str(args.seed), "--check-sample", str(args.check_sample)]
+            "--seed", str(args.seed), "--check-sample", str(args.check_sample)]
+    if args.buckets:
+        argv += ["--buckets", str(args.buckets)]
+    if budget_step(args, engine, n):
+        argv += ["--memory-budget-mb", repr(args.memory_budget_mb)]
     return argv + (["--keep"] if args.keep else []) + (["-q"] if args.quiet else [])
+
+
+def budget_step(args: argparse.Namespace, engine: str, n: int) -> bool:
+    """The upsert under a memory budget runs once: in lakehouse MOR's process at the first size."""
+    return engine == "lakehouse-mor" and n == args.rows[0] and args.memory_budget_mb > 0
 
 
 def _read_events(path: pathlib.Path) -> list[dict]:
@@ -190,13 +199,15 @@ def run_all(args: argparse.Namespace) -> dict:
     checks += same_data_checks(runs, checks)
     for r in runs:
         r["expected_steps"] = expected_steps(r["engine"], args.batches,
-                                             with_hudi_rs="hudi" not in args.missing_optional)
+                                             with_hudi_rs="hudi" not in args.missing_optional,
+                                             budget_step=budget_step(args, r["engine"], r["n"]))
     ok_runs = all(r["status"] in ("ok", "timed_out") for r in runs)
     return {
         "benchmark": "peers",
         "config": {"rows": args.rows, "batch_rows": args.batch_rows, "batches": args.batches,
                    "update_fraction": args.update_fraction, "late_fraction": args.late_fraction,
-                   "delete_rows": args.delete_rows, "buckets": args.buckets, "seed": args.seed,
+                   "delete_rows": args.delete_rows, "buckets": args.buckets,
+                   "memory_budget_mb": args.memory_budget_mb, "seed": args.seed,
                    "check_sample": args.check_sample, "engines": args.engines,
                    "scale_engines": args.scale_engines, "peer_timeout": args.peer_timeout,
                    "quick": args.quick, "workdir": str(work) if args.keep else None},
@@ -241,11 +252,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="share of the updates whose ts is older than the stored one, so they must lose "
                         "(default %(default)s)")
     p.add_argument("--delete-rows", type=int, default=None, help="keys deleted (default M / 5)")
-    p.add_argument("--buckets", type=int, default=16,
-                   help="BUCKET index buckets per partition of the lakehouse MOR table (default %(default)s)")
+    p.add_argument("--buckets", type=int, default=None,
+                   help="tune the lakehouse MOR table: the BUCKET index with this many buckets per "
+                        "partition (default: the table a user gets with no options)")
+    p.add_argument("--memory-budget-mb", type=float, default=None,
+                   help="lakehouse MOR ends with an upsert of 10x this write memory budget "
+                        "(write.task.max.size, MB), measuring its peak memory (default 64; --quick 16; "
+                        "0 skips it)")
     p.add_argument("--engines", default=",".join(ENGINES),
                    help="engines to run at the first size (default %(default)s)")
-    p.add_argument("--scale-engines", default="lakehouse-mor",
+    p.add_argument("--scale-engines", default="lakehouse-mor,delta-rs",
                    help="engines to run at the further sizes of -n (default %(default)s)")
     p.add_argument("--peer-timeout", type=float, default=900,
                    help="seconds after which a delta-rs or pyiceberg process is stopped and reported "
@@ -272,6 +288,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError:
         p.error(f"-n takes a number or a comma-separated list, got {a.rows!r}")
     a.batch_rows = m if a.batch_rows is None else a.batch_rows
+    if a.memory_budget_mb is None:  # an engine process makes the step only when told to
+        a.memory_budget_mb = 0.0 if a.engine is not None else (16.0 if a.quick else 64.0)
+    if a.memory_budget_mb < 0:
+        p.error("--memory-budget-mb is a size in MB (0 skips the step)")
     a.batches = k if a.batches is None else a.batches
     a.delete_rows = max(1, a.batch_rows // 5) if a.delete_rows is None else a.delete_rows
     if any(x < 1 for x in a.rows) or a.batch_rows < 1 or a.batches < 0:

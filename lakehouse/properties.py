@@ -9,6 +9,15 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from lakehouse.config import TableConfig
+from lakehouse.errors import CorruptFileError, StorageError, TableNotFoundError, UnsupportedTableError
+
+if TYPE_CHECKING:
+    from lakehouse.storage.base import Storage
+
+HOODIE_PROPERTIES = ".hoodie/hoodie.properties"
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 # Java ends lines at \n, \r or \r\n only; str.splitlines() would also split at \f, \x1c-\x1e,
@@ -118,3 +127,37 @@ def format_properties(props: dict[str, str], *, comment: str | None = None,
     for k in sorted(props):
         lines.append(f"{_escape(k, is_key=True)}={_escape(props[k], is_key=False)}")
     return "\n".join(lines) + "\n"
+
+
+# --- hoodie.properties -------------------------------------------------------------------
+
+def read_table_config(storage: Storage) -> TableConfig:
+    """The table config in ``.hoodie/hoodie.properties``, checked as every opener needs it."""
+    try:
+        raw = storage.read(HOODIE_PROPERTIES)
+    except (FileNotFoundError, NotADirectoryError, StorageError):
+        raise TableNotFoundError(f"{storage.uri()} is not a table: {HOODIE_PROPERTIES} is missing",
+                                 help="check the path, or create the table with "
+                                      "lakehouse.create_table / `lakehouse create`") from None
+    try:
+        # java.util.Properties reads ISO-8859-1; anything beyond it is written as \uXXXX.
+        props = parse_properties(raw.decode("latin-1"))
+    except ValueError as e:
+        raise CorruptFileError(storage.uri(HOODIE_PROPERTIES), f"not a properties file ({e})") from None
+    # A file cut at a line boundary parses: without these a MOR table would open with the
+    # defaults (as COPY_ON_WRITE), and its next write would drop committed log records.
+    missing = [k for k in ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version")
+               if not props.get(k)]
+    if missing:
+        raise CorruptFileError(storage.uri(HOODIE_PROPERTIES), f"{', '.join(missing)} missing (every Hudi "
+                               "table has them: the file is truncated or damaged)")
+    config = TableConfig.from_properties(props)
+    if config.version not in (5, 6):
+        raise UnsupportedTableError(
+            f"{storage.uri()} has table version {config.version}; lakehouse reads and writes version 6",
+            help="use Apache Hudi to downgrade the table to version 6, or read it with Hudi")
+    if config.checksum is not None and config.checksum != config.expected_checksum():
+        raise CorruptFileError(storage.uri(HOODIE_PROPERTIES),
+                               f"hoodie.table.checksum {config.checksum} does not match the table "
+                               f"name (expected {config.expected_checksum()})")
+    return config

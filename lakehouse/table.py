@@ -13,48 +13,20 @@ import pyarrow as pa
 from lakehouse.config import (SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS,
                               ConcurrencyConfig, IndexType, KeyGeneratorType, MemoryConfig, MergeMode,
                               TableConfig, TableType, WriteConfig, check_option_names, option_keys)
-from lakehouse.errors import (ConfigError, CorruptFileError, FileAlreadyExistsError, StorageError, TableExistsError,
-                              TableNotFoundError, UnsupportedTableError)
+from lakehouse.errors import ConfigError, FileAlreadyExistsError, TableExistsError
 from lakehouse.file_group.view import FileSystemView
-from lakehouse.properties import format_properties, parse_properties
+from lakehouse.properties import HOODIE_PROPERTIES, format_properties, read_table_config
 from lakehouse.read.reader import Filter, TableReader
 from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.storage import Storage, get_storage
 from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
 from lakehouse.timeline.instant import Action
+from lakehouse.write import bucket_sizing
 
-PROPERTIES = f"{METAFOLDER}/hoodie.properties"
+PROPERTIES = HOODIE_PROPERTIES
 
 
-def _read_config(storage: Storage) -> TableConfig:
-    try:
-        raw = storage.read(PROPERTIES)
-    except (FileNotFoundError, NotADirectoryError, StorageError):
-        raise TableNotFoundError(f"{storage.uri()} is not a table: {PROPERTIES} is missing",
-                                 help="check the path, or create the table with "
-                                      "lakehouse.create_table / `lakehouse create`") from None
-    try:
-        # java.util.Properties reads ISO-8859-1; anything beyond it is written as \uXXXX.
-        props = parse_properties(raw.decode("latin-1"))
-    except ValueError as e:
-        raise CorruptFileError(storage.uri(PROPERTIES), f"not a properties file ({e})") from None
-    # A file cut at a line boundary parses: without these a MOR table would open with the
-    # defaults (as COPY_ON_WRITE), and its next write would drop committed log records.
-    missing = [k for k in ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version")
-               if not props.get(k)]
-    if missing:
-        raise CorruptFileError(storage.uri(PROPERTIES), f"{', '.join(missing)} missing (every Hudi "
-                               "table has them: the file is truncated or damaged)")
-    config = TableConfig.from_properties(props)
-    if config.version not in (5, 6):
-        raise UnsupportedTableError(
-            f"{storage.uri()} has table version {config.version}; lakehouse reads and writes version 6",
-            help="use Apache Hudi to downgrade the table to version 6, or read it with Hudi")
-    if config.checksum is not None and config.checksum != config.expected_checksum():
-        raise CorruptFileError(storage.uri(PROPERTIES),
-                               f"hoodie.table.checksum {config.checksum} does not match the table "
-                               f"name (expected {config.expected_checksum()})")
-    return config
+_read_config = read_table_config
 
 
 @dataclass(frozen=True)
@@ -335,6 +307,20 @@ def open_table(path: str | Storage, options: Mapping[str, Any] | None = None) ->
     return Table(storage, _read_config(storage), rest)
 
 
+def default_index(table_type: TableType, option: Any = None) -> IndexType:
+    """The index of a table created without one: ``hoodie.index.type`` if given, else BUCKET for
+    Merge-On-Read (writes append to logs, no lookup) and SIMPLE (Hudi's default) for
+    Copy-On-Write."""
+    if option is not None:
+        try:
+            return IndexType(str(option).strip().upper())
+        except ValueError:
+            raise ConfigError(f"hoodie.index.type={option!r} is not one of "
+                              f"{', '.join(i.value for i in IndexType)}",
+                              help="set hoodie.index.type to one of the listed values") from None
+    return IndexType.BUCKET if table_type is TableType.MERGE_ON_READ else IndexType.SIMPLE
+
+
 def _pick_keygen(record_key: tuple[str, ...], partition_by: tuple[str, ...],
                  options: Mapping[str, Any]) -> KeyGeneratorType:
     explicit = options.get("hoodie.table.keygenerator.class") or options.get(
@@ -381,11 +367,16 @@ def _fields(v: str | Sequence[str] | None, what: str) -> tuple[str, ...]:
 def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[str],
                  table_type: str = "MERGE_ON_READ", partition_by: str | Sequence[str] | None = None,
                  ordering_field: str | None = None, merge_mode: str = "EVENT_TIME_ORDERING",
-                 index: str = "SIMPLE", schema: pa.Schema | None = None,
+                 index: str | None = None, schema: pa.Schema | None = None,
                  hive_style_partitioning: bool = False, database: str = "default",
                  options: Mapping[str, Any] | None = None, **more_options: Any) -> Table:
     """Create an empty table. ``options`` (or keyword arguments) take Hudi's ``hoodie.*`` names,
-    and the store's ``s3.*`` settings (used, not stored)."""
+    and the store's ``s3.*`` settings (used, not stored).
+
+    ``index`` defaults by table type: BUCKET for MERGE_ON_READ (every write appends to logs and
+    costs what its batch costs; without ``hoodie.bucket.index.num.buckets`` the first write sizes
+    the bucket count, see :mod:`lakehouse.write.bucket_sizing`), SIMPLE for COPY_ON_WRITE
+    (Hudi's default)."""
     store, opts = _storage_options({**(options or {}), **more_options})
     unknown = [k for k in opts if k not in TABLE_OPTION_KEYS and k not in WRITE_OPTION_KEYS
                and k not in SERVICE_OPTION_KEYS and k != "hoodie.datasource.write.keygenerator.class"]
@@ -398,7 +389,8 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
     try:
         ttype = TableType(str(table_type).upper())
         mode = MergeMode(str(merge_mode).upper())
-        itype = IndexType(str(index).upper())
+        itype = IndexType(str(index).upper()) if index is not None else default_index(
+            ttype, opts.get("hoodie.index.type"))
     except ValueError as e:
         raise ConfigError(str(e), help="table_type: MERGE_ON_READ or COPY_ON_WRITE; merge_mode: "
                           "EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING or PARTIAL_UPDATE; index: "
@@ -442,8 +434,17 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
     _check_no_conflict(base, config, table_opts, {
         "name": True, "record_key_fields": True, "partition_fields": bool(parts),
         "ordering_field": ordering_field is not None, "table_type": ttype is not TableType.MERGE_ON_READ,
-        "payload_class": mode is not MergeMode.EVENT_TIME_ORDERING, "index_type": itype is not IndexType.SIMPLE,
+        "payload_class": mode is not MergeMode.EVENT_TIME_ORDERING, "index_type": index is not None,
         "hive_style_partitioning": hive_style_partitioning, "database_name": database != "default"})
+    if config.index_type is IndexType.BUCKET:
+        # Stored explicitly (not left to Hudi's defaults of 256 buckets and "the record key"):
+        # Apache Hudi's Spark writers read them from hoodie.properties and then agree on buckets.
+        if not config.bucket_hash_fields:
+            config = config.replace(bucket_hash_fields=config.record_key_fields)
+        if ttype is TableType.MERGE_ON_READ and "hoodie.bucket.index.num.buckets" not in table_opts:
+            # Provisional until the first write sizes it (the marker is a key Hudi ignores).
+            config = config.replace(bucket_num=bucket_sizing.min_buckets(config),
+                                    extra={**config.extra, bucket_sizing.AUTO_KEY: "true"})
     if config.version != 6:
         raise ConfigError(f"hoodie.table.version={config.version}: lakehouse creates version 6 tables",
                           help="leave hoodie.table.version unset")

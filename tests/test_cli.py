@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from lakehouse import cli, demo
+from lakehouse.config import FLINK_KEYS
 from lakehouse.errors import CommitConflictError, CommitOutcomeUnknownError
 from lakehouse.table import Table, open_table
 
@@ -171,7 +172,9 @@ def test_missing_ordering_field_for_event_time_is_a_config_error(tmp_path):
 def test_options_lists_every_option_with_defaults():
     listed = json.loads(run("options", "--json").stdout)
     by_key = {o["key"]: o for o in listed}
-    assert all(k.startswith("hoodie.") for k in by_key)
+    # Hudi's names: hoodie.* keys, and the Flink writer's buffer sizes under Flink's own keys.
+    assert all(k.startswith("hoodie.") or k in FLINK_KEYS for k in by_key)
+    assert by_key["write.task.max.size"]["default"] == "1024.0"
     assert by_key["hoodie.parquet.max.file.size"]["default"] == "125829120"
     assert by_key["hoodie.parquet.max.file.size"]["doc"] == "target size of a base file"
     assert by_key["hoodie.populate.meta.fields"]["default"] == "true"

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from lakehouse.config import (SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, KeyGeneratorType,
+from lakehouse.config import (FLINK_KEYS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, IndexType, KeyGeneratorType,
                               LogBlockFormat, MergeMode, TableConfig, TableType, WriteConfig,
                               option_docs, table_checksum)
 from lakehouse.errors import ConfigError
@@ -317,7 +317,7 @@ def test_option_keys_are_unique_and_documented():
     assert set(keys) == TABLE_OPTION_KEYS | WRITE_OPTION_KEYS | SERVICE_OPTION_KEYS
     assert not TABLE_OPTION_KEYS & WRITE_OPTION_KEYS
     assert not (TABLE_OPTION_KEYS | WRITE_OPTION_KEYS) & SERVICE_OPTION_KEYS
-    assert all(k.startswith("hoodie.") for k in keys)
+    assert all(k.startswith("hoodie.") or k in FLINK_KEYS for k in keys)
 
 
 def test_service_configs_defaults_and_validation():

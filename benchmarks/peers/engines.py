@@ -79,14 +79,18 @@ class Lakehouse(Engine):
     def __init__(self, root: pathlib.Path, schema: pa.Schema, args: Any) -> None:
         super().__init__(root, schema, args)
         import lakehouse
+        # The table a user gets with no options (MOR: the BUCKET index with its default bucket
+        # count; COW: SIMPLE). --buckets N tunes the MOR table's bucket count instead.
         opts: dict[str, Any] = {}
-        index = "SIMPLE"  # lakehouse's default, as bench_core's COW table uses
-        if self.table_type == "MERGE_ON_READ":
-            index = "BUCKET"  # as bench_core's MOR table: see its README for why 16 buckets
-            opts["hoodie.bucket.index.num.buckets"] = args.buckets
+        if self.table_type == "MERGE_ON_READ" and getattr(args, "buckets", None):
+            opts = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": args.buckets}
         self.table = lakehouse.create_table(
             str(root), name=f"trips_{self.label}", table_type=self.table_type, record_key=KEY,
-            partition_by=PARTITION, ordering_field=ORDERING, index=index, **opts)
+            partition_by=PARTITION, ordering_field=ORDERING, options=opts)
+
+    def budget_upsert(self, batch: pa.Table, budget_mib: float) -> dict:
+        """An upsert under a write memory budget (Flink's write.task.max.size, in MB)."""
+        return {"instant": self.table.upsert(batch, options={"write.task.max.size": budget_mib})}
 
     def load(self, rows: pa.Table) -> dict:
         return {"instant": self.table.bulk_insert(rows)}
@@ -142,7 +146,8 @@ class Lakehouse(Engine):
 class LakehouseMOR(Lakehouse):
     name, table_type, label = "lakehouse-mor", "MERGE_ON_READ", "mor"
     ops = {**Lakehouse.ops, "compaction": "Table.compact(force=True)",
-           "snapshot_read_after_compaction": "Table.read()"}
+           "snapshot_read_after_compaction": "Table.read()",
+           "upsert_10x_budget": 'Table.upsert(batch of 10x the budget, options={"write.task.max.size": budget})'}
 
 
 class LakehouseCOW(Lakehouse):
@@ -293,14 +298,17 @@ class Floor(Engine):
 ENGINES: dict[str, type[Engine]] = {e.name: e for e in (LakehouseMOR, LakehouseCOW, Delta, Iceberg, Floor)}
 
 
-def expected_steps(name: str, batches: int, with_hudi_rs: bool = True) -> dict[str, list[str]]:
-    """Steps each label (an engine, and an independent reader of its table) reports."""
-    ops = ENGINES[name].ops
+def expected_steps(name: str, batches: int, with_hudi_rs: bool = True,
+                   budget_step: bool = False) -> dict[str, list[str]]:
+    """Steps each label (an engine, and an independent reader of its table) reports;
+    ``budget_step``: the run also made the upsert under a memory budget (first size only)."""
+    ops = {k: v for k, v in ENGINES[name].ops.items() if budget_step or k != "upsert_10x_budget"}
     order = ["load", "load_with_meta"] + [f"upsert#{i}" for i in range(1, batches + 1)] + [
         "delete", "snapshot_read", "read_optimized_read", "compaction",
-        "snapshot_read_after_compaction", "clean"]
+        "snapshot_read_after_compaction", "clean", "upsert_10x_budget"]
     out = {name: [s for s in order if s.split("#")[0] in ops]}
     if with_hudi_rs and issubclass(ENGINES[name], Lakehouse):
-        out[f"hudi-rs({ENGINES[name].label})"] = [
-            s for s in ("snapshot_read", "snapshot_read_after_compaction") if s in ops]
+        reads = ["snapshot_read", "snapshot_read_after_compaction"]
+        out[f"hudi-rs({ENGINES[name].label})"] = [s for s in reads if s in ops] + (
+            ["snapshot_read_after_budget_upsert"] if "upsert_10x_budget" in ops else [])
     return out

@@ -51,17 +51,22 @@ class PeakMemory:
     def current_mib(self) -> float:
         return round((_status_kib("VmRSS") or 0) / 1024, 1)
 
-    def start_step(self) -> None:
+    def start_step(self) -> float:
+        """Reset the high-water mark; returns where it now stands (MiB), the step's baseline."""
         self._observe()
         if self.per_step:
             _reset()
+            return round((_status_kib("VmHWM") or 0) / 1024, 1)
+        return self.current_mib()
 
     def end_step(self) -> float | None:
         """This step's peak RSS in MiB (None where it cannot be isolated)."""
         self._observe()
         if not self.per_step:
             return None
-        return round((_status_kib("VmHWM") or 0) / 1024, 1)
+        # The kernel raises VmHWM lazily (when RSS is about to drop): right after growth the
+        # current RSS can be above it.
+        return round(max(_status_kib("VmHWM") or 0, _status_kib("VmRSS") or 0) / 1024, 1)
 
     def process_peak_mib(self) -> float:
         self._observe()

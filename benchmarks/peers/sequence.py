@@ -49,9 +49,10 @@ class EngineRunner(bench_core.Runner):
 
     def step(self, label: str, name: str, kind: str, root: pathlib.Path | None, fn: Callable[[], Any],
              rows: int | Callable[[Any], int], extra: dict | None = None) -> Any:
-        self.memory.start_step()
+        start = self.memory.start_step()  # what the step's peak is measured from
         result, s = self.timed(label, name, kind, root, fn, rows)
         s.extra["peak_rss_mib"] = self.memory.end_step()
+        s.extra["rss_start_mib"] = start
         s.extra.update(extra or {})
         if isinstance(result, dict):  # what a write or service reports about itself
             s.extra.update(result)
@@ -120,6 +121,7 @@ def run_table_engine(runner: EngineRunner, cls: type[Engine], n: int, work: path
     name = cls.name
     readers = engine.other_readers()
     runner.step(name, "load", "write", root, lambda d=data: engine.load(d), n)
+    row_bytes = data.nbytes / max(1, n)
     del data
 
     for k in range(1, args.batches + 1):
@@ -153,6 +155,26 @@ def run_table_engine(runner: EngineRunner, cls: type[Engine], n: int, work: path
         # Rows: the table the clean looks after (a clean's work is in files, not rows).
         runner.step(name, "clean", "write", root, engine.clean, len(model.latest))
         runner.verify(name, "at_end", engine.read([KEY, ORDERING]), model)
+    if engine.supports("upsert_10x_budget") and getattr(args, "memory_budget_mb", 0):
+        budget_upsert(runner, engine, model, row_bytes, root, readers)
+
+
+def budget_upsert(runner: EngineRunner, engine: Engine, model: Model, row_bytes: float,
+                  root: pathlib.Path, readers: dict) -> None:
+    """An upsert ten times the write's memory budget (write.task.max.size): its peak memory over
+    what the process held before it (the batch itself included) is the write's own."""
+    args, name = runner.args, engine.name
+    budget = args.memory_budget_mb
+    rows = int(10 * budget * 2**20 / row_bytes)
+    batch, info = model.upsert_batch(rows, args.update_fraction, args.late_fraction)
+    info.update(budget_mib=budget, batch_mib=round(batch.nbytes / 2**20, 1))
+    runner.step(name, "upsert_10x_budget", "write", root,
+                lambda b=batch: engine.budget_upsert(b, budget), batch.num_rows, info)
+    del batch
+    runner.verify(name, "after_budget_upsert", engine.read([KEY, ORDERING]), model)
+    for label, reader in readers.items():
+        got = runner.step(label, "snapshot_read_after_budget_upsert", "read", None, reader, _rows)
+        runner.verify(label, "after_budget_upsert", got, model)
 
 
 def _write_parquet(rows: pa.Table, root: pathlib.Path) -> None:

@@ -29,10 +29,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakehouse.config import IndexType
 from lakehouse.errors import CommitConflictError
 from lakehouse.file_group.naming import bucket_of_file_id
 from lakehouse.log.block import decode_avro_data_block, decode_parquet_data_block, BlockType
 from lakehouse.log.reader import read_log_file
+from lakehouse.properties import read_table_config
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -149,9 +151,7 @@ def _shared_buckets(storage: Storage, mine: frozenset, theirs: frozenset) -> set
     shared = {a[k] for k in a.keys() & b.keys() if a[k] != b[k]}
     if not shared:
         return set()
-    from lakehouse.config import IndexType
-    from lakehouse.table import _read_config
-    return shared if _read_config(storage).index_type is IndexType.BUCKET else set()
+    return shared if read_table_config(storage).index_type is IndexType.BUCKET else set()
 
 
 def _sample(items, n: int = 5) -> str:

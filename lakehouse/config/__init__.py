@@ -14,15 +14,16 @@ import dataclasses
 
 from lakehouse.config.concurrency import (LOCK_PROVIDER_ALIASES, STORAGE_LOCK_PROVIDER, ConcurrencyConfig,
                                           ConcurrencyMode, FailedWritesPolicy)
-from lakehouse.config.options import _PASSTHROUGH_KEYS, _option_fields, check_option_names, opt, option_keys
+from lakehouse.config.options import (_PASSTHROUGH_KEYS, FLINK_KEYS, _option_fields, check_option_names, opt,
+                                      option_keys)
 from lakehouse.config.services import ArchivalConfig, CleanConfig, CompactionConfig, IcebergConfig, MemoryConfig
-from lakehouse.config.table import (IndexType, KeyGeneratorType, MergeMode, TableConfig, TableType,
+from lakehouse.config.table import (BucketEngine, IndexType, KeyGeneratorType, MergeMode, TableConfig, TableType,
                                     TABLE_OPTION_KEYS, table_checksum)
 from lakehouse.config.write import WRITE_OPTION_KEYS, BulkInsertSortMode, LogBlockFormat, WriteConfig
 
 __all__ = [
-    "ArchivalConfig", "BulkInsertSortMode", "CleanConfig", "CompactionConfig", "ConcurrencyConfig",
-    "ConcurrencyMode", "FailedWritesPolicy", "IcebergConfig", "IndexType", "KeyGeneratorType",
+    "ArchivalConfig", "BucketEngine", "BulkInsertSortMode", "CleanConfig", "CompactionConfig", "ConcurrencyConfig",
+    "ConcurrencyMode", "FailedWritesPolicy", "FLINK_KEYS", "IcebergConfig", "IndexType", "KeyGeneratorType",
     "KNOWN_OPTION_KEYS", "LOCK_PROVIDER_ALIASES", "LogBlockFormat", "MemoryConfig", "MergeMode",
     "SERVICE_CONFIGS", "SERVICE_OPTION_KEYS", "STORAGE_LOCK_PROVIDER", "TABLE_OPTION_KEYS", "TableConfig",
     "TableType", "WRITE_OPTION_KEYS", "WriteConfig", "check_option_names", "opt", "option_docs", "option_keys", "table_checksum",

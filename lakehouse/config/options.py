@@ -63,6 +63,23 @@ def _enum(e: type[enum.StrEnum]) -> Callable[[str, Any], Any]:
     return parse
 
 
+def _megabytes(minimum: float) -> Callable[[str, Any], float]:
+    """Flink's sizes: MB, as a double."""
+    def parse(key: str, v: Any) -> float:
+        try:
+            if isinstance(v, bool):
+                raise ValueError(v)
+            mb = float(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}={v!r} is not a number of MB",
+                              help=f"set {key} to a size in MB, e.g. 256") from None
+        if not mb >= minimum or mb == float("inf"):
+            raise ConfigError(f"{key}={v} is below its minimum {minimum:g} MB",
+                              help=f"set {key} to at least {minimum:g} (MB)")
+        return mb
+    return parse
+
+
 def _str(key: str, v: Any) -> str:
     return str(v)
 
@@ -129,16 +146,22 @@ _PASSTHROUGH_KEYS = frozenset({
 })
 
 
+# Hudi's Flink writer names a few settings without the hoodie. prefix; where lakehouse implements
+# the same rule (write buffers flushed by size) it reads the same key.
+FLINK_KEYS = frozenset({"write.task.max.size", "write.batch.size"})
+
+
 # --- hoodie.properties ----------------------------------------------------------------------
 
 
 def check_option_names(options: Mapping[str, Any] | None, where: str) -> None:
     """Options of a write or a service are Hudi's ``hoodie.*`` keys: any other key (a misspelt
     prefix, a Spark or storage setting in the wrong place) would be silently ignored."""
-    foreign = sorted(str(k) for k in (options or {}) if not str(k).startswith("hoodie."))
+    foreign = sorted(str(k) for k in (options or {})
+                     if not str(k).startswith("hoodie.") and str(k) not in FLINK_KEYS)
     if foreign:
         raise ConfigError(f"option(s) {', '.join(repr(k) for k in foreign)} passed to {where} are "
-                          "not hoodie.* options",
+                          "not hoodie.* options (nor Flink's write.task.max.size / write.batch.size)",
                           help="check the spelling of the prefix; storage settings (s3.*) go to "
                                "open_table, and `lakehouse options` lists every hoodie.* option")
 

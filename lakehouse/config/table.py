@@ -57,6 +57,13 @@ class IndexType(enum.StrEnum):
         return self in (IndexType.GLOBAL_BLOOM, IndexType.GLOBAL_SIMPLE)
 
 
+class BucketEngine(enum.StrEnum):
+    """``hoodie.index.bucket.engine``: lakehouse writes the SIMPLE engine (a fixed bucket count);
+    CONSISTENT_HASHING tables (resized by clustering) are read, not written."""
+    SIMPLE = "SIMPLE"
+    CONSISTENT_HASHING = "CONSISTENT_HASHING"
+
+
 class KeyGeneratorType(enum.StrEnum):
     SIMPLE = "SIMPLE"
     COMPLEX = "COMPLEX"
@@ -111,8 +118,12 @@ class TableConfig:
     checksum: int | None = opt("hoodie.table.checksum", None, _int(0))
     # Table-wide write settings every writer must share.
     index_type: IndexType = opt("hoodie.index.type", IndexType.SIMPLE, _enum(IndexType))
+    # Hudi's defaults: a table without these keys in hoodie.properties (any table Hudi wrote) is
+    # read as Hudi would write it. create_table stores them explicitly, so that Spark writers of
+    # Apache Hudi, which merge hoodie.properties into their write config, agree with lakehouse.
     bucket_num: int = opt("hoodie.bucket.index.num.buckets", 256, _int(1))
     bucket_hash_fields: tuple[str, ...] = opt("hoodie.bucket.index.hash.field", (), _fields)
+    bucket_engine: BucketEngine = opt("hoodie.index.bucket.engine", BucketEngine.SIMPLE, _enum(BucketEngine))
     timestamp_type: str | None = opt("hoodie.keygen.timebased.timestamp.type", None, _str)
     timestamp_input_format: str | None = opt("hoodie.keygen.timebased.input.dateformat", None, _str)
     timestamp_output_format: str | None = opt("hoodie.keygen.timebased.output.dateformat", None, _str)
@@ -123,6 +134,14 @@ class TableConfig:
         if self.key_generator_type is KeyGeneratorType.NON_PARTITION and self.partition_fields:
             raise ConfigError("a non-partitioned key generator cannot have partition fields",
                               help="drop partition_by or use the SIMPLE/COMPLEX key generator")
+        # As Hudi's HoodieIndexConfig.validateBucketIndexConfig: the hash must follow the key,
+        # or two versions of a record could land in two buckets.
+        stray = [f for f in self.bucket_hash_fields if f not in self.record_key_fields]
+        if self.index_type is IndexType.BUCKET and self.record_key_fields and stray:
+            raise ConfigError(f"hoodie.bucket.index.hash.field names {', '.join(stray)}, which "
+                              f"{'is' if len(stray) == 1 else 'are'} not among the record key fields "
+                              f"({', '.join(self.record_key_fields)})",
+                              help="hash a subset of the record key fields, or leave the option unset")
 
     @property
     def key_generator_type(self) -> KeyGeneratorType:

@@ -255,7 +255,8 @@ _DEFAULT_LEVELS = {"gzip": 6}
 def encode_parquet_data_block(table: pa.Table, avro_schema: dict[str, Any] | str,
                               instant_time: str,
                               compression: str = DEFAULT_PARQUET_BLOCK_CODEC,
-                              compression_level: int | None = None) -> bytes:
+                              compression_level: int | None = None,
+                              use_dictionary: bool | Sequence[str] = True) -> bytes:
     """A PARQUET_DATA block whose content is a whole parquet file of ``table`` (conformed to
     ``avro_schema``). The footer carries ``parquet.avro.schema`` as Hudi's Avro writer does."""
     schema_json = _schema_json(avro_schema)
@@ -268,7 +269,7 @@ def encode_parquet_data_block(table: pa.Table, avro_schema: dict[str, Any] | str
     # fourth time (it is also in the block header and in parquet.avro.schema), per block.
     with pq.ParquetWriter(sink, table.schema, compression=compression,
                           compression_level=compression_level, store_schema=False,
-                          write_page_checksum=True) as writer:
+                          use_dictionary=use_dictionary, write_page_checksum=True) as writer:
         writer.write_table(table)
         writer.add_key_value_metadata({"parquet.avro.schema": schema_json,
                                        "writer.model.name": "avro"})

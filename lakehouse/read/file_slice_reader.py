@@ -297,19 +297,20 @@ def merge_slices(slices: list[SliceParts], ctx: SliceReadContext) -> pa.Table:
     # result against the base record by ordering value. So a lower-ordered re-insert after an
     # unconditional delete loses to the base record, exactly as Java Hudi and hudi-rs read it.
     logs_all = pa.concat_tables(log_parts, promote_options="permissive")
-    if ctx.spec.mode is not MergeMode.PARTIAL_UPDATE and \
-            pc.count_distinct(logs_all.column(KEY)).as_py() == logs_all.num_rows:
-        # Every key once in the logs (typical: most log records are inserts): nothing to merge
-        # among the blocks, and sorting them all would be the read's biggest cost.
-        logs_merged = logs_all
-    else:
+    if ctx.spec.mode is MergeMode.PARTIAL_UPDATE:
         logs_merged = resolve(logs_all, ctx.spec, keep_deletes=True)
+    else:
+        # Most log records are the only version of their key in the logs (inserts, or one
+        # update): they are their own winners. Only keys logged more than once are merged, as
+        # sorting all of them would be the read's biggest cost.
+        logs_merged = _resolve_repeated(logs_all, ctx.spec)
     result_parts = list(done)
     if bases:
         base_touched = pa.concat_tables(bases, promote_options="permissive")
         # Only log records of keys the base holds need the second level; the others are final.
         in_base = pc.is_in(logs_merged.column(KEY), value_set=base_touched.column(KEY).combine_chunks())
-        fresh = logs_merged.filter(pc.invert(in_base))
+        # Records of new keys are final unless deleted: one filter takes them out.
+        fresh = logs_merged.filter(pc.invert(pc.or_(in_base, pc.fill_null(logs_merged.column(DELETE), False))))
         logs_merged = logs_merged.filter(in_base)
         if ctx.spec.mode is MergeMode.PARTIAL_UPDATE and AFTER_CUT in logs_merged.column_names:
             # A partial record re-inserted after a delete must not inherit the deleted fields.
@@ -319,8 +320,8 @@ def merge_slices(slices: list[SliceParts], ctx: SliceReadContext) -> pa.Table:
         after_cut = [AFTER_CUT] if AFTER_CUT in logs_merged.column_names else []
         merged = resolve(pa.concat_tables([base_touched, logs_merged.drop_columns(after_cut)],
                                           promote_options="permissive"), ctx.spec)
-        fresh = fresh.filter(pc.invert(pc.fill_null(fresh.column(DELETE), False)))
-        merged = pa.concat_tables([merged, fresh.drop_columns(after_cut)], promote_options="permissive")
+        merged = pa.concat_tables([merged, fresh.drop_columns(
+            [c for c in after_cut if c in fresh.column_names])], promote_options="permissive")
     else:
         merged = logs_merged.filter(pc.invert(pc.fill_null(logs_merged.column(DELETE), False)))
     merged = drop_helpers(merged)
@@ -328,6 +329,20 @@ def merge_slices(slices: list[SliceParts], ctx: SliceReadContext) -> pa.Table:
         merged = merged.filter(ctx.row_filter)
     result_parts.append(merged.select(out_cols))
     return _concat(result_parts)
+
+
+def _resolve_repeated(versions: pa.Table, spec: MergeSpec) -> pa.Table:
+    """The winner of each key (deletes kept), resolving only the keys that occur more than once
+    (a key's winner depends on its own versions only)."""
+    keys = versions.column(KEY)
+    counts = pc.value_counts(keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0))
+    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    if len(repeated) == 0:
+        return versions
+    mask = pc.is_in(keys, value_set=repeated)
+    once = versions.filter(pc.invert(mask))
+    merged = resolve(versions.filter(mask), spec, keep_deletes=True)
+    return pa.concat_tables([once, merged], promote_options="permissive")
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:

@@ -209,20 +209,24 @@ class TableReader:
         workers = min(len(slices), os.cpu_count() or 1, 8)
         target = pa.schema([ctx.schema.field(c) for c in out_cols])
 
-        def merged(group: list[FileSlice]) -> pa.Table:
-            parts = [collect_slice(s, ctx) for s in group]
-            for p in parts:  # slices written under older schemas: one type per column to merge
-                if p.done is not None and p.done.schema != target:
-                    p.done = p.done.cast(target)
+        def collect(s: FileSlice):
+            p = collect_slice(s, ctx)
+            if p.done is not None and p.done.schema != target:
+                p.done = p.done.cast(target)  # slices written under older schemas: one type per column
+            return p
+
+        def merged(parts) -> pa.Table:
             result = merge_slices(parts, ctx)
             return result.cast(target) if result.schema != target else result
 
         if workers <= 1:
-            return merged(slices)
-        # Slices are read and merged in groups, one vectorised merge per group: the merge runs
-        # in parallel too, and each group is big enough that per-merge costs stay small.
-        groups = [slices[i::workers * 2] for i in range(workers * 2)]
+            return merged([collect(s) for s in slices])
+        # Each slice is read by a task of its own (so the tasks stay balanced), then the slices
+        # are merged in a few groups, one vectorised merge per group: the merge runs in parallel
+        # too, and each group is big enough that per-merge costs stay small.
         with ThreadPoolExecutor(max_workers=workers) as pool:
+            parts = list(pool.map(collect, slices))
+            groups = [g for g in (parts[i::workers] for i in range(workers)) if g]
             return pa.concat_tables(list(pool.map(merged, groups)))
 
     # --- plans: what a read reads, decided once (here, or on a Spark driver) -----------------

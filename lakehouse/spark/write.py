@@ -45,6 +45,7 @@ from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.timeline.instant import State
 from lakehouse.write import assign
 from lakehouse.write.client import PARTITION, Operation, WriteClient
+from lakehouse.write.prepare import combines, precombine
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -268,7 +269,7 @@ def _targets(client: WriteClient, job: _Job, rows: pa.Table) -> list:
             part = part.drop_columns([assign.FID])
             if (partition, fid) in new:
                 part = part.filter(pc.invert(part.column(DELETE)))
-                tg = assign._target(partition, fid, None, None, "create")
+                tg = assign.new_target(partition, fid, None, None, "create")
                 tg.inserts = part.num_rows
             else:
                 tg = assign.update_target(client, partition, fid, job.latest, job.pending,
@@ -276,8 +277,8 @@ def _targets(client: WriteClient, job: _Job, rows: pa.Table) -> list:
             tg.rows.append(part)
             out.append(tg)
         return out
-    if job.mode == "bucket" and client.combines(op) and rows.num_rows > 1:
-        rows = client.precombine(rows)
+    if job.mode == "bucket" and combines(client, op) and rows.num_rows > 1:
+        rows = precombine(client, rows)
     if op is Operation.BULK_INSERT:
         rows = rows.filter(pc.invert(rows.column(DELETE))).sort_by([(KEY, "ascending")])
         if job.mode == "bulk":
@@ -315,7 +316,7 @@ def _write_task(job: _Job):
             # Several file groups can share a task; the task number keeps their write tokens
             # and sequence numbers apart, as the Python path's per-target numbering does.
             for i, tg in enumerate(_targets(client, job, rows)):
-                part = pa.concat_tables(tg.rows) if len(tg.rows) > 1 else tg.rows[0]
+                part = assign.materialize(tg.rows)
                 out += [json.dumps(s.to_json()) for s in
                         assign.run_target(client, ctx, tg, part, pid * 1000 + i)]
             # A task lost here (executor gone) is retried by Spark: its new attempt writes files
@@ -344,7 +345,7 @@ def _precombine_task(job: _Job):
             yield from table.filter(pc.is_valid(table.column(ERROR))).to_batches()
             return
         client = job.client()
-        out = client.precombine(table.sort_by(SEQ)) if table.num_rows > 1 else table
+        out = precombine(client, table.sort_by(SEQ)) if table.num_rows > 1 else table
         yield from out.select(table.column_names).cast(table.schema).to_batches()
     return per_task
 
@@ -418,7 +419,7 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
         return _run_writes(_keyed(df, job).repartition(tasks, PARTITION, BUCKET), job)
     keyed = _keyed(df, job)
     op = job.op
-    if client.combines(op):
+    if combines(client, op):
         by = [KEY] if global_ else [PARTITION, KEY]
         keyed = keyed.repartition(tasks, *by).mapInArrow(_precombine_task(job), keyed.schema)
     if op is Operation.BULK_INSERT:

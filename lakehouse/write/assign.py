@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 PARTITION = "__lh_partition"
 
 
-def _target(partition, file_id, slice_, base_instant, kind):
+def new_target(partition, file_id, slice_, base_instant, kind):
     from lakehouse.write.client import _Target
     return _Target(partition, file_id, slice_, base_instant, kind)
 
@@ -53,11 +53,11 @@ def bulk_targets(rows: pa.Table, avg_size: int, config: WriteConfig) -> list["_T
     then = [] if config.bulk_insert_sort_mode is BulkInsertSortMode.NONE else [KEY]
     per_file = _records_per_file(avg_size, config)
     targets = []
-    for partition, part in _split(rows, [PARTITION], then):
+    for partition, part in split_lazily(rows, [PARTITION], then):
         n = part.num_rows
         size = math.ceil(n / math.ceil(n / per_file))
         for off in range(0, n, size):
-            tg = _target(partition, new_file_id(), None, None, "create")
+            tg = new_target(partition, new_file_id(), None, None, "create")
             tg.rows.append(part.slice(off, min(size, n - off)))
             tg.inserts = min(size, n - off)
             targets.append(tg)
@@ -75,24 +75,27 @@ def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending:
     rows = rows.append_column("__lh_bucket", pa.array(buckets))
     existing = existing_buckets(list(latest.values()))
     targets = []
-    for (partition, bucket), part in _split(rows, [PARTITION, "__lh_bucket"],
-                                            then=[KEY] if sort_keys else []):
+    for (partition, bucket), part in split_lazily(rows, [PARTITION, "__lh_bucket"],
+                                                 then=[KEY] if sort_keys else []):
         fs = existing.get((partition, bucket))
         part = part.drop_columns(["__lh_bucket"])
         if fs is None:
             deletes = part.column(DELETE)
-            live = part.filter(pc.invert(deletes)) if pc.any(deletes).as_py() else part
+            live = part
+            if pc.any(deletes).as_py():
+                live = part.materialize()
+                live = live.filter(pc.invert(live.column(DELETE)))
             if live.num_rows == 0:
                 continue
-            tg = _target(partition, bucket_file_id(bucket), None, None, "create")
+            tg = new_target(partition, bucket_file_id(bucket), None, None, "create")
             tg.rows.append(live)
             tg.inserts = live.num_rows
         elif cfg.is_mor:
             base_instant = pending.get((partition, fs.file_id), fs.base_instant)
-            tg = _target(partition, fs.file_id, fs, base_instant, "append")
+            tg = new_target(partition, fs.file_id, fs, base_instant, "append")
             tg.rows.append(part)
         else:
-            tg = _target(partition, fs.file_id, fs, None, "merge")
+            tg = new_target(partition, fs.file_id, fs, None, "merge")
             tg.rows.append(part)
         targets.append(tg)
     return targets
@@ -114,34 +117,90 @@ def _group_codes(rows: pa.Table, by: list[str]) -> tuple[np.ndarray, list[pa.Arr
     return codes, values
 
 
-def _split(rows: pa.Table, by: list[str], then: list[str] = ()):
-    """(group key, rows) per distinct value of the ``by`` columns, in ascending order, each group
-    ordered by the ``then`` columns (stable: equal records keep their batch order): one sort,
-    one take, then slices."""
+class Taken:
+    """The rows of ``table`` at ``indices``, taken only when a write task needs them: a bulk
+    write's groups are then gathered by the tasks in parallel instead of by one big take first."""
+
+    __slots__ = ("table", "indices")
+
+    def __init__(self, table: pa.Table, indices: np.ndarray) -> None:
+        self.table, self.indices = table, indices
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.indices)
+
+    @property
+    def nbytes(self) -> int:
+        """The size of the rows once taken (in proportion to the whole table's)."""
+        return self.table.nbytes * len(self.indices) // max(1, self.table.num_rows)
+
+    def column(self, name: str) -> pa.ChunkedArray:
+        return self.table.column(name).take(pa.array(self.indices))
+
+    def slice(self, offset: int, length: int) -> "Taken":
+        return Taken(self.table, self.indices[offset:offset + length])
+
+    def drop_columns(self, columns: list[str]) -> "Taken":
+        return Taken(self.table.drop_columns(columns), self.indices)
+
+    def materialize(self) -> pa.Table:
+        return self.table.take(pa.array(self.indices))
+
+
+Rows = "pa.Table | Taken"
+
+
+def materialize(parts: list) -> pa.Table:
+    tables = [p.materialize() if isinstance(p, Taken) else p for p in parts]
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def _split_order(rows: pa.Table, by: list[str], then: list[str]):
+    """(order, group keys, group starts, group ends): ``rows.take(order)`` lists the groups of
+    the ``by`` columns in ascending order, each ordered by ``then`` (stable)."""
     n = rows.num_rows
-    if n == 0:
-        return []
     codes, values = _group_codes(rows, by)
     if then:
         keyed = pa.table({"__lh_group": codes, **{c: rows.column(c) for c in then}})
         order = pc.sort_indices(keyed, sort_keys=[(c, "ascending") for c in keyed.column_names])
         order = order.to_numpy()
     else:
-        order = np.argsort(codes, kind="stable")
-    rows = parallel_take(rows, pa.array(order))
+        # Few groups (partitions x buckets): a radix sort of small integers, not a comparison sort.
+        small = codes.max(initial=0) < (1 << 16)
+        order = np.argsort(codes.astype(np.uint16) if small else codes, kind="stable")
     codes = codes[order]
     starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
     ends = np.append(starts[1:], n)
     sizes = [len(v) for v in values]
-    out = []
-    for s, e in zip(starts.tolist(), ends.tolist()):
+    keys = []
+    for s in starts.tolist():
         code, key = int(codes[s]), []
         for v, size in zip(reversed(values), reversed(sizes)):
             code, r = divmod(code, max(1, size))
             key.append(v[r].as_py())
         key.reverse()
-        out.append((tuple(key) if len(key) > 1 else key[0], rows.slice(s, e - s)))
-    return out
+        keys.append(tuple(key) if len(key) > 1 else key[0])
+    return order, keys, starts.tolist(), ends.tolist()
+
+
+def _split(rows: pa.Table, by: list[str], then: list[str] = ()):
+    """(group key, rows) per distinct value of the ``by`` columns, in ascending order, each group
+    ordered by the ``then`` columns (stable: equal records keep their batch order): one sort,
+    one take, then slices."""
+    if rows.num_rows == 0:
+        return []
+    order, keys, starts, ends = _split_order(rows, by, list(then))
+    rows = parallel_take(rows, pa.array(order))
+    return [(k, rows.slice(s, e - s)) for k, s, e in zip(keys, starts, ends)]
+
+
+def split_lazily(rows: pa.Table, by: list[str], then: list[str] = ()) -> list[tuple[Any, Taken]]:
+    """As :func:`_split`, with each group's rows still to be taken (by its write task)."""
+    if rows.num_rows == 0:
+        return []
+    order, keys, starts, ends = _split_order(rows, by, list(then))
+    return [(k, Taken(rows, order[s:e])) for k, s, e in zip(keys, starts, ends)]
 
 
 FID = "__lh_fid"
@@ -241,11 +300,11 @@ def update_target(client: "WriteClient", partition: str, fid: str, latest: dict,
     """The handle for a file group that takes updates or deletes (and, if ``small``, inserts)."""
     fs = latest.get((partition, fid))
     if small and fs is not None:
-        return _target(partition, fid, fs, None, "merge")
+        return new_target(partition, fid, fs, None, "merge")
     if client.config.is_mor:
-        return _target(partition, fid, fs, pending.get((partition, fid), fs.base_instant if fs else None),
+        return new_target(partition, fid, fs, pending.get((partition, fid), fs.base_instant if fs else None),
                        "append")
-    return _target(partition, fid, fs, None, "merge")
+    return new_target(partition, fid, fs, None, "merge")
 
 
 def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest: dict[tuple[str, str], FileSlice],
@@ -254,12 +313,12 @@ def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest:
     is_insert = pc.and_(pc.is_null(rows.column(FID)), pc.invert(rows.column(DELETE)))
     updates = rows.filter(pc.is_valid(rows.column(FID)))
     inserts = rows.filter(is_insert).drop_columns([FID])
-    by_partition = dict(_split(inserts, [PARTITION]))
+    by_partition = dict(split_lazily(inserts, [PARTITION]))
     plan = plan_inserts(client, {p: t.num_rows for p, t in by_partition.items()}, latest, pending, avg_size)
     small = {(p, s.file_id) for p, slots in plan.items() for s in slots if s.small}
 
     targets: dict[tuple[str, str], "_Target"] = {}
-    for (partition, fid), part in _split(updates, [PARTITION, FID]):
+    for (partition, fid), part in split_lazily(updates, [PARTITION, FID]):
         targets[(partition, fid)] = tg = update_target(client, partition, fid, latest, pending,
                                                        (partition, fid) in small)
         tg.rows.append(part.drop_columns([FID]))
@@ -275,7 +334,7 @@ def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest:
                     tg = targets[(partition, slot.file_id)] = update_target(
                         client, partition, slot.file_id, latest, pending, True)
             else:
-                tg = _target(partition, slot.file_id, None, None, "create")
+                tg = new_target(partition, slot.file_id, None, None, "create")
                 new_targets.append(tg)
             tg.rows.append(chunk)
             tg.inserts += slot.count
@@ -302,8 +361,10 @@ def run_target(client: "WriteClient", ctx: HandleContext, tg: "_Target", rows: p
         return [merge_base_file(ctx, base_slice=tg.slice, incoming=incoming, task=task)]
     # append: data records to a data block, deletes to a delete block
     is_del = rows.column(DELETE)
-    live = rows.filter(pc.invert(is_del))
-    dels = rows.filter(is_del)
+    if pc.any(is_del).as_py():
+        live, dels = rows.filter(pc.invert(is_del)), rows.filter(is_del)
+    else:  # no copy of the rows just to drop nothing
+        live, dels = rows, rows.slice(0, 0)
     deletes = None
     if dels.num_rows:
         ordering = ctx.spec.ordering_field if ctx.spec.uses_ordering else None

@@ -8,20 +8,17 @@ on the timeline, looks records up in the index, assigns them to file groups and 
 
 from __future__ import annotations
 
-import enum
-import json
 import typing
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, BulkInsertSortMode, IndexType,
-                              WriteConfig, check_option_names)
+from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, BucketEngine, BulkInsertSortMode, IndexType,
+                              TableConfig, WriteConfig, check_option_names)
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.concurrency.conflict import START_KEY, check_conflicts, start_marker
 from lakehouse.concurrency.retry import publish_completed, retry_policy
@@ -33,28 +30,30 @@ from lakehouse.file_group.file_slice import BaseFile, FileSlice
 from lakehouse.iceberg.hook import after_commit
 from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_metadata_content
 from lakehouse.file_group.view import FileSystemView
-from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, resolve
+from lakehouse.properties import read_table_config
+from lakehouse.read.merge import DELETE, KEY, MergeSpec
 from lakehouse.read.reader import TableReader
-from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
+from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.services.rollback import rollback_failed_writes
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
-from lakehouse.write import assign
+from lakehouse.write import assign, bucket_sizing, buffer
 from lakehouse.write.handles import HandleContext, schema_json, writes_bloom
 from lakehouse.read.file_slice_reader import read_file_slice
 from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_PARTITION, ROW, base_file_keys, bloom_lookup,
                                          located, simple_lookup)
 from lakehouse.write.keygen import KeyGenerator
 from lakehouse.write.markers import Markers, delete_stale_markers
-from lakehouse.write.validate import check_missing_columns, check_table_options, conform, reconcile
-from lakehouse.write.validate import data_schema as data_schema_of
+from lakehouse.write.prepare import PARTITION, Operation, Prepared, prepare
+from lakehouse.write.validate import check_table_options
 
 if TYPE_CHECKING:
     from lakehouse.table import Table
 
 RESULTS_KEY = "lakehouse.write.results"
-PARTITION = "__lh_partition"
+BUCKETS_KEY = "lakehouse.bucket.index.num.buckets"
+__all__ = ["Operation", "PARTITION", "Prepared", "RESULTS_KEY", "WriteClient", "phase_one_problem"]
 
 
 def phase_one_problem(table: "Table", instant_time: str) -> str:
@@ -69,27 +68,6 @@ def phase_one_problem(table: "Table", instant_time: str) -> str:
         return ("phase 1 has not recorded complete results (still writing, or crashed: the next "
                 "write rolls it back)")
     return ""
-
-
-class Operation(enum.StrEnum):
-    INSERT = "insert"
-    UPSERT = "upsert"
-    BULK_INSERT = "bulk_insert"
-    DELETE = "delete"
-    INSERT_OVERWRITE = "insert_overwrite"
-
-    @property
-    def operation_type(self) -> str:
-        return self.name
-
-
-@dataclass
-class Prepared:
-    operation: Operation
-    rows: pa.Table  # data columns + KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL
-    data_schema: pa.Schema
-    schema_changed: bool
-    record_schema: bool = True  # false for a delete on a table that has no schema yet
 
 
 @dataclass
@@ -112,6 +90,12 @@ class WriteClient:
                 f"{table.name} has hoodie.populate.meta.fields=false; lakehouse reads such tables "
                 "but writes only tables that keep Hudi's meta fields",
                 help="write it with Apache Hudi, or copy its rows into a table with meta fields")
+        if (table.config.index_type is IndexType.BUCKET
+                and table.config.bucket_engine is not BucketEngine.SIMPLE):
+            raise UnsupportedTableError(
+                f"{table.name} uses the {table.config.bucket_engine} bucket index engine; lakehouse "
+                "reads such tables but writes only the SIMPLE engine (a fixed bucket count)",
+                help="write it with Apache Hudi")
         self.storage = table.storage
         self.active = table.active
         # Table-level defaults stored at creation, then this write's own options (validated:
@@ -133,84 +117,18 @@ class WriteClient:
         self.spec = MergeSpec(self.config.merge_mode, self.config.ordering_field)
         self.keygen = KeyGenerator(self.config)
 
-    # --- phase 0: validation --------------------------------------------------------------
+    # --- phase 0: validation (lakehouse.write.prepare) ------------------------------------
 
     def prepare(self, batch: pa.Table, op: Operation) -> Prepared:
-        if not isinstance(batch, pa.Table):
-            if isinstance(batch, pa.RecordBatch):
-                batch = pa.Table.from_batches([batch])
-            else:
-                raise SchemaError(f"expected a pyarrow.Table, got {type(batch).__name__}",
-                                  help="convert with pyarrow.Table.from_pandas / from_pylist")
-        for col, what in [*((c, "record key") for c in self.keygen.record_key_fields),
-                          *((c, "partition") for c in self.keygen.partition_fields)]:
-            if col not in batch.column_names:
-                raise RecordKeyError(f"{what} column {col!r} is missing from the batch",
-                                     help=f"add the column; every record needs its {what} value")
-        reader = TableReader(self.storage, self.config, self.active)
-        current = reader.avro_schema()
-        table_schema = avro_to_arrow_schema(json.loads(current)) if current else None
-        if op is Operation.DELETE:
-            # Deleting from a table without data commits an empty instant, as Hudi does.
-            data_schema = table_schema if table_schema is not None else data_schema_of(
-                batch.select([c for c in self.keygen.required_columns() if c in batch.column_names]).schema)
-            # Only the key and partition columns matter; other columns of the batch are ignored.
-            rows = conform(batch.select([c for c in batch.column_names if c in data_schema.names]),
-                           data_schema)
-            changed = False
-        else:
-            data_schema = reconcile(batch.schema, table_schema)
-            changed = table_schema is None or data_schema != table_schema
-            if changed:
-                arrow_to_avro_schema(data_schema, self.config.name, with_meta_fields=True)
-            rows = conform(batch, data_schema)
-        n = rows.num_rows
-        keys = self.keygen.record_keys(rows)
-        partitions = self.keygen.partition_paths(rows)
-        ordering = self.config.ordering_field
-        if self.spec.uses_ordering and op is not Operation.DELETE:
-            if ordering not in batch.column_names:
-                raise RecordKeyError(f"ordering field {ordering!r} is missing from the batch",
-                                     help="add the column; event-time merging needs it on every record")
-            if rows.column(ordering).null_count:
-                raise RecordKeyError(f"ordering field {ordering!r} has "
-                                     f"{rows.column(ordering).null_count} null value(s)",
-                                     help="give every record an ordering value")
-        if op is not Operation.DELETE:
-            # Last: a batch's own errors (keys, types, ordering values) first.
-            check_missing_columns(batch, table_schema, self.write_config, self.spec)
-        if op is Operation.DELETE:
-            is_delete = pa.chunked_array([pa.repeat(True, n)], pa.bool_()) if n else pa.chunked_array([], pa.bool_())
-            uncond = is_delete
-        else:
-            is_delete = delete_flags(rows)
-            uncond = pa.chunked_array([pa.repeat(False, n)], pa.bool_()) if n else pa.chunked_array([], pa.bool_())
-        rows = (rows.append_column(KEY, keys).append_column(PARTITION, partitions)
-                .append_column(SEQ, pa.array(np.arange(1, n + 1, dtype=np.int64)))
-                .append_column(DELETE, is_delete).append_column(UNCONDITIONAL, uncond))
-        if self.combines(op) and n > 1:
-            rows = self.precombine(rows)
-        return Prepared(op, rows, data_schema, changed, record_schema=table_schema is not None
-                        or op is not Operation.DELETE)
+        budget = self.write_config.task_max_bytes if self.buffered(op) else None
+        return prepare(self, batch, op, budget=budget)
 
-    def combines(self, op: Operation) -> bool:
-        """Whether ``op`` reduces duplicate keys in a batch first (hoodie.combine.before.*;
-        a delete always does)."""
-        return {Operation.UPSERT: self.write_config.combine_before_upsert,
-                Operation.DELETE: True}.get(op, self.write_config.combine_before_insert)
-
-    def precombine(self, rows: pa.Table) -> pa.Table:
-        global_ = self.config.index_type.is_global
-        dedup_key = rows.column(KEY) if global_ else pc.binary_join_element_wise(
-            rows.column(PARTITION), rows.column(KEY), "\x00")
-        if pc.count_distinct(dedup_key).as_py() == rows.num_rows:
-            return rows
-        original_key = rows.column(KEY)
-        tmp = rows.set_column(rows.schema.get_field_index(KEY), KEY, dedup_key).append_column(
-            "__lh_orig_key", original_key)
-        out = resolve(tmp, self.spec, keep_deletes=True)
-        out = out.set_column(out.schema.get_field_index(KEY), KEY, out.column("__lh_orig_key"))
-        return out.drop_columns(["__lh_orig_key"]).sort_by(SEQ)
+    def buffered(self, op: Operation) -> bool:
+        """Whether ``op`` is written through bounded write buffers (lakehouse.write.buffer): on
+        Merge-On-Read with the BUCKET index every record's file group is known from its key and
+        every write appends, so a batch can be taken in chunks."""
+        return (self.config.is_mor and self.config.index_type is IndexType.BUCKET
+                and op is not Operation.INSERT_OVERWRITE)
 
     # --- phase 1 ---------------------------------------------------------------------------
 
@@ -227,6 +145,9 @@ class WriteClient:
         # Several writers: a conflict (or a lock we could not get) redoes the whole write on the
         # new state, as Iceberg re-applies a commit: lookups, routing and files are made again.
         def attempt() -> str:
+            if self.config.index_type is IndexType.BUCKET:
+                # Another writer may have just fixed the table's bucket count (its first write).
+                self.adopt(read_table_config(self.storage))
             t = self.write_prepared(self.prepare(batch, op), extra_metadata=extra_metadata)
             try:
                 retry_policy(self.concurrency, (LockError,))(self.commit)(t)
@@ -296,13 +217,22 @@ class WriteClient:
                       extra_metadata: Mapping[str, str] | None) -> CommitMetadata:
         avro = arrow_to_avro_schema(prepared.data_schema, self.config.name, with_meta_fields=False)
         extra = {"schema": schema_json(avro)} if prepared.record_schema else {}
+        if self.config.index_type is IndexType.BUCKET:
+            extra[BUCKETS_KEY] = str(self.config.bucket_num)  # what the commit checks under the lock
         if self.concurrency.multi_writer:
             extra[START_KEY] = start_marker(timeline)
         return CommitMetadata(operation_type=prepared.operation.operation_type,
                               extra_metadata={**extra, **(extra_metadata or {})})
 
+    def adopt(self, config: TableConfig) -> None:
+        """Work with ``config`` from now on (the table's bucket count just fixed), as the table
+        does."""
+        self.config = self.table.config = config
+
     def write_prepared(self, prepared: Prepared, *, extra_metadata: Mapping[str, str] | None = None) -> str:
         op = prepared.operation
+        if op is not Operation.DELETE:
+            bucket_sizing.settle(self, prepared)
         action = self._action(op)
         requested_content = b""
         if action is Action.REPLACE_COMMIT:
@@ -408,7 +338,7 @@ class WriteClient:
         for m in Markers(self.storage, instant_time).all():
             if m.data_path not in listed:
                 self.storage.delete(m.data_path)
-        extra = {k: v for k, v in meta.extra_metadata.items() if k not in (RESULTS_KEY, START_KEY)}
+        extra = {k: v for k, v in meta.extra_metadata.items() if k not in (RESULTS_KEY, START_KEY, BUCKETS_KEY)}
         extra.update(extra_metadata or {})
         final = CommitMetadata(meta.partition_to_write_stats, meta.operation_type, meta.compacted,
                                extra, meta.partition_to_replace_file_ids)
@@ -418,6 +348,7 @@ class WriteClient:
             with txn.lock():
                 now = self._still_ours(inst)
                 try:
+                    self._check_bucket_count(meta, instant_time)
                     check_conflicts(self.active, now, instant_time, meta,
                                     global_index=self.config.index_type.is_global)
                 except CommitConflictError:
@@ -431,6 +362,19 @@ class WriteClient:
         Markers(self.storage, instant_time).delete_all()
         after_commit(self.table)
         return final
+
+    def _check_bucket_count(self, meta: CommitMetadata, instant_time: str) -> None:
+        """Under the table lock: the write hashed keys with the table's bucket count (a first
+        write of another writer may have fixed it meanwhile; lakehouse.write.bucket_sizing)."""
+        used = meta.extra_metadata.get(BUCKETS_KEY)
+        if used is None:
+            return
+        stored = read_table_config(self.storage)
+        if stored.index_type is IndexType.BUCKET and str(stored.bucket_num) != used:
+            raise CommitConflictError(
+                f"instant {instant_time} hashed its keys into {used} buckets per partition, but "
+                f"the table's first write fixed its bucket count at {stored.bucket_num}",
+                help="nothing of it is visible; write the batch again (Table.write retries by itself)")
 
     def _still_ours(self, inst):
         """Under the table lock: the instant is still pending and nobody is rolling it back
@@ -463,7 +407,6 @@ class WriteClient:
 
     def _write_files(self, prepared: Prepared, t: str, timeline) -> tuple[list[WriteStat], dict]:
         op = prepared.operation
-        rows = prepared.rows
         view = FileSystemView.load(self.storage, timeline, self.active)
         pending = self.pending_compaction_fgs(timeline)
         groups = view.file_groups()
@@ -475,6 +418,9 @@ class WriteClient:
                 base_files[(g.partition, g.file_id)] = g.latest_base_file
         ctx = self.handle_context(prepared.data_schema, t)
         replaced: dict[str, tuple[str, ...]] = {}
+        if self.buffered(op):
+            return buffer.write_buffered(self, prepared, ctx, latest, pending), replaced
+        rows = prepared.rows
         if op in (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE):
             deletes = rows.column(DELETE)
             live = rows.filter(pc.invert(deletes)) if pc.any(deletes).as_py() else rows
@@ -507,7 +453,8 @@ class WriteClient:
                              instant_time=instant_time, schema=with_meta_fields(data_schema),
                              avro_schema=avro, avro_schema_json=schema_json(avro),
                              config=self.write_config, spec=self.spec, stage=stage, attempt=attempt,
-                             bloom=writes_bloom(self.write_config, self.config.index_type))
+                             bloom=writes_bloom(self.write_config, self.config.index_type),
+                             key_fields=self.config.record_key_fields)
 
     def avg_record_size(self, timeline) -> int:
         """Bytes per record from the newest commit big enough to tell (as Hudi estimates it)."""
@@ -586,8 +533,7 @@ class WriteClient:
         self.ensure_partitions({tg.partition for tg in targets}, ctx.instant_time)
         def run(item: tuple[int, _Target]) -> list[WriteStat]:
             task, tg = item
-            rows = pa.concat_tables(tg.rows) if len(tg.rows) > 1 else tg.rows[0]
-            return assign.run_target(self, ctx, tg, rows, task)
+            return assign.run_target(self, ctx, tg, assign.materialize(tg.rows), task)
 
         items = list(enumerate(targets))
         workers = min(len(items), os.cpu_count() or 1, 8)

@@ -10,6 +10,7 @@ import io
 import json
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -47,23 +48,48 @@ class HandleContext:
     # Hudi writes the key bloom filter unless hoodie.parquet.bloom.filter.enabled=false, and
     # always for a BLOOM index (which needs it).
     bloom: bool = True
+    # The record key columns: unique within a file, as the key and sequence meta columns are.
+    key_fields: tuple[str, ...] = ()
 
     def token(self, task: int) -> str:
         return write_token(task, self.stage, self.attempt)
 
+    def statistics_columns(self, schema: pa.Schema) -> list[str]:
+        """Columns whose min/max the footer keeps: all but the sequence number and file name,
+        which no reader filters by."""
+        return [f.name for f in schema if f.name not in (SEQNO, FILE_NAME)]
+
+    def dictionary_columns(self, schema: pa.Schema) -> list[str]:
+        """Columns worth dictionary encoding: all but those unique in every file. A unique
+        column's dictionary is built up to its page limit and then thrown away (measured ~15%
+        of writing a trips base file)."""
+        unique = {SEQNO, RECORD_KEY, *self.key_fields}
+        return [f.name for f in schema if f.name not in unique]
+
+
+def constant(value: str, n: int, dictionary: bool = False) -> pa.Array:
+    """``value`` ``n`` times; as a one-entry dictionary, parquet writes it without copying or
+    hashing the value per row (a file name is ~70 bytes: 70 MB per million rows otherwise)."""
+    if dictionary:
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)),
+                                              pa.array([value], pa.string()))
+    return pa.repeat(value, n).cast(pa.string()) if n else pa.array([], pa.string())
+
 
 def with_meta(records: pa.Table, *, instant_time: str, task: int, partition: str,
-              file_name: str, keys: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.Table:
-    """``records`` conformed to ``schema`` with fresh meta columns."""
+              file_name: str, keys: pa.ChunkedArray | pa.Array, schema: pa.Schema,
+              dictionary_constants: bool = False) -> pa.Table:
+    """``records`` conformed to ``schema`` with fresh meta columns (``dictionary_constants``:
+    the per-file constants as dictionaries, for a table that only goes to a parquet file)."""
     n = records.num_rows
     seq = pc.binary_join_element_wise(f"{instant_time}_{task}_",
                                       pc.cast(pa.array(range(n), pa.int64()), pa.string()), "")
     meta = {
-        COMMIT_TIME: pa.repeat(instant_time, n).cast(pa.string()) if n else pa.array([], pa.string()),
+        COMMIT_TIME: constant(instant_time, n, dictionary_constants),
         SEQNO: seq,
         RECORD_KEY: keys,
-        PARTITION_PATH: pa.repeat(partition, n).cast(pa.string()) if n else pa.array([], pa.string()),
-        FILE_NAME: pa.repeat(file_name, n).cast(pa.string()) if n else pa.array([], pa.string()),
+        PARTITION_PATH: constant(partition, n, dictionary_constants),
+        FILE_NAME: constant(file_name, n, dictionary_constants),
     }
     cols = []
     for f in schema:
@@ -74,6 +100,8 @@ def with_meta(records: pa.Table, *, instant_time: str, task: int, partition: str
             cols.append(col if col.type == f.type else col.cast(f.type))
         else:
             cols.append(pa.nulls(n, f.type))
+    if dictionary_constants:
+        return pa.Table.from_arrays(cols, names=schema.names)
     return pa.Table.from_arrays(cols, schema=schema)
 
 
@@ -91,6 +119,8 @@ def _parquet_bytes(table: pa.Table, ctx: HandleContext) -> bytes:
     # carry the (large) bloom filter a second time.
     # Page CRCs: a flipped bit is then an error on read, not a wrong value.
     with pq.ParquetWriter(sink, table.schema, compression=ctx.config.parquet_codec,
+                          use_dictionary=ctx.dictionary_columns(table.schema),
+                          write_statistics=ctx.statistics_columns(table.schema),
                           store_schema=False, write_page_checksum=True) as writer:
         writer.write_table(table, row_group_size=max(1, min(table.num_rows or 1, 1 << 20)))
         writer.add_key_value_metadata(meta)
@@ -110,7 +140,11 @@ def bf_footer(bf: BloomFilter, keys: pa.ChunkedArray) -> dict[bytes, bytes]:
 
 
 def writes_bloom(config: WriteConfig, index_type: IndexType) -> bool:
-    return config.bloom_in_base_files or index_type in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM)
+    if index_type in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM):
+        return True
+    if config.bloom_in_base_files is None:
+        return index_type is not IndexType.BUCKET
+    return config.bloom_in_base_files
 
 
 def _write_data(ctx: HandleContext, path: str, data: bytes) -> None:
@@ -127,7 +161,7 @@ def create_base_file(ctx: HandleContext, *, partition: str, file_id: str, record
     name = BaseFileName(file_id, ctx.token(task), ctx.instant_time)
     ctx.markers.create(partition, str(name), MarkerType.CREATE)
     table = with_meta(records, instant_time=ctx.instant_time, task=task, partition=partition,
-                      file_name=str(name), keys=keys, schema=ctx.schema)
+                      file_name=str(name), keys=keys, schema=ctx.schema, dictionary_constants=True)
     data = _parquet_bytes(table, ctx)
     path = join(partition, str(name))
     _write_data(ctx, path, data)
@@ -147,13 +181,13 @@ def write_compacted_base_file(ctx: HandleContext, *, partition: str, file_id: st
     cols = []
     for f in ctx.schema:
         if f.name == FILE_NAME:
-            cols.append(pa.repeat(str(name), table.num_rows).cast(pa.string()))
+            cols.append(constant(str(name), table.num_rows, dictionary=True))
         elif f.name in table.column_names:
             col = table.column(f.name)
             cols.append(col if col.type == f.type else col.cast(f.type))
         else:
             cols.append(pa.nulls(table.num_rows, f.type))
-    out = pa.Table.from_arrays(cols, schema=ctx.schema)
+    out = pa.Table.from_arrays(cols, names=ctx.schema.names)
     data = _parquet_bytes(out, ctx)
     path = join(partition, str(name))
     _write_data(ctx, path, data)
@@ -212,6 +246,9 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
                      total_write_bytes=len(data), file_size_in_bytes=len(data))
 
 
+_DICTIONARY_ROWS = 10_000
+
+
 def next_log_version(fs: FileSlice | None) -> int:
     return max((lf.name.version for lf in fs.log_files), default=0) + 1 if fs else 1
 
@@ -236,8 +273,14 @@ def append_log(ctx: HandleContext, *, slice_: FileSlice, partition: str, file_id
         for start in range(0, table.num_rows, rows_per_block):
             chunk = table.slice(start, rows_per_block)
             if ctx.config.log_block_format is LogBlockFormat.PARQUET:
-                blocks.append(encode_parquet_data_block(chunk, ctx.avro_schema, ctx.instant_time,
-                                                        compression=ctx.config.parquet_codec))
+                # Dictionaries only for big blocks: measured on 1k-row blocks (one delta commit's
+                # records of one file group), plain pages are ~10% smaller and ~25% faster to
+                # decode (each dictionary page is one more zstd frame to open); on 200k-row
+                # blocks dictionaries are ~5% smaller and ~25% faster.
+                dictionary = ctx.dictionary_columns(chunk.schema) if chunk.num_rows >= _DICTIONARY_ROWS else False
+                blocks.append(encode_parquet_data_block(
+                    chunk, ctx.avro_schema, ctx.instant_time, compression=ctx.config.parquet_codec,
+                    use_dictionary=dictionary))
             else:
                 blocks.append(encode_avro_data_block(chunk, ctx.avro_schema, ctx.instant_time))
     n_del = deletes.num_rows if deletes is not None else 0

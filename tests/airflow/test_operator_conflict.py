@@ -21,8 +21,9 @@ def test_a_conflict_at_the_commit_step_fails_the_task_without_retries(tmp_path, 
                                                                       spark_submit_ready):
     from airflow.sdk.exceptions import AirflowFailException
     from lakehouse.airflow.operators import LakehouseSparkSubmitOperator
+    # SIMPLE: k1 and k2 share one file group, so two writers of them conflict.
     create_table(str(tmp_path / "t"), name="t", record_key="id", partition_by="p",
-                 ordering_field="ts",
+                 ordering_field="ts", index="SIMPLE",
                  options={"hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL"})
     table = open_table(str(tmp_path / "t"))
     table.upsert(batch(["k1", "k2"], "base"))

@@ -117,7 +117,8 @@ def test_a_lagging_publisher_skips_instants_whose_files_were_cleaned(tmp_path):
 
 
 def test_manifests_of_untouched_partitions_are_reused(tmp_path):
-    t = _create(tmp_path / "t", "MERGE_ON_READ", **{"hoodie.parquet.small.file.limit": 0})
+    t = _create(tmp_path / "t", "MERGE_ON_READ", **{"hoodie.parquet.small.file.limit": 0,
+                                                    "hoodie.index.type": "SIMPLE"})
     t.insert(_batch(["a", "b", "x", "y"], 1))
     sync_iceberg(t)
     upsert = t.upsert(_batch(["a"], 2))  # a log file: the read-optimized view is unchanged

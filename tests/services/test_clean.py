@@ -285,7 +285,7 @@ def test_hours_window_in_a_local_timeline_timezone():
 
 def test_pending_compaction_input_slice_is_never_deleted(tmp_path):
     path = tmp_path / "t"
-    t = new_table(path, "MERGE_ON_READ")
+    t = new_table(path, "MERGE_ON_READ", **{"hoodie.index.type": "SIMPLE"})
     t.upsert(batch(["a", "b"], 1))
     t.upsert(batch(["c"], 2))          # small-file merge: a second base file
     t.upsert(batch(["a"], 3))          # a log on it

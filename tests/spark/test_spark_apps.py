@@ -167,8 +167,10 @@ def test_the_commit_step_is_the_single_committer_of_concurrent_writers(tmp_path,
     reported with the winner, the others land."""
     import pyarrow as pa
     from lakehouse.table import create_table, open_table
+    # The SIMPLE index keeps a partition's few records in one file group: the writers of a1 and
+    # a2 then touch the same one (the default BUCKET index could hash them apart).
     create_table(str(tmp_path / "t"), name="t", record_key="id", partition_by="p",
-                 ordering_field="ts", options={
+                 ordering_field="ts", index="SIMPLE", options={
                      "hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL"})
     table = open_table(str(tmp_path / "t"))
 

@@ -95,7 +95,7 @@ def test_non_global_index_keeps_one_record_per_partition(tmp_path):
 def test_bulk_insert_sort_modes_and_file_sizes(tmp_path, mode):
     p = tmp_path / "t"
     t = lakehouse.create_table(str(p), name="b", table_type="MERGE_ON_READ", record_key="id",
-                               partition_by="city", ordering_field="ts",
+                               partition_by="city", ordering_field="ts", index="SIMPLE",
                                options={"hoodie.parquet.max.file.size": 20_000,
                                         "hoodie.parquet.small.file.limit": 10_000,
                                         "hoodie.copyonwrite.record.size.estimate": 100,
@@ -242,7 +242,9 @@ def test_record_size_estimate_ignores_commits_below_the_threshold(tmp_path):
 def test_base_file_footers_are_what_hudi_writes(tmp_path, table_type):
     from lakehouse.write.index.bloom_filter import footer_metadata
     p = tmp_path / "t"
-    t = lakehouse.create_table(str(p), name="f", record_key="id", ordering_field="ts", table_type=table_type)
+    # The SIMPLE index: tables whose index may read the filter carry it by default.
+    t = lakehouse.create_table(str(p), name="f", record_key="id", ordering_field="ts", table_type=table_type,
+                               index="SIMPLE")
     t.upsert(pa.table({"id": [f"k{i:03d}" for i in range(200)], "ts": [1] * 200}))
     t.upsert(pa.table({"id": ["k005", "zzz"], "ts": [2, 2]}))
     for f in files(p, lambda n: n.endswith(".parquet")):
@@ -341,7 +343,7 @@ def test_global_index_stale_moves_and_moves_back(tmp_path, table_type, index):
 def test_a_key_stored_twice_is_updated_and_deleted_everywhere(tmp_path, table_type):
     p = tmp_path / "t"
     t = lakehouse.create_table(str(p), name="d", table_type=table_type, record_key="id",
-                               partition_by="city", ordering_field="ts")
+                               partition_by="city", ordering_field="ts", index="SIMPLE")
     t.bulk_insert(pa.table({"id": ["a"], "city": ["sf"], "ts": [1], "v": [1]}))
     t.bulk_insert(pa.table({"id": ["a"], "city": ["sf"], "ts": [1], "v": [2]}))  # inserts may duplicate
     t.upsert(pa.table({"id": ["a"], "city": ["sf"], "ts": [5], "v": [50]}))

@@ -116,7 +116,8 @@ def compact_operation(task: _Task) -> WriteStat:
     avro = arrow_to_avro_schema(data_schema, config.name, with_meta_fields=True)
     hctx = HandleContext(storage=storage, markers=Markers(storage, t), instant_time=t,
                          schema=schema, avro_schema=avro, avro_schema_json=schema_json(avro),
-                         config=wc, spec=ctx.spec, bloom=writes_bloom(wc, config.index_type))
+                         config=wc, spec=ctx.spec, bloom=writes_bloom(wc, config.index_type),
+                         key_fields=config.record_key_fields)
     stat = write_compacted_base_file(hctx, partition=fs.partition, file_id=fs.file_id, table=merged,
                                      task=task.index, prev_commit=fs.base_instant)
     if task.index == 0:

@@ -1,0 +1,68 @@
+"""The bucket count of a Merge-On-Read table created with defaults, fixed by its first write.
+
+Hudi's simple bucket index hashes every key into a fixed number of buckets per partition; the
+count cannot change once file groups exist (that takes a rewrite). Hudi makes users pick it:
+Spark's default is 256 buckets, Flink's 4, whatever the data. A table created by lakehouse
+without ``hoodie.bucket.index.num.buckets`` stores a provisional count and the marker
+:data:`AUTO_KEY`; the first write that puts records into the table then sizes it from that
+write's data: enough buckets that the largest partition's share of the batch fits each bucket's
+base file under ``hoodie.parquet.max.file.size`` (as bulk insert sizes its files), and at least
+:func:`min_buckets`. The count and the cleared marker go to ``hoodie.properties`` before any file
+is written, where every later writer, Java Hudi's Spark writers included, reads them.
+
+A table that already has writes (an earlier writer, Java's or a Spark job's, took the
+provisional count) keeps its count; the marker is just cleared.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from lakehouse.config import IndexType, TableConfig, WriteConfig
+from lakehouse.properties import HOODIE_PROPERTIES, format_properties, read_table_config
+from lakehouse.timeline.instant import WRITE_ACTIONS, Action
+
+if TYPE_CHECKING:
+    from lakehouse.write.client import WriteClient
+    from lakehouse.write.prepare import Prepared
+
+AUTO_KEY = "lakehouse.bucket.index.num.buckets.auto"
+
+# Unpartitioned tables get a few buckets even when small, so that reads and compactions of the
+# one "partition" still run in parallel; a partitioned table's file groups are its partitions'.
+MIN_BUCKETS_UNPARTITIONED = 4
+MIN_BUCKETS_PARTITIONED = 1
+
+
+def min_buckets(config: TableConfig) -> int:
+    return MIN_BUCKETS_PARTITIONED if config.is_partitioned else MIN_BUCKETS_UNPARTITIONED
+
+
+def buckets_for(config: TableConfig, write_config: WriteConfig, largest_partition_bytes: int) -> int:
+    """Buckets per partition for a first write whose largest partition holds that many bytes
+    (in memory; the base files it becomes are about as large or smaller)."""
+    per_file = max(1, write_config.max_file_size)
+    return max(min_buckets(config), math.ceil(largest_partition_bytes / per_file))
+
+
+def is_provisional(config: TableConfig) -> bool:
+    return config.index_type is IndexType.BUCKET and config.extra.get(AUTO_KEY) == "true"
+
+
+def settle(client: "WriteClient", prepared: "Prepared") -> None:
+    """Fix the table's bucket count before ``prepared`` is written, if it is still provisional."""
+    if not is_provisional(client.config):
+        return
+    with client.table.exclusive():  # several writers: one of them decides, the others read it
+        stored = read_table_config(client.storage)
+        if is_provisional(stored):
+            written = any(i.action in WRITE_ACTIONS or i.action is Action.COMPACTION
+                          for i in client.active.load())
+            count = stored.bucket_num if written else buckets_for(
+                stored, client.write_config, prepared.largest_partition_bytes)
+            extra = {k: v for k, v in stored.extra.items() if k != AUTO_KEY}
+            stored = stored.replace(bucket_num=count, extra=extra)
+            client.storage.write(HOODIE_PROPERTIES, format_properties(
+                stored.to_properties(), comment="Properties saved by lakehouse").encode())
+    client.adopt(stored)

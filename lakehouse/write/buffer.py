@@ -1,0 +1,180 @@
+"""Write buffers with Hudi Flink's flush rules: a write's memory bounded by bytes.
+
+Records are buffered per file group. A file group's buffer is written out (a flush) once it
+holds ``write.batch.size``; whenever all buffers together pass ``write.task.max.size``, the
+largest ones are flushed until they hold half of it (Flink flushes the largest one; flushing down
+to half keeps a budget shared by many file groups from ending in a flush per added chunk). What
+is left is flushed at the end, the file groups in parallel.
+
+A flush of a Merge-On-Read file group appends its records to a new log file version, so a file
+group flushed several times in one instant has several log files of that instant, read back in
+flush order (Flink's writer appends them as blocks instead: the records and their order are the
+same). The first flush of a bucket without a file group creates its base file; later flushes of
+it append to that new slice. Only writes that can append take this path: Merge-On-Read tables
+with the BUCKET index, whose records' file groups are a hash of their keys, known per chunk.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable
+
+import pyarrow as pa
+
+from lakehouse.config import BulkInsertSortMode
+from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
+from lakehouse.file_group.naming import BaseFileName, LogFileName, bucket_file_id
+from lakehouse.read.merge import KEY
+from lakehouse.timeline.commit_metadata import WriteStat
+from lakehouse.write.assign import Taken, materialize, new_target, run_target, split_lazily
+from lakehouse.write.index.bucket import bucket_ids, existing_buckets, hash_columns
+from lakehouse.write.prepare import PARTITION, Operation, Prepared
+
+if TYPE_CHECKING:
+    from lakehouse.write.client import WriteClient
+    from lakehouse.write.handles import HandleContext
+
+Key = tuple[str, int]  # (partition, bucket)
+
+
+class WriteBuffers:
+    """Per-file-group buffers of rows (tables, or groups still to be taken) and the flush rules.
+
+    ``flush(key, parts)`` writes one buffer out; it runs inline for flushes the rules demand and
+    on ``parallelism`` threads for the final ones.
+    """
+
+    def __init__(self, batch_bytes: int, task_max_bytes: int,
+                 flush: Callable[[Key, list[Any]], None], parallelism: int = 1) -> None:
+        self.batch_bytes = batch_bytes
+        self.task_max_bytes = task_max_bytes
+        self._flush = flush
+        self.parallelism = parallelism
+        self.parts: dict[Key, list[Any]] = {}
+        self.sizes: dict[Key, int] = {}
+        self.total = 0
+        self.flushes = 0
+
+    def add(self, key: Key, rows: pa.Table | Taken) -> None:
+        n = rows.nbytes
+        self.parts.setdefault(key, []).append(rows)
+        self.sizes[key] = self.sizes.get(key, 0) + n
+        self.total += n
+        if self.sizes[key] >= self.batch_bytes:
+            self._flush_one(key)
+        if self.total > self.task_max_bytes:
+            for k in sorted(self.sizes, key=self.sizes.__getitem__, reverse=True):
+                if self.total <= self.task_max_bytes // 2:
+                    break
+                self._flush_one(k)
+
+    def _flush_one(self, key: Key) -> None:
+        parts = self.parts.pop(key)
+        self.total -= self.sizes.pop(key)
+        self.flushes += 1
+        self._flush(key, parts)
+
+    def flush_all(self) -> None:
+        """Flush what is left, one file group per task, in parallel."""
+        items = list(self.parts.items())
+        self.parts.clear()
+        self.sizes.clear()
+        self.total = 0
+        self.flushes += len(items)
+        workers = min(len(items), self.parallelism)
+        if workers <= 1:
+            for key, parts in items:
+                self._flush(key, parts)
+            return
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(lambda item: self._flush(*item), items))
+
+
+def after_create(partition: str, file_id: str, stat: WriteStat) -> FileSlice:
+    """The slice a flush's new base file starts (later flushes append to it)."""
+    name = BaseFileName.parse(stat.path.rsplit("/", 1)[-1])
+    assert name is not None, stat.path
+    return FileSlice(partition, file_id, name.instant_time,
+                     BaseFile(partition, name, stat.file_size_in_bytes))
+
+
+def after_append(fs: FileSlice | None, partition: str, file_id: str, base_instant: str,
+                 stats: list[WriteStat]) -> FileSlice:
+    """``fs`` with the log files a flush appended (so the next flush takes the next version)."""
+    logs = []
+    for s in stats:
+        name = LogFileName.parse(s.path.rsplit("/", 1)[-1])
+        assert name is not None, s.path
+        logs.append(LogFile(partition, name, s.file_size_in_bytes))
+    if fs is None or fs.base_instant != base_instant:
+        fs = FileSlice(partition, file_id, base_instant, None, (), fs.previous if fs else None)
+    return fs.with_logs(fs.log_files + tuple(logs))
+
+
+def default_parallelism() -> int:
+    return min(os.cpu_count() or 1, 8)
+
+
+def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContext",
+                   latest: dict[tuple[str, str], FileSlice], pending: dict) -> list[WriteStat]:
+    """Write ``prepared`` (whole or chunk by chunk) through per-bucket buffers; returns the
+    write results of every flush."""
+    cfg, wc = client.config, client.write_config
+    complex_keys = len(cfg.record_key_fields) > 1 or cfg.key_generator_type.value == "COMPLEX"
+    existing = existing_buckets(list(latest.values()))
+    current: dict[Key, FileSlice] = {}  # slices this instant's flushes wrote to
+    stats: list[WriteStat] = []
+    partitions_made: set[str] = set()
+    lock = threading.Lock()
+    tasks = itertools.count()
+    sort_keys = (prepared.operation is Operation.BULK_INSERT
+                 and wc.bulk_insert_sort_mode is not BulkInsertSortMode.NONE)
+
+    def flush(key: Key, parts: list[Any]) -> None:
+        partition, bucket = key
+        rows = materialize(parts)
+        with lock:
+            task = next(tasks)
+            if partition not in partitions_made:
+                client.ensure_partitions({partition}, ctx.instant_time)
+                partitions_made.add(partition)
+        fs = current.get(key)
+        if fs is None and key in existing:
+            fs = existing[key]
+            base_instant = pending.get((partition, fs.file_id), fs.base_instant)
+        else:
+            base_instant = fs.base_instant if fs is not None else None
+        if fs is None:
+            tg = new_target(partition, bucket_file_id(bucket), None, None, "create")
+        else:
+            tg = new_target(partition, fs.file_id, fs, base_instant, "append")
+        out = run_target(client, ctx, tg, rows, task)
+        if not out:  # a new bucket given deletes only: nothing to write
+            return
+        with lock:
+            stats.extend(out)
+        if tg.kind == "create":
+            current[key] = after_create(partition, tg.file_id, out[0])
+        else:
+            current[key] = after_append(fs, partition, tg.file_id, base_instant, out)
+
+    buffers = WriteBuffers(wc.batch_bytes, wc.task_max_bytes, flush, default_parallelism())
+    whole = prepared.rows is not None
+    for rows in prepared.iter_rows():
+        if rows.num_rows == 0:
+            continue
+        cols = hash_columns(rows, rows.column(KEY), cfg.bucket_hash_fields, cfg.record_key_fields,
+                            complex_keys)
+        rows = rows.append_column("__lh_bucket", pa.array(bucket_ids(cols, cfg.bucket_num)))
+        # The whole batch in one go: each file group's rows are gathered by its flush, in
+        # parallel. In chunks: gathered now, each group into buffers of its own (a slice of one
+        # gathered chunk would keep the whole chunk alive until its last group is flushed).
+        for (partition, bucket), part in split_lazily(rows, [PARTITION, "__lh_bucket"],
+                                                     then=[KEY] if sort_keys else []):
+            part = part.drop_columns(["__lh_bucket"])
+            buffers.add((partition, bucket), part if whole else part.materialize())
+    buffers.flush_all()
+    return stats

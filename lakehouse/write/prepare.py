@@ -1,0 +1,207 @@
+"""Phase 0 of a write: a batch checked against the table and turned into keyed rows.
+
+Everything that can be wrong with a batch (missing key or ordering columns, null values, an
+incompatible schema, missing table columns) is found here, before the instant exists or any file
+is written. The rows get the helper columns the writer works with: the record key, the partition
+path, the batch position (SEQ), the delete flag and whether a delete is unconditional.
+
+A batch larger than half of ``write.task.max.size`` that the write can take in chunks (see
+:mod:`lakehouse.write.buffer`) is checked chunk by chunk first and then prepared again chunk by
+chunk as the write goes, so the helper columns never exist for the whole batch at once.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse.errors import RecordKeyError, SchemaError
+from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, delete_flags, resolve
+from lakehouse.read.reader import TableReader
+from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
+from lakehouse.write import bucket_sizing
+from lakehouse.write.validate import check_missing_columns, conform, reconcile
+from lakehouse.write.validate import data_schema as data_schema_of
+
+if TYPE_CHECKING:
+    from lakehouse.write.client import WriteClient
+
+PARTITION = "__lh_partition"
+
+
+class Operation(enum.StrEnum):
+    INSERT = "insert"
+    UPSERT = "upsert"
+    BULK_INSERT = "bulk_insert"
+    DELETE = "delete"
+    INSERT_OVERWRITE = "insert_overwrite"
+
+    @property
+    def operation_type(self) -> str:
+        return self.name
+
+
+@dataclass
+class Prepared:
+    operation: Operation
+    rows: pa.Table | None  # data columns + KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL; None: chunked
+    data_schema: pa.Schema
+    schema_changed: bool
+    record_schema: bool = True  # false for a delete on a table that has no schema yet
+    chunks: Callable[[], Iterator[pa.Table]] | None = field(default=None, repr=False)
+    # In-memory bytes of the batch's largest partition (measured where a table's first write
+    # sizes its bucket count: lakehouse.write.bucket_sizing; else 0).
+    largest_partition_bytes: int = 0
+
+    def iter_rows(self) -> Iterator[pa.Table]:
+        """The prepared rows, whole or chunk by chunk (each chunk prepared as it is needed)."""
+        if self.rows is not None:
+            yield self.rows
+        else:
+            assert self.chunks is not None
+            yield from self.chunks()
+
+
+def as_table(batch) -> pa.Table:
+    if isinstance(batch, pa.Table):
+        return batch
+    if isinstance(batch, pa.RecordBatch):
+        return pa.Table.from_batches([batch])
+    raise SchemaError(f"expected a pyarrow.Table, got {type(batch).__name__}",
+                      help="convert with pyarrow.Table.from_pandas / from_pylist")
+
+
+def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None = None) -> Prepared:
+    """``batch`` checked and keyed for ``op``. ``budget`` (bytes): a batch larger than half of
+    it is prepared in chunks of an eighth of it, as the writer takes them."""
+    batch = as_table(batch)
+    keygen = client.keygen
+    for col, what in [*((c, "record key") for c in keygen.record_key_fields),
+                      *((c, "partition") for c in keygen.partition_fields)]:
+        if col not in batch.column_names:
+            raise RecordKeyError(f"{what} column {col!r} is missing from the batch",
+                                 help=f"add the column; every record needs its {what} value")
+    reader = TableReader(client.storage, client.config, client.active)
+    current = reader.avro_schema()
+    table_schema = avro_to_arrow_schema(json.loads(current)) if current else None
+    if op is Operation.DELETE:
+        # Deleting from a table without data commits an empty instant, as Hudi does.
+        data_schema = table_schema if table_schema is not None else data_schema_of(
+            batch.select([c for c in keygen.required_columns() if c in batch.column_names]).schema)
+        # Only the key and partition columns matter; other columns of the batch are ignored.
+        batch = batch.select([c for c in batch.column_names if c in data_schema.names])
+        changed = False
+    else:
+        data_schema = reconcile(batch.schema, table_schema)
+        changed = table_schema is None or data_schema != table_schema
+        if changed:
+            arrow_to_avro_schema(data_schema, client.config.name, with_meta_fields=True)
+    record_schema = table_schema is not None or op is not Operation.DELETE
+
+    def rows_of(chunk: pa.Table, offset: int) -> pa.Table:
+        return _keyed_rows(client, chunk, op, data_schema, offset)
+
+    measure = bucket_sizing.is_provisional(client.config) and op is not Operation.DELETE
+    row_bytes = batch.nbytes / max(1, batch.num_rows)
+    if budget is None or batch.nbytes <= budget // 2:
+        rows = rows_of(batch, 0)
+        if op is not Operation.DELETE:
+            # Last: a batch's own errors (keys, types, ordering values) first.
+            check_missing_columns(batch, table_schema, client.write_config, client.spec)
+        largest = int(_largest_partition(rows, {}) * row_bytes) if measure else 0
+        return Prepared(op, rows, data_schema, changed, record_schema, largest_partition_bytes=largest)
+
+    def chunks() -> Iterator[pa.Table]:
+        offset = 0
+        for chunk in chunk_rows(batch, max(1, budget // 8)):
+            yield rows_of(chunk, offset)
+            offset += chunk.num_rows
+
+    counts: dict[str, int] = {}
+    for rows in chunks():  # every chunk's errors before any file is written
+        if measure:
+            _largest_partition(rows, counts)
+    if op is not Operation.DELETE:
+        check_missing_columns(batch, table_schema, client.write_config, client.spec)
+    largest = int(max(counts.values(), default=0) * row_bytes)
+    return Prepared(op, None, data_schema, changed, record_schema, chunks=chunks,
+                    largest_partition_bytes=largest)
+
+
+def _largest_partition(rows: pa.Table, counts: dict[str, int]) -> int:
+    """Adds ``rows``' records per partition to ``counts``; returns the largest count so far."""
+    vc = pc.value_counts(rows.column(PARTITION))
+    for p, n in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+        counts[p] = counts.get(p, 0) + n
+    return max(counts.values(), default=0)
+
+
+def chunk_rows(rows: pa.Table, chunk_bytes: int) -> Iterable[pa.Table]:
+    """``rows`` in slices of about ``chunk_bytes`` (zero-copy)."""
+    n = rows.num_rows
+    if n == 0 or rows.nbytes <= chunk_bytes:
+        yield rows
+        return
+    per = max(1, int(n * chunk_bytes // max(1, rows.nbytes)))
+    for off in range(0, n, per):
+        yield rows.slice(off, per)
+
+
+def _keyed_rows(client: "WriteClient", batch: pa.Table, op: Operation, data_schema: pa.Schema,
+                offset: int) -> pa.Table:
+    """``batch`` conformed to ``data_schema`` with the helper columns; SEQ counts from
+    ``offset`` + 1 (the position in the whole batch)."""
+    rows = conform(batch, data_schema)
+    n = rows.num_rows
+    keys = client.keygen.record_keys(rows)
+    partitions = client.keygen.partition_paths(rows)
+    ordering = client.config.ordering_field
+    if client.spec.uses_ordering and op is not Operation.DELETE and ordering not in rows.column_names:
+        raise RecordKeyError(f"ordering field {ordering!r} is missing from the batch",
+                             help="add the column; event-time merging needs it on every record")
+    if client.spec.uses_ordering and op is not Operation.DELETE and rows.column(ordering).null_count:
+        raise RecordKeyError(f"ordering field {ordering!r} has "
+                             f"{rows.column(ordering).null_count} null value(s)",
+                             help="give every record an ordering value")
+    if op is Operation.DELETE:
+        is_delete = pa.chunked_array([pa.repeat(True, n)], pa.bool_()) if n else pa.chunked_array([], pa.bool_())
+        uncond = is_delete
+    else:
+        is_delete = delete_flags(rows)
+        uncond = pa.chunked_array([pa.repeat(False, n)], pa.bool_()) if n else pa.chunked_array([], pa.bool_())
+    rows = (rows.append_column(KEY, keys).append_column(PARTITION, partitions)
+            .append_column(SEQ, pa.array(np.arange(offset + 1, offset + n + 1, dtype=np.int64)))
+            .append_column(DELETE, is_delete).append_column(UNCONDITIONAL, uncond))
+    if combines(client, op) and n > 1:
+        rows = precombine(client, rows)
+    return rows
+
+
+def combines(client: "WriteClient", op: Operation) -> bool:
+    """Whether ``op`` reduces duplicate keys in a batch first (hoodie.combine.before.*;
+    a delete always does)."""
+    return {Operation.UPSERT: client.write_config.combine_before_upsert,
+            Operation.DELETE: True}.get(op, client.write_config.combine_before_insert)
+
+
+def precombine(client: "WriteClient", rows: pa.Table) -> pa.Table:
+    # Distinct keys are distinct (partition, key) pairs too: the common case needs no joined key.
+    if pc.count_distinct(rows.column(KEY)).as_py() == rows.num_rows:
+        return rows
+    global_ = client.config.index_type.is_global
+    dedup_key = rows.column(KEY) if global_ else pc.binary_join_element_wise(
+        rows.column(PARTITION), rows.column(KEY), "\x00")
+    if pc.count_distinct(dedup_key).as_py() == rows.num_rows:
+        return rows
+    original_key = rows.column(KEY)
+    tmp = rows.set_column(rows.schema.get_field_index(KEY), KEY, dedup_key).append_column(
+        "__lh_orig_key", original_key)
+    out = resolve(tmp, client.spec, keep_deletes=True)
+    out = out.set_column(out.schema.get_field_index(KEY), KEY, out.column("__lh_orig_key"))
+    return out.drop_columns(["__lh_orig_key"]).sort_by(SEQ)

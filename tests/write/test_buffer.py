@@ -1,0 +1,152 @@
+"""Write buffers bounded by bytes (Hudi Flink's write.batch.size / write.task.max.size), and
+Merge-On-Read writes taken in chunks: the same table as one unbounded write, read back by
+lakehouse and hudi-rs."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import lakehouse
+from lakehouse.config import WriteConfig
+from lakehouse.errors import ConfigError, RecordKeyError
+from lakehouse.file_group.naming import BaseFileName, LogFileName
+from lakehouse.write.buffer import WriteBuffers
+from tests.interop.hudi_oracle import hudi_read
+from tests.write.test_operations import files
+
+
+class Sized:
+    """A stand-in for buffered rows: only its size matters to the flush rules."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+
+
+def test_flush_rules_follow_flinks_write_batch_size_and_write_task_max_size():
+    """Hudi Flink's StreamWriteFunction: a bucket's buffer is flushed once it reaches
+    write.batch.size; when all buffers pass write.task.max.size the largest goes first."""
+    flushed: list[tuple[tuple, int]] = []
+    buf = WriteBuffers(batch_bytes=100, task_max_bytes=250,
+                       flush=lambda key, parts: flushed.append((key, sum(p.nbytes for p in parts))))
+    buf.add(("p", 0), Sized(60))
+    buf.add(("p", 1), Sized(30))
+    assert flushed == [] and buf.total == 90
+    buf.add(("p", 0), Sized(50))  # 110 >= write.batch.size
+    assert flushed == [(("p", 0), 110)] and buf.total == 30
+    for b in (2, 3, 4):
+        buf.add(("p", b), Sized(70))  # 30 + 210 = 240: under the task budget
+    assert len(flushed) == 1
+    buf.add(("p", 1), Sized(40))  # 280 > 250: largest first, until at most half remains
+    assert [k for k, _ in flushed[1:]] == [("p", 1), ("p", 2), ("p", 3)] and buf.total == 70
+    assert all(size <= 110 for _, size in flushed)
+    buf.flush_all()
+    assert [k for k, _ in flushed[4:]] == [("p", 4)]
+    assert buf.total == 0 and not buf.parts and buf.flushes == 5
+
+
+def test_flink_size_options_are_read_in_mb_and_checked():
+    wc = WriteConfig.from_options({"write.task.max.size": "64", "write.batch.size": 0.5})
+    assert (wc.task_max_bytes, wc.batch_bytes) == (64 << 20, 512 << 10)
+    defaults = WriteConfig.from_options({})
+    assert (defaults.task_max_size_mb, defaults.batch_size_mb) == (1024.0, 256.0)  # Flink's
+    for bad in ("lots", "-1", "nan", True):
+        with pytest.raises(ConfigError, match="write.task.max.size"):
+            WriteConfig.from_options({"write.task.max.size": bad})
+
+
+def _rows(n: int, seed: int, start: int = 0, *, ts: int = 1) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ids = np.arange(start, start + n)
+    return pa.table({"id": [f"k{i:07d}" for i in ids],
+                     "city": [["sf", "la", "ny"][i % 3] for i in ids],
+                     "ts": pa.array(np.full(n, ts), pa.int64()),
+                     "v": pa.array(rng.integers(0, 1 << 40, n)),
+                     "pad": [f"{'x' * 40}{i}" for i in ids]})
+
+
+def _table(path, **options):
+    return lakehouse.create_table(str(path), name="b", record_key="id", partition_by="city",
+                                  ordering_field="ts", options=options)
+
+
+def _state(t):
+    cols = ["id", "city", "ts", "v"]
+    return sorted(tuple(r[c] for c in cols) for r in t.read(columns=cols).to_pylist())
+
+
+def _hudi_state(path):
+    cols = ["id", "city", "ts", "v"]
+    return sorted(tuple(r[c] for c in cols) for r in hudi_read(path).select(cols).to_pylist())
+
+
+def _writes(t, small: dict):
+    """The same writes on a default table: a load, upserts that update and insert (a few keys
+    twice in one batch, the later with a lower ts), a delete."""
+    t.bulk_insert(_rows(3000, 1), options=small)
+    up = pa.concat_tables([_rows(2000, 2, 2000, ts=5), _rows(1500, 3, 4000, ts=5)])
+    dup = _rows(50, 4, 2100, ts=3)  # older versions of keys the batch also holds: they lose
+    t.upsert(pa.concat_tables([up, dup]), options=small)
+    t.delete(_rows(300, 5, 100).select(["id", "city"]), options=small)
+
+
+def test_a_write_larger_than_its_budget_is_taken_in_chunks_with_the_same_result(tmp_path):
+    small = {"write.task.max.size": 0.25, "write.batch.size": 0.0625}  # MB
+    bounded, whole = _table(tmp_path / "bounded"), _table(tmp_path / "whole")
+    _writes(bounded, small)
+    _writes(whole, {})
+    assert _state(bounded) == _state(whole) == _hudi_state(tmp_path / "bounded")
+    assert len(_state(bounded)) == 5500 - 300
+    # Several flushes per file group: several log files of one instant (Flink appends blocks).
+    logs = [LogFileName.parse(os.path.basename(f)) for f in files(tmp_path / "bounded", lambda n: ".log." in n)]
+    by_group: dict[tuple[str, str], int] = {}
+    for name in logs:
+        by_group[(name.file_id, name.base_instant)] = by_group.get((name.file_id, name.base_instant), 0) + 1
+    assert max(by_group.values()) > 1
+    whole_logs = files(tmp_path / "whole", lambda n: ".log." in n)
+    assert len(logs) > len(whole_logs)
+    # Compaction merges the flushes like any other logs.
+    bounded.compact(force=True)
+    whole.compact(force=True)
+    assert _state(bounded) == _state(whole) == _hudi_state(tmp_path / "bounded")
+
+
+def test_a_new_bucket_flushed_twice_gets_its_base_file_then_a_log_of_the_same_instant(tmp_path):
+    t = _table(tmp_path / "t", **{"hoodie.bucket.index.num.buckets": 1})
+    batch = _rows(20000, 1).filter(pc.equal(pc.field("city"), "sf"))
+    assert batch.nbytes > (1 << 20) // 4
+    t.upsert(batch, options={"write.task.max.size": 0.25, "write.batch.size": 0.0625})
+    (base,) = [BaseFileName.parse(os.path.basename(f)) for f in files(tmp_path / "t", lambda n: n.endswith(".parquet"))]
+    logs = [LogFileName.parse(os.path.basename(f)) for f in files(tmp_path / "t", lambda n: ".log." in n)]
+    assert logs and {(n.file_id, n.base_instant) for n in logs} == {(base.file_id, base.instant_time)}
+    assert sorted(n.version for n in logs) == list(range(1, len(logs) + 1))
+    assert len(_state(t)) == batch.num_rows and _hudi_state(tmp_path / "t") == _state(t)
+
+
+def test_commit_time_ordering_across_chunks_keeps_the_batchs_last_version(tmp_path):
+    t = lakehouse.create_table(str(tmp_path / "t"), name="c", record_key="id", partition_by="city",
+                               merge_mode="COMMIT_TIME_ORDERING")
+    first = _rows(2000, 1)
+    again = _rows(2000, 2).set_column(3, "v", pa.array(np.arange(2000) + 10**9))
+    t.upsert(pa.concat_tables([first, again]), options={"write.task.max.size": 0.25})
+    got = {r["id"]: r["v"] for r in t.read(columns=["id", "v"]).to_pylist()}
+    assert len(got) == 2000 and all(v >= 10**9 for v in got.values())
+
+
+def test_a_bad_record_in_the_last_chunk_fails_before_any_file_is_written(tmp_path):
+    t = _table(tmp_path / "t")
+    t.bulk_insert(_rows(100, 1))
+    before = sorted(files(tmp_path / "t", lambda n: True))
+    hoodie = sorted(os.listdir(tmp_path / "t" / ".hoodie"))
+    bad = _rows(4000, 2, 1000)
+    ts = bad.column("ts").to_pylist()
+    ts[-1] = None
+    bad = bad.set_column(2, "ts", pa.array(ts, pa.int64()))
+    with pytest.raises(RecordKeyError, match="null"):
+        t.upsert(bad, options={"write.task.max.size": 0.25})
+    assert sorted(files(tmp_path / "t", lambda n: True)) == before
+    assert sorted(os.listdir(tmp_path / "t" / ".hoodie")) == hoodie
