@@ -292,38 +292,13 @@ def merge_slices(slices: list[SliceParts], ctx: SliceReadContext) -> pa.Table:
     scope = len(work) > 1
     bases = [_scoped(s.base, i) if scope else s.base for i, s in enumerate(work) if s.base is not None]
     log_parts = [_scoped(t, i) if scope else t for i, s in enumerate(work) for t in s.logs]
-    # Two levels, as Hudi's readers and compactor merge: the log blocks among themselves first
-    # (a delete without ordering value cuts off what came before it in the logs), then that
-    # result against the base record by ordering value. So a lower-ordered re-insert after an
-    # unconditional delete loses to the base record, exactly as Java Hudi and hudi-rs read it.
     logs_all = pa.concat_tables(log_parts, promote_options="permissive")
+    base_touched = pa.concat_tables(bases, promote_options="permissive") if bases else None
     if ctx.spec.mode is MergeMode.PARTIAL_UPDATE:
-        logs_merged = resolve(logs_all, ctx.spec, keep_deletes=True)
+        merged = _merge_partial(logs_all, base_touched, ctx)
     else:
-        # Most log records are the only version of their key in the logs (inserts, or one
-        # update): they are their own winners. Only keys logged more than once are merged, as
-        # sorting all of them would be the read's biggest cost.
-        logs_merged = _resolve_repeated(logs_all, ctx.spec)
+        merged = _merge(logs_all, base_touched, ctx)
     result_parts = list(done)
-    if bases:
-        base_touched = pa.concat_tables(bases, promote_options="permissive")
-        # Only log records of keys the base holds need the second level; the others are final.
-        in_base = pc.is_in(logs_merged.column(KEY), value_set=base_touched.column(KEY).combine_chunks())
-        # Records of new keys are final unless deleted: one filter takes them out.
-        fresh = logs_merged.filter(pc.invert(pc.or_(in_base, pc.fill_null(logs_merged.column(DELETE), False))))
-        logs_merged = logs_merged.filter(in_base)
-        if ctx.spec.mode is MergeMode.PARTIAL_UPDATE and AFTER_CUT in logs_merged.column_names:
-            # A partial record re-inserted after a delete must not inherit the deleted fields.
-            cut_keys = logs_merged.filter(pc.fill_null(logs_merged.column(AFTER_CUT), False)).column(KEY)
-            base_touched = base_touched.filter(pc.invert(pc.is_in(base_touched.column(KEY),
-                                                                  value_set=cut_keys.combine_chunks())))
-        after_cut = [AFTER_CUT] if AFTER_CUT in logs_merged.column_names else []
-        merged = resolve(pa.concat_tables([base_touched, logs_merged.drop_columns(after_cut)],
-                                          promote_options="permissive"), ctx.spec)
-        merged = pa.concat_tables([merged, fresh.drop_columns(
-            [c for c in after_cut if c in fresh.column_names])], promote_options="permissive")
-    else:
-        merged = logs_merged.filter(pc.invert(pc.fill_null(logs_merged.column(DELETE), False)))
     merged = drop_helpers(merged)
     if ctx.row_filter is not None:
         merged = merged.filter(ctx.row_filter)
@@ -331,18 +306,54 @@ def merge_slices(slices: list[SliceParts], ctx: SliceReadContext) -> pa.Table:
     return _concat(result_parts)
 
 
-def _resolve_repeated(versions: pa.Table, spec: MergeSpec) -> pa.Table:
-    """The winner of each key (deletes kept), resolving only the keys that occur more than once
-    (a key's winner depends on its own versions only)."""
-    keys = versions.column(KEY)
+def _merge(logs: pa.Table, base: pa.Table | None, ctx: SliceReadContext) -> pa.Table:
+    """Logs over base records, for every mode but partial update. Most log records are the only
+    version of their key in the logs and have no base record (inserts): they are final as they
+    are and go out in one filter; only the others are merged, with their base records."""
+    keys = logs.column(KEY)
     counts = pc.value_counts(keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0))
     repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
-    if len(repeated) == 0:
-        return versions
-    mask = pc.is_in(keys, value_set=repeated)
-    once = versions.filter(pc.invert(mask))
-    merged = resolve(versions.filter(mask), spec, keep_deletes=True)
-    return pa.concat_tables([once, merged], promote_options="permissive")
+    special = pc.is_in(keys, value_set=repeated) if len(repeated) else None
+    base_keys = base.column(KEY).combine_chunks() if base is not None else None
+    if base_keys is not None and len(base_keys):
+        in_base = pc.is_in(keys, value_set=base_keys)
+        special = in_base if special is None else pc.or_(special, in_base)
+    deleted = pc.fill_null(logs.column(DELETE), False)
+    if special is None:
+        return logs.filter(pc.invert(deleted))
+    fresh = logs.filter(pc.invert(pc.or_(special, deleted)))
+    work = resolve(logs.filter(special), ctx.spec, keep_deletes=True)
+    work = work.drop_columns([c for c in (AFTER_CUT,) if c in work.column_names])
+    if base_keys is None or not len(base_keys):
+        return pa.concat_tables([work.filter(pc.invert(pc.fill_null(work.column(DELETE), False))), fresh],
+                                promote_options="permissive")
+    # Two levels, as Hudi's readers and compactor merge: the log blocks among themselves first
+    # (above: a delete without ordering value cuts off what came before it in the logs), then
+    # that result against the base record by ordering value. So a lower-ordered re-insert after
+    # an unconditional delete loses to the base record, exactly as Java Hudi and hudi-rs read it.
+    over_base = pc.is_in(work.column(KEY), value_set=base_keys)
+    second = resolve(pa.concat_tables([base, work.filter(over_base)], promote_options="permissive"), ctx.spec)
+    rest = work.filter(pc.invert(pc.or_(over_base, pc.fill_null(work.column(DELETE), False))))
+    return pa.concat_tables([second, rest, fresh], promote_options="permissive")
+
+
+def _merge_partial(logs: pa.Table, base: pa.Table | None, ctx: SliceReadContext) -> pa.Table:
+    """Partial update: every log version takes part (a field may come from any of them)."""
+    logs_merged = resolve(logs, ctx.spec, keep_deletes=True)
+    if base is None:
+        return logs_merged.filter(pc.invert(pc.fill_null(logs_merged.column(DELETE), False)))
+    in_base = pc.is_in(logs_merged.column(KEY), value_set=base.column(KEY).combine_chunks())
+    fresh = logs_merged.filter(pc.invert(pc.or_(in_base, pc.fill_null(logs_merged.column(DELETE), False))))
+    logs_merged = logs_merged.filter(in_base)
+    if AFTER_CUT in logs_merged.column_names:
+        # A partial record re-inserted after a delete must not inherit the deleted fields.
+        cut_keys = logs_merged.filter(pc.fill_null(logs_merged.column(AFTER_CUT), False)).column(KEY)
+        base = base.filter(pc.invert(pc.is_in(base.column(KEY), value_set=cut_keys.combine_chunks())))
+    after_cut = [c for c in (AFTER_CUT,) if c in logs_merged.column_names]
+    merged = resolve(pa.concat_tables([base, logs_merged.drop_columns(after_cut)],
+                                      promote_options="permissive"), ctx.spec)
+    return pa.concat_tables([merged, fresh.drop_columns([c for c in after_cut if c in fresh.column_names])],
+                            promote_options="permissive")
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:

@@ -135,6 +135,13 @@ class WriteClient:
     def write(self, batch: pa.Table, op: Operation | str, *, commit: bool = True,
               extra_metadata: Mapping[str, str] | None = None) -> str:
         op = Operation(op)
+        if self.buffered(op) and getattr(batch, "nbytes", 0) > self.write_config.task_max_bytes // 2:
+            with buffer.system_allocator():  # taken in chunks: see lakehouse.write.buffer
+                return self._write(batch, op, commit, extra_metadata)
+        return self._write(batch, op, commit, extra_metadata)
+
+    def _write(self, batch: pa.Table, op: Operation, commit: bool,
+               extra_metadata: Mapping[str, str] | None) -> str:
         if not (commit and self.concurrency.multi_writer):
             prepared = self.prepare(batch, op)
             instant = self.write_prepared(prepared, extra_metadata=extra_metadata)

@@ -119,7 +119,7 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
 
     def chunks() -> Iterator[pa.Table]:
         offset = 0
-        for chunk in chunk_rows(batch, max(1, budget // 8)):
+        for chunk in chunk_rows(batch, max(1, budget // 16)):
             yield rows_of(chunk, offset)
             offset += chunk.num_rows
 

@@ -150,3 +150,28 @@ def test_a_bad_record_in_the_last_chunk_fails_before_any_file_is_written(tmp_pat
         t.upsert(bad, options={"write.task.max.size": 0.25})
     assert sorted(files(tmp_path / "t", lambda n: True)) == before
     assert sorted(os.listdir(tmp_path / "t" / ".hoodie")) == hoodie
+
+
+def test_a_chunked_write_allocates_from_the_system_pool_and_restores_the_default(tmp_path, monkeypatch):
+    """Arrow's default allocator keeps freed memory for reuse, which doubled the measured peak of
+    a write taken in chunks; such a write switches pyarrow's default pool to the system one and
+    back, also when writes overlap."""
+    from lakehouse.write import buffer
+    before = pa.default_memory_pool().backend_name
+    with buffer.system_allocator():
+        assert pa.default_memory_pool().backend_name == "system"
+        with buffer.system_allocator():
+            assert pa.default_memory_pool().backend_name == "system"
+        assert pa.default_memory_pool().backend_name == "system"  # the outer write still runs
+    assert pa.default_memory_pool().backend_name == before
+    seen = []
+    real = buffer.write_buffered
+
+    def spy(*args, **kw):
+        seen.append(pa.default_memory_pool().backend_name)
+        return real(*args, **kw)
+    monkeypatch.setattr(buffer, "write_buffered", spy)
+    t = _table(tmp_path / "t")
+    t.upsert(_rows(100, 1))  # small: the default pool
+    t.upsert(_rows(4000, 2), options={"write.task.max.size": 0.25})  # in chunks
+    assert seen == [before, "system"] and pa.default_memory_pool().backend_name == before
