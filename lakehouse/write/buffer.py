@@ -4,8 +4,11 @@ Records are buffered per file group. A file group's buffer is written out (a flu
 holds ``write.batch.size``; whenever all buffers together pass their budget, the largest ones are
 flushed until they hold half of it (Flink flushes the largest one; flushing down to half keeps a
 budget shared by many file groups from ending in a flush per added chunk). The buffers' budget
-is three quarters of ``write.task.max.size``: the rest is room for the chunk being keyed and the
-flush being encoded. What is left is flushed at the end, the file groups in parallel.
+is half of ``write.task.max.size`` and flushes run in the background while the next records are
+buffered, up to a quarter of it more: the rest is room for the chunk being keyed and the files
+being encoded. What is left is flushed at the end, the file groups in parallel. A batch no
+larger than ``write.task.max.size`` is taken whole instead (lakehouse.write.prepare): its flushes
+all come at the end, so a bulk load within the budget writes base files only.
 
 A flush of a Merge-On-Read file group appends its records to a new log file version, so a file
 group flushed several times in one instant has several log files of that instant, read back in
@@ -21,7 +24,7 @@ import contextlib
 import itertools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
@@ -45,8 +48,10 @@ Key = tuple[str, int]  # (partition, bucket)
 class WriteBuffers:
     """Per-file-group buffers of rows (tables, or groups still to be taken) and the flush rules.
 
-    ``flush(key, parts)`` writes one buffer out; it runs inline for flushes the rules demand and
-    on ``parallelism`` threads for the final ones.
+    ``flush(key, parts)`` writes one buffer out, on ``parallelism`` threads while the caller
+    goes on buffering (one flush of a file group at a time, in order). Buffers being flushed
+    count until their flush ends: the caller waits once they pass half the budget. Use it as a
+    context manager: leaving it waits for every flush, so none runs on after a failure.
     """
 
     def __init__(self, batch_bytes: int, task_max_bytes: int,
@@ -54,11 +59,21 @@ class WriteBuffers:
         self.batch_bytes = batch_bytes
         self.task_max_bytes = task_max_bytes
         self._flush = flush
-        self.parallelism = parallelism
         self.parts: dict[Key, list[Any]] = {}
         self.sizes: dict[Key, int] = {}
-        self.total = 0
+        self.total = 0  # bytes buffered
+        self.in_flight = 0  # bytes being flushed
         self.flushes = 0
+        self._pool = ThreadPoolExecutor(max_workers=parallelism) if parallelism > 1 else None
+        self._running: dict[Key, Future] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "WriteBuffers":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
     def add(self, key: Key, rows: pa.Table | Taken) -> None:
         n = rows.nbytes
@@ -72,27 +87,45 @@ class WriteBuffers:
                 if self.total <= self.task_max_bytes // 2:
                     break
                 self._flush_one(k)
+        self._wait(self.task_max_bytes // 2)
 
     def _flush_one(self, key: Key) -> None:
         parts = self.parts.pop(key)
-        self.total -= self.sizes.pop(key)
+        size = self.sizes.pop(key)
+        self.total -= size
         self.flushes += 1
-        self._flush(key, parts)
+        if self._pool is None:
+            self._flush(key, parts)
+            return
+        earlier = self._running.get(key)
+        if earlier is not None:
+            earlier.result()
+        with self._lock:
+            self.in_flight += size
+        self._running[key] = self._pool.submit(self._run, key, parts, size)
+
+    def _run(self, key: Key, parts: list[Any], size: int) -> None:
+        try:
+            self._flush(key, parts)
+        finally:
+            with self._lock:
+                self.in_flight -= size
+
+    def _wait(self, limit: int) -> None:
+        """Until at most ``limit`` bytes are being flushed; a failed flush raises here."""
+        while True:
+            done = [k for k, f in self._running.items() if f.done()]
+            for k in done:
+                self._running.pop(k).result()
+            if self.in_flight <= limit or not self._running:
+                return
+            wait(list(self._running.values()), return_when=FIRST_COMPLETED)
 
     def flush_all(self) -> None:
-        """Flush what is left, one file group per task, in parallel."""
-        items = list(self.parts.items())
-        self.parts.clear()
-        self.sizes.clear()
-        self.total = 0
-        self.flushes += len(items)
-        workers = min(len(items), self.parallelism)
-        if workers <= 1:
-            for key, parts in items:
-                self._flush(key, parts)
-            return
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(lambda item: self._flush(*item), items))
+        """Flush what is left, one file group per task, in parallel, and wait for every flush."""
+        for key in list(self.parts):
+            self._flush_one(key)
+        self._wait(0)
 
 
 _pool_lock = threading.Lock()
@@ -193,23 +226,24 @@ def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContex
         else:
             current[key] = after_append(fs, partition, tg.file_id, base_instant, out)
 
-    # The buffers get three quarters of the budget: the rest is room for the chunk being keyed
-    # and the flush being encoded, so the write as a whole stays near write.task.max.size.
-    buffers = WriteBuffers(min(wc.batch_bytes, wc.task_max_bytes * 3 // 4), wc.task_max_bytes * 3 // 4,
-                           flush, default_parallelism())
-    whole = prepared.rows is not None
-    for rows in prepared.iter_rows():
-        if rows.num_rows == 0:
-            continue
-        cols = hash_columns(rows, rows.column(KEY), cfg.bucket_hash_fields, cfg.record_key_fields,
-                            complex_keys)
-        rows = rows.append_column("__lh_bucket", pa.array(bucket_ids(cols, cfg.bucket_num)))
-        # The whole batch in one go: each file group's rows are gathered by its flush, in
-        # parallel. In chunks: gathered now, each group into buffers of its own (a slice of one
-        # gathered chunk would keep the whole chunk alive until its last group is flushed).
-        for (partition, bucket), part in split_lazily(rows, [PARTITION, "__lh_bucket"],
-                                                     then=[KEY] if sort_keys else []):
-            part = part.drop_columns(["__lh_bucket"])
-            buffers.add((partition, bucket), part if whole else part.materialize())
-    buffers.flush_all()
+    # The buffers get half the budget and the flushes under way up to a quarter more: the rest is
+    # room for the chunk being keyed and the files being encoded, so the write as a whole stays
+    # near write.task.max.size.
+    budget = wc.task_max_bytes // 2
+    with WriteBuffers(min(wc.batch_bytes, budget), budget, flush, default_parallelism()) as buffers:
+        whole = prepared.rows is not None
+        for rows in prepared.iter_rows():
+            if rows.num_rows == 0:
+                continue
+            cols = hash_columns(rows, rows.column(KEY), cfg.bucket_hash_fields, cfg.record_key_fields,
+                                complex_keys)
+            rows = rows.append_column("__lh_bucket", pa.array(bucket_ids(cols, cfg.bucket_num)))
+            # The whole batch in one go: each file group's rows are gathered by its flush, in
+            # parallel. In chunks: gathered now, each group into buffers of its own (a slice of
+            # one gathered chunk would keep the whole chunk alive until its last group is flushed).
+            for (partition, bucket), part in split_lazily(rows, [PARTITION, "__lh_bucket"],
+                                                         then=[KEY] if sort_keys else []):
+                part = part.drop_columns(["__lh_bucket"])
+                buffers.add((partition, bucket), part if whole else part.materialize())
+        buffers.flush_all()
     return stats

@@ -135,7 +135,7 @@ class WriteClient:
     def write(self, batch: pa.Table, op: Operation | str, *, commit: bool = True,
               extra_metadata: Mapping[str, str] | None = None) -> str:
         op = Operation(op)
-        if self.buffered(op) and getattr(batch, "nbytes", 0) > self.write_config.task_max_bytes // 2:
+        if self.buffered(op) and getattr(batch, "nbytes", 0) > self.write_config.task_max_bytes:
             with buffer.system_allocator():  # taken in chunks: see lakehouse.write.buffer
                 return self._write(batch, op, commit, extra_metadata)
         return self._write(batch, op, commit, extra_metadata)

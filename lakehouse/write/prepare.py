@@ -5,9 +5,10 @@ incompatible schema, missing table columns) is found here, before the instant ex
 is written. The rows get the helper columns the writer works with: the record key, the partition
 path, the batch position (SEQ), the delete flag and whether a delete is unconditional.
 
-A batch larger than half of ``write.task.max.size`` that the write can take in chunks (see
+A batch larger than ``write.task.max.size`` that the write can take in chunks (see
 :mod:`lakehouse.write.buffer`) is checked chunk by chunk first and then prepared again chunk by
-chunk as the write goes, so the helper columns never exist for the whole batch at once.
+chunk as the write goes, so the helper columns never exist for the whole batch at once. (A
+smaller batch is prepared whole: the write then holds about its size again, within the budget.)
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ def as_table(batch) -> pa.Table:
 
 
 def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None = None) -> Prepared:
-    """``batch`` checked and keyed for ``op``. ``budget`` (bytes): a batch larger than half of
-    it is prepared in chunks of an eighth of it, as the writer takes them."""
+    """``batch`` checked and keyed for ``op``. ``budget`` (bytes): a batch larger than it is
+    prepared in chunks of a sixteenth of it, as the writer takes them."""
     batch = as_table(batch)
     keygen = client.keygen
     for col, what in [*((c, "record key") for c in keygen.record_key_fields),
@@ -109,7 +110,7 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
 
     measure = bucket_sizing.is_provisional(client.config) and op is not Operation.DELETE
     row_bytes = batch.nbytes / max(1, batch.num_rows)
-    if budget is None or batch.nbytes <= budget // 2:
+    if budget is None or batch.nbytes <= budget:
         rows = rows_of(batch, 0)
         if op is not Operation.DELETE:
             # Last: a batch's own errors (keys, types, ordering values) first.

@@ -350,3 +350,11 @@ def test_a_key_stored_twice_is_updated_and_deleted_everywhere(tmp_path, table_ty
     assert rows(t) == [("a", 50), ("a", 50)] == hrows(p)
     t.delete(pa.table({"id": ["a"], "city": ["sf"]}))
     assert rows(t) == [] == hrows(p)
+
+
+@pytest.mark.parametrize("n", [0, 1, 9, 10, 11, 999, 1000, 12345])
+def test_sequence_numbers_are_hudis_commit_seqno_format(n):
+    """HoodieRecord.generateSequenceId: <instant>_<task partition>_<record index>."""
+    from lakehouse.write.handles import sequence_numbers
+    assert sequence_numbers("20240101000000000_3_", n).to_pylist() == \
+        [f"20240101000000000_3_{i}" for i in range(n)]

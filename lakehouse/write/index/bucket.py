@@ -70,6 +70,8 @@ def _hash_utf16(values: pa.Array) -> np.ndarray:
 
 def bucket_ids(hash_values: list[pa.ChunkedArray], num_buckets: int) -> np.ndarray:
     """Hudi's ``(hashKeys.hashCode() & Integer.MAX_VALUE) % numBuckets``."""
+    if num_buckets == 1:  # one bucket per partition: nothing to hash
+        return np.zeros(len(hash_values[0]), dtype=np.int32)
     h = np.ones(len(hash_values[0]), dtype=np.int64)
     for col in hash_values:
         h = (h * 31 + java_string_hash(col).astype(np.int64)) & 0xFFFFFFFF
