@@ -41,7 +41,8 @@ def _child_argv(args: argparse.Namespace, engine: str, n: int, run: int, events:
             "--child-rows", str(n), "--run", str(run), "--events", str(events), "--workdir", str(work),
             "-m", str(args.batch_rows), "-k", str(args.batches), "--delete-rows", str(args.delete_rows),
             "--update-fraction", repr(args.update_fraction), "--late-fraction", repr(args.late_fraction),
-            "--seed", str(args.seed), "--check-sample", str(args.check_sample)]
+            "--seed", str(args.seed), "--check-sample", str(args.check_sample),
+            "--read-repeats", str(args.read_repeats)]
     if args.buckets:
         argv += ["--buckets", str(args.buckets)]
     if budget_step(args, engine, n):
@@ -266,6 +267,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--peer-timeout", type=float, default=900,
                    help="seconds after which a delta-rs or pyiceberg process is stopped and reported "
                         "as timed out with the steps it finished (0: no limit; default %(default)s)")
+    p.add_argument("--read-repeats", type=int, default=3,
+                   help="each read step runs this many times and the fastest counts (default %(default)s)")
     p.add_argument("--seed", type=int, default=42, help="data seed (default %(default)s)")
     p.add_argument("--check-sample", type=int, default=20_000,
                    help="keys whose latest ts is checked (default %(default)s)")

@@ -308,8 +308,8 @@ def main(debug: bool) -> None:
 @click.option("--ordering-field", help="Column whose highest value wins among versions of a record.")
 @click.option("--merge-mode", default=MergeMode.EVENT_TIME_ORDERING.value, show_default=True,
               type=click.Choice([m.value for m in MergeMode], case_sensitive=False))
-@click.option("--index", default=IndexType.SIMPLE.value, show_default=True,
-              type=click.Choice([i.value for i in IndexType], case_sensitive=False))
+@click.option("--index", default=None, type=click.Choice([i.value for i in IndexType], case_sensitive=False),
+              help="Default: BUCKET for MERGE_ON_READ (sized by the first write), SIMPLE for COPY_ON_WRITE.")
 @click.option("--hive-style/--no-hive-style", default=False, show_default=True,
               help="Partition folders as col=value.")
 @click.option("--schema-from", type=click.Path(exists=True, dir_okay=False),
@@ -317,7 +317,7 @@ def main(debug: bool) -> None:
 @click.option("--option", "options", multiple=True, callback=_options_arg, metavar="KEY=VALUE",
               help="Any hoodie.* option (repeatable); `lakehouse options` lists them.")
 def create(path: str, name: str | None, table_type: str, record_key: tuple[str, ...],
-           partition_by: tuple[str, ...], ordering_field: str | None, merge_mode: str, index: str,
+           partition_by: tuple[str, ...], ordering_field: str | None, merge_mode: str, index: str | None,
            hive_style: bool, schema_from: str | None, options: dict[str, str]) -> str:
     """Create an empty table at PATH."""
     name = name or Path(path.removeprefix("file://").rstrip("/")).name

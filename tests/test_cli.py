@@ -407,7 +407,10 @@ def test_timeline_json_reports_each_write(loaded, tmp_path):
         ("deltacommit", "completed", "insert"), ("deltacommit", "completed", "upsert")]
     assert tl[0]["time"] == first and tl[0]["records_written"] == 20
     assert tl[0]["records_inserted"] == 20 and tl[0]["records_deleted"] == 0
-    assert tl[1]["records_updated"] >= 2 and tl[1]["records_inserted"] >= 1
+    # The default (bucket) index looks nothing up: records appended to an existing bucket's
+    # file group count as updates, as Hudi's HoodieAppendHandle counts a record that has a
+    # current location.
+    assert tl[1]["records_written"] == 3 and tl[1]["records_updated"] + tl[1]["records_inserted"] == 3
     table_out = run("timeline", t).stdout
     assert first in table_out and "upsert" in table_out
 
@@ -495,9 +498,10 @@ def test_read_optimized_skips_log_files(loaded, tmp_path):
 
 def test_stats_json_adds_up(table, tmp_path):
     t = table
-    # Tiny files make several file groups per partition, so per-partition sums are real sums.
+    # Tiny files make several file groups per partition, so per-partition sums are real sums
+    # (the table's first write sizes its buckets to fit them).
     run("write", t, write_file(batch(range(60)), tmp_path / "b.parquet"), "--op", "bulk_insert",
-        "--option", "hoodie.parquet.max.file.size=10240",
+        "--option", "hoodie.parquet.max.file.size=512",
         "--option", "hoodie.parquet.small.file.limit=0")
     run("write", t, write_file(batch([1, 2], ts=300), tmp_path / "u.parquet"))
     st = json.loads(run("stats", t, "--json").stdout)

@@ -51,6 +51,18 @@ class EngineRunner(bench_core.Runner):
              rows: int | Callable[[Any], int], extra: dict | None = None) -> Any:
         start = self.memory.start_step()  # what the step's peak is measured from
         result, s = self.timed(label, name, kind, root, fn, rows)
+        if kind == "read" and s.seconds < 2:
+            # Reads change nothing and take a fraction of a second, where a noisy machine's
+            # hiccups show most: the fastest of a few runs counts (all runs are in the JSON).
+            runs = [s.seconds]
+            for _ in range(getattr(self.args, "read_repeats", 1) - 1):
+                del result
+                result, again = self.timed(label, name, kind, root, fn, rows)
+                self.steps.remove(again)
+                runs.append(again.seconds)
+                if again.seconds < s.seconds:
+                    s.seconds, s.cpu_seconds = again.seconds, again.cpu_seconds
+            s.extra["seconds_all_runs"] = [round(x, 4) for x in runs]
         s.extra["peak_rss_mib"] = self.memory.end_step()
         s.extra["rss_start_mib"] = start
         s.extra.update(extra or {})
