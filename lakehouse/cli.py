@@ -25,6 +25,7 @@ import datetime as dt
 import decimal
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -51,7 +52,8 @@ Exit codes:
   3  table not found at PATH
   4  commit conflict or unknown commit outcome (check `lakehouse timeline`)"""
 
-OPERATIONS = ("upsert", "insert", "bulk_insert", "delete", "insert_overwrite")
+OPERATIONS = ("upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table",
+              "delete_partition")
 _INPUT_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl",
                    ".json": "jsonl", ".csv": "csv"}
 # Console print of a read without --limit stays short; --output or --limit get everything asked.
@@ -353,7 +355,8 @@ def write(path: str, files: tuple[str, ...], operation: str, fmt: str, no_commit
     """Write FILE... (parquet, JSON lines or CSV) to the table as one instant.
 
     Prints the instant time on stdout. For --op delete the files need only the key columns
-    (and the partition columns for a non-global index).
+    (and the partition columns for a non-global index); for --op delete_partition the partition
+    columns (every partition the rows name is dropped).
     """
     table = open_table(path)
     current = table.schema()
@@ -362,6 +365,31 @@ def write(path: str, files: tuple[str, ...], operation: str, fmt: str, no_commit
     what = f"{operation.lower()} of {batch.num_rows:,} records from {len(files)} file(s)"
     _note(f"{what}: phase 1 done, {instant} is inflight; complete it with `lakehouse commit "
           f"{path} {instant}`" if no_commit else f"{what} committed as instant {instant}")
+    click.echo(instant)
+    return instant
+
+
+@main.command("delete-partitions")
+@click.argument("path")
+@click.argument("partitions", nargs=-1, required=True)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
+@click.option("--no-commit", is_flag=True, help="Run phase 1 only; finish with `lakehouse commit`.")
+def delete_partitions(path: str, partitions: tuple[str, ...], yes: bool, no_commit: bool) -> str:
+    """Drop PARTITION... (paths as `lakehouse stats` lists them) as one replacecommit, as Hudi's
+    delete_partition does: their records disappear from reads at once, their files go at the
+    next clean. Asks first unless --yes."""
+    table = open_table(path)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.UsageError("delete-partitions drops every record of "
+                                   f"{', '.join(partitions)}; pass --yes to confirm, there is no "
+                                   "terminal to ask on")
+        if not click.confirm(f"Drop every record of {', '.join(partitions)} from {table.name}?", err=True):
+            raise LakehouseError("delete-partitions cancelled: nothing was changed",
+                                 help="answer y to drop them, or pass --yes")
+    instant = table.delete_partitions(list(partitions), commit=not no_commit)
+    _note(f"partition(s) {', '.join(partitions)} dropped as instant {instant}"
+          + (" (phase 1 only)" if no_commit else ""))
     click.echo(instant)
     return instant
 

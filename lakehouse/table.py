@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from lakehouse.config import (SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS,
                               ConcurrencyConfig, IndexType, KeyGeneratorType, MemoryConfig, MergeMode,
-                              TableConfig, TableType, WriteConfig, check_option_names, option_keys)
+                              TableConfig, TableType, WriteConfig, merged_options, option_keys)
 from lakehouse.errors import ConfigError, FileAlreadyExistsError, TableExistsError
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.properties import HOODIE_PROPERTIES, format_properties, read_table_config
@@ -51,7 +51,7 @@ class Table:
         """``options``: this process's concurrency and memory settings over the table's stored ones."""
         self.storage = storage
         self.config = config
-        self.active = ActiveTimeline(storage)
+        self.active = ActiveTimeline(storage, archive_folder=config.archive_folder)
         extra = {k: v for k, v in config.extra.items() if k in OPEN_KEYS}
         unknown = sorted(k for k in (options or {}) if k not in OPEN_KEYS)
         if unknown:
@@ -140,6 +140,17 @@ class Table:
     def delete(self, keys: pa.Table, **kw: Any) -> str:
         return self.write(keys, "delete", **kw)
 
+    def insert_overwrite_table(self, batch: pa.Table, **kw: Any) -> str:
+        """The table becomes ``batch``: every file group of every partition is replaced."""
+        return self.write(batch, "insert_overwrite_table", **kw)
+
+    def delete_partitions(self, partitions: Sequence[str], *, commit: bool = True,
+                          options: Mapping[str, Any] | None = None,
+                          extra_metadata: Mapping[str, str] | None = None) -> str:
+        """Drop whole partitions, named by path (as ``stats()`` lists them)."""
+        return self._client(options).delete_partitions(list(partitions), commit=commit,
+                                                       extra_metadata=extra_metadata)
+
     def commit(self, instant_time: str, *, extra_metadata: Mapping[str, str] | None = None):
         """Phase 2 of a write whose phase 1 ran with ``commit=False``."""
         return self._client(None).commit(instant_time, extra_metadata=extra_metadata)
@@ -193,8 +204,7 @@ class Table:
                             extra_metadata: Mapping[str, str] | None = None):
         from lakehouse.config import CompactionConfig
         from lakehouse.services.compaction import schedule_compaction
-        check_option_names(options, "schedule_compaction")
-        cfg = CompactionConfig.from_options({**self.config.extra, **(options or {})})
+        cfg = CompactionConfig.from_options(merged_options(self.config.extra, options, "schedule_compaction"))
         return schedule_compaction(self, cfg, force=force, extra_metadata=extra_metadata)
 
     def run_compaction(self, instant_time: str | None = None, **kw: Any):
@@ -220,8 +230,7 @@ class Table:
         written)."""
         from lakehouse.config import CleanConfig
         from lakehouse.services.clean import clean, plan_clean
-        check_option_names(options, "clean")
-        cfg = CleanConfig.from_options({**self.config.extra, **(options or {})})
+        cfg = CleanConfig.from_options(merged_options(self.config.extra, options, "clean"))
         if dry_run:
             return plan_clean(self, cfg, dry_run=True, extra_metadata=extra_metadata)
         return clean(self, cfg, engine=engine, extra_metadata=extra_metadata)
@@ -256,8 +265,7 @@ class Table:
     def archive(self, options: Mapping[str, Any] | None = None):
         from lakehouse.config import ArchivalConfig
         from lakehouse.services.archive import archive
-        check_option_names(options, "archive")
-        return archive(self, ArchivalConfig.from_options({**self.config.extra, **(options or {})}))
+        return archive(self, ArchivalConfig.from_options(merged_options(self.config.extra, options, "archive")))
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -456,7 +464,7 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
         raise TableExistsError(f"a table already exists at {storage.uri()}",
                                help="open it with lakehouse.open_table, or pick another path")
     try:
-        for d in (".aux", ".temp", "archived", ".schema"):
+        for d in (".aux", ".temp", config.archive_folder, ".schema"):
             storage.mkdirs(f"{METAFOLDER}/{d}")
     except (NotADirectoryError, FileExistsError):
         # The path, or a folder on the way to it, is a file: nothing could be created.

@@ -274,7 +274,7 @@ def test_write_config_takes_whole_floats_as_integers():
 def test_write_config_round_trips_its_properties():
     cfg = WriteConfig.from_options({"hoodie.parquet.max.file.size": 5000,
                                     "hoodie.parquet.small.file.limit": 100,
-                                    "hoodie.index.log.inserts": True})
+                                    "hoodie.merge.allow.duplicate.on.inserts": True})
     assert WriteConfig.from_options(cfg.to_properties()) == cfg
 
 

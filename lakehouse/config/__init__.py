@@ -11,6 +11,7 @@ memory) each have their class. Plain ``dict[str, str]`` appears only at the edge
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Mapping
 
 from lakehouse.config.concurrency import (LOCK_PROVIDER_ALIASES, STORAGE_LOCK_PROVIDER, ConcurrencyConfig,
                                           ConcurrencyMode, FailedWritesPolicy)
@@ -20,11 +21,12 @@ from lakehouse.config.services import ArchivalConfig, CleanConfig, CompactionCon
 from lakehouse.config.table import (BucketEngine, IndexType, KeyGeneratorType, MergeMode, TableConfig, TableType,
                                     TABLE_OPTION_KEYS, table_checksum)
 from lakehouse.config.write import WRITE_OPTION_KEYS, BulkInsertSortMode, LogBlockFormat, WriteConfig
+from lakehouse.errors import ConfigError
 
 __all__ = [
     "ArchivalConfig", "BucketEngine", "BulkInsertSortMode", "CleanConfig", "CompactionConfig", "ConcurrencyConfig",
     "ConcurrencyMode", "FailedWritesPolicy", "FLINK_KEYS", "IcebergConfig", "IndexType", "KeyGeneratorType",
-    "KNOWN_OPTION_KEYS", "LOCK_PROVIDER_ALIASES", "LogBlockFormat", "MemoryConfig", "MergeMode",
+    "KNOWN_OPTION_KEYS", "LOCK_PROVIDER_ALIASES", "LogBlockFormat", "MemoryConfig", "MergeMode", "merged_options",
     "SERVICE_CONFIGS", "SERVICE_OPTION_KEYS", "STORAGE_LOCK_PROVIDER", "TABLE_OPTION_KEYS", "TableConfig",
     "TableType", "WRITE_OPTION_KEYS", "WriteConfig", "check_option_names", "opt", "option_docs", "option_keys", "table_checksum",
 ]
@@ -33,6 +35,22 @@ SERVICE_CONFIGS = (CompactionConfig, CleanConfig, ArchivalConfig, ConcurrencyCon
                    MemoryConfig)
 SERVICE_OPTION_KEYS = frozenset(k for c in SERVICE_CONFIGS for k in _option_fields(c))
 KNOWN_OPTION_KEYS = TABLE_OPTION_KEYS | WRITE_OPTION_KEYS | SERVICE_OPTION_KEYS | _PASSTHROUGH_KEYS
+
+
+def merged_options(stored: Mapping[str, Any], given: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
+    """The one recipe every entry point (the API, the CLI, the Spark apps, Airflow's tasks) uses
+    for its settings: the table's stored ones (``hoodie.properties``) with this call's options over
+    them. Stored keys lakehouse does not read (a newer Hudi's, say) stay in the file and are left
+    out here, so they never fail a service; the call's own options must be known keys, since a
+    misspelt one would otherwise be silently ignored."""
+    check_option_names(given, where)
+    unknown = sorted(k for k in (given or {}) if k.startswith("hoodie.") and k not in KNOWN_OPTION_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown option(s) passed to {where}: {', '.join(unknown)}",
+                          help="check the spelling; `lakehouse options` lists every option")
+    merged = {k: v for k, v in stored.items() if k in KNOWN_OPTION_KEYS or k in FLINK_KEYS}
+    merged.update(given or {})
+    return merged
 
 
 def option_docs() -> list[tuple[str, str, str]]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from lakehouse.config.options import _bool, _int, _option_fields, _service_config, opt
+from lakehouse.config.options import _bool, _int, _service_config, opt
 from lakehouse.errors import ConfigError
 
 if TYPE_CHECKING:
-    from lakehouse.config.table import TableConfig
+    pass
 
 
 def _choice(*values: str) -> Callable[[str, Any], str]:
@@ -117,8 +117,3 @@ class MemoryConfig:
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "MemoryConfig":
         return _service_config(cls, options)
 
-    @classmethod
-    def of_table(cls, config: "TableConfig") -> "MemoryConfig":
-        """The table's stored setting (tables written by Hudi carry keys this class does not read)."""
-        own = _option_fields(cls)
-        return cls.from_options({k: v for k, v in config.extra.items() if k in own})

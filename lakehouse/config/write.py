@@ -40,6 +40,10 @@ class WriteConfig:
     auto_split_inserts: bool = opt("hoodie.copyonwrite.insert.auto.split", True, _bool)
     log_max_size: int = opt("hoodie.logfile.max.size", 1073741824, _int(1),
                             "a log file rolls over to a new version past this size")
+    # Hudi's HoodieAppendHandle cuts a data block when the records it holds reach this many
+    # bytes (by their estimated in-memory size).
+    log_block_max_size: int = opt("hoodie.logfile.data.block.max.size", 256 * 1024 * 1024, _int(1),
+                                  "bytes of records (in memory) one log data block holds")
     # Hudi writes Avro blocks by default. Measured here (benchmarks/README.md), parquet blocks
     # make MOR upserts ~4x and snapshot reads ~2.7x faster with ~40% fewer log bytes, and every
     # Hudi reader (Java 0.14+, hudi-rs) reads them; set "avro" for Hudi's default.
@@ -50,7 +54,9 @@ class WriteConfig:
     # writes and reads as fast as snappy here and makes base files ~20% and log blocks ~30%
     # smaller (measured, benchmarks/README.md); Hudi's readers and hudi-rs read it.
     parquet_codec: str = opt("hoodie.parquet.compression.codec", "zstd", _str)
-    parquet_row_group_size: int = opt("hoodie.parquet.block.size", 125829120, _int(1))
+    parquet_row_group_size: int = opt("hoodie.parquet.block.size", 125829120, _int(1),
+                                      "bytes of a base file's parquet row group (Arrow's in-memory "
+                                      "size of its rows, as Hudi counts the records it buffers)")
     combine_before_insert: bool = opt("hoodie.combine.before.insert", False, _bool)
     combine_before_upsert: bool = opt("hoodie.combine.before.upsert", True, _bool)
     bloom_num_entries: int = opt("hoodie.index.bloom.num_entries", 60000, _int(1))
@@ -71,13 +77,21 @@ class WriteConfig:
         "every base file covers a narrow key range that a BLOOM index prunes by")
     bloom_update_partition_path: bool = opt("hoodie.bloom.index.update.partition.path", True, _bool)
     simple_update_partition_path: bool = opt("hoodie.simple.index.update.partition.path", True, _bool)
-    index_logs: bool = opt("hoodie.index.log.inserts", False, _bool,
-                           "MOR: inserts may go to log files of small file groups")
     set_null_for_missing_columns: bool = opt(
         "hoodie.write.set.null.for.missing.columns", False, _bool,
         "a batch without some table columns writes nulls for them (else it is refused: its "
         "updates would silently erase those columns)")
-    allow_duplicates_on_insert: bool = opt("hoodie.merge.allow.duplicate.on.inserts", False, _bool)
+    # Hudi 0.14's default (0.15 turned it on): inserts routed into a small file group are merged
+    # with its records by key; true writes them as they are, beside the existing records
+    # (HoodieConcatHandle), so an insert of an existing key keeps both.
+    allow_duplicates_on_insert: bool = opt(
+        "hoodie.merge.allow.duplicate.on.inserts", False, _bool,
+        "insert (not upsert): records going into an existing file group are written as they are, "
+        "without merging with the records already there by key")
+    small_file_candidates: int = opt(
+        "hoodie.merge.small.file.group.candidates.limit", 1, _int(0),
+        "MOR with an index that cannot index logs: how many of the smallest base files (no logs, "
+        "under hoodie.parquet.small.file.limit) take inserts through a merge")
     # Hudi's Flink writer bounds a write task's memory by these two (same keys, MB, defaults):
     # records are buffered per file group, a file group's buffer is flushed to storage once it
     # reaches write.batch.size, and the largest buffer whenever all of them pass

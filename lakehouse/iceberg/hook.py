@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from lakehouse.config import IcebergConfig, option_keys
+from lakehouse.config import IcebergConfig, merged_options
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.iceberg.errors import IcebergSyncError
 
@@ -19,12 +19,10 @@ if TYPE_CHECKING:
     from lakehouse.table import Table
 
 log = logging.getLogger("lakehouse.iceberg")
-_KEYS = option_keys(IcebergConfig)
 
 
 def enabled(table: "Table") -> bool:
-    return IcebergConfig.from_options(
-        {k: v for k, v in table.config.extra.items() if k in _KEYS}).enabled
+    return IcebergConfig.from_options(merged_options(table.config.extra, None, "iceberg")).enabled
 
 
 def after_commit(table: "Table") -> None:

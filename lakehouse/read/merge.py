@@ -31,6 +31,8 @@ RANK = "__lh_rank"
 AFTER_CUT = "__lh_after_cut"  # set on versions that follow an unconditional delete of their key
 HELPER_COLUMNS = (KEY, SEQ, DELETE, UNCONDITIONAL, AFTER_CUT)
 IS_DELETED_FIELD = "_hoodie_is_deleted"
+META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
+               "_hoodie_partition_path", "_hoodie_file_name")
 
 
 @dataclass(frozen=True)
@@ -162,8 +164,33 @@ def resolve(versions: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) 
         table = pa.Table.from_arrays(cols, schema=table.schema)
 
     winners = table.take(pa.array(last))
+    if spec.mode is MergeMode.PARTIAL_UPDATE:
+        winners = _metadata_of_latest_arrival(table, winners)
     if not keep_deletes:
         winners = winners.filter(pc.invert(pc.fill_null(winners.column(DELETE), False)))
+    return winners
+
+
+def _metadata_of_latest_arrival(versions: pa.Table, winners: pa.Table) -> pa.Table:
+    """Hudi's PartialUpdateAvroPayload.mergeDisorderRecordsWithMetadata: when a record arriving
+    later carries a lower ordering value, the merged record keeps the older record's fields but
+    takes the meta fields (commit time, sequence number, ...) of the record that arrived last,
+    so incremental reads see the change. ``versions`` is sorted by key, ``winners`` has one row
+    per key in the same order."""
+    meta = [c for c in META_FIELDS if c in winners.column_names]
+    if not meta or winners.num_rows == 0:
+        return winners
+    arrivals = versions.filter(pc.invert(pc.fill_null(versions.column(DELETE), False)))
+    arrivals = arrivals.select([KEY, SEQ, *meta]).sort_by([(KEY, "ascending"), (SEQ, "ascending")])
+    keys = arrivals.column(KEY).combine_chunks()
+    latest = arrivals.take(pa.array(_last_of_each_run(keys)))
+    # Winners that are deletes have no live version to take from: match by key.
+    pos = pc.index_in(winners.column(KEY), value_set=latest.column(KEY).combine_chunks())
+    found = pc.is_valid(pos)
+    for c in meta:
+        newer = latest.column(c).take(pos)
+        col = pc.if_else(found, pc.coalesce(newer, winners.column(c)), winners.column(c))
+        winners = winners.set_column(winners.schema.get_field_index(c), c, col)
     return winners
 
 

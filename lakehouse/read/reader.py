@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakehouse.config import KeyGeneratorType, MemoryConfig, TableConfig
+from lakehouse.config import KeyGeneratorType, MemoryConfig, TableConfig, merged_options
 from lakehouse.errors import ConfigError, InstantNotFoundError, SchemaError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
@@ -22,7 +22,7 @@ from lakehouse.read.file_slice_reader import SliceReadContext, collect_slice, me
 from lakehouse.read.merge import MergeSpec
 from lakehouse.schema import HOODIE_META_FIELDS, avro_to_arrow_schema
 from lakehouse.storage.base import Storage
-from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
+from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.write.keygen import DEFAULT_PARTITION, KeyGenerator
 
 Filter = tuple[str, str, Any]
@@ -77,7 +77,7 @@ class TableReader:
         self.config = config
         self.active = active
         self.timeline = timeline if timeline is not None else active.load()
-        self.memory = memory or MemoryConfig.of_table(config)
+        self.memory = memory or MemoryConfig.from_options(merged_options(config.extra, None, "a read"))
 
     # --- schema ----------------------------------------------------------------------------
 
@@ -157,7 +157,7 @@ class TableReader:
         first = self.timeline.completed_writes().first
         if first is None or t >= first.time:
             return
-        archived = [i for i in self.storage.list(f"{METAFOLDER}/archived") if i.name.startswith(".commits_")]
+        archived = [i for i in self.storage.list(self.active.archive_path) if i.name.startswith(".commits_")]
         if archived:
             raise InstantNotFoundError(
                 f"{what} {t} is not possible: instants before {first.time} are archived",

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import fastavro
 
-from lakehouse.config import ArchivalConfig
+from lakehouse.config import ArchivalConfig, merged_options
 from lakehouse.errors import CorruptFileError
 from lakehouse.faults import fault_point
 from lakehouse.log.block import BlockType, HeaderKey, encode_block
 from lakehouse.log.reader import read_log_blocks
-from lakehouse.timeline.active import METAFOLDER, Timeline
+from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.timeline.avro_files import CleanMetadata, deserialize
 from lakehouse.timeline.avro_schemas import AvroKind, parsed_schema, schema
 from lakehouse.timeline.instant import Action, Instant, State
@@ -32,7 +32,6 @@ from lakehouse.timeline.instant import Action, Instant, State
 if TYPE_CHECKING:
     from lakehouse.table import Table
 
-ARCHIVE_FOLDER = f"{METAFOLDER}/archived"
 _ARCHIVE_PREFIX = ".commits_.archive."
 
 
@@ -140,16 +139,16 @@ def _encode_entries(entries: list[dict]) -> bytes:
     return encode_block(BlockType.AVRO_DATA, header, body.getvalue())
 
 
-def archive_files(storage) -> list:
+def archive_files(active: ActiveTimeline) -> list:
     """The archived timeline's files (``FileInfo``), in no particular order."""
-    return [i for i in storage.list(ARCHIVE_FOLDER) if i.name.startswith(_ARCHIVE_PREFIX)]
+    return [i for i in active.storage.list(active.archive_path) if i.name.startswith(_ARCHIVE_PREFIX)]
 
 
 def read_archived(table: "Table") -> list[dict]:
     """Every archived entry, oldest first (for the CLI and tests)."""
     parsed = parsed_schema(AvroKind.ARCHIVED_META_ENTRY)
     out: list[dict] = []
-    files = sorted(archive_files(table.storage),
+    files = sorted(archive_files(table.active),
                    key=lambda i: int(i.name[len(_ARCHIVE_PREFIX):].split("_")[0]))
     for info in files:
         for block in read_log_blocks(table.storage.read(info.path), table.storage.uri(info.path)):
@@ -189,7 +188,7 @@ def _boundary(table: "Table", timeline: Timeline, cfg: ArchivalConfig) -> tuple[
 
 
 def archive(table: "Table", config: ArchivalConfig | None = None) -> ArchiveResult:
-    cfg = config or ArchivalConfig.from_options(table.config.extra)
+    cfg = config or ArchivalConfig.from_options(merged_options(table.config.extra, None, "archive"))
     timeline = table.timeline
     limit, why = _boundary(table, timeline, cfg)
     if limit is None:
@@ -197,9 +196,9 @@ def archive(table: "Table", config: ArchivalConfig | None = None) -> ArchiveResu
     victims = [i for i in timeline.completed() if i.time < limit]
     if not victims:
         return ArchiveResult(reason=f"nothing to archive before {limit} ({why})")
-    existing = archive_files(table.storage)
+    existing = archive_files(table.active)
     version = 1 + max((int(i.name[len(_ARCHIVE_PREFIX):].split("_")[0]) for i in existing), default=0)
-    name = f"{ARCHIVE_FOLDER}/{_ARCHIVE_PREFIX}{version}_1-0-1"
+    name = f"{table.active.archive_path}/{_ARCHIVE_PREFIX}{version}_1-0-1"
     table.storage.create(name, _encode_entries([_entry(table, i) for i in victims]))
     fault_point("archive.after_write")
     # Completed files go last: an interrupted archival leaves instants that are both archived

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Mapping
 
-from lakehouse.config import CleanConfig
+from lakehouse.config import CleanConfig, merged_options
 from lakehouse.engine import Engine, default_engine
 from lakehouse.errors import InstantNotFoundError
 from lakehouse.faults import fault_point
@@ -47,6 +47,7 @@ from lakehouse.iceberg.hook import after_commit
 from lakehouse.file_group.file_slice import FileGroup, FileSlice
 from lakehouse.file_group.naming import PARTITION_METAFILE, join
 from lakehouse.file_group.view import FileSystemView, list_data_files
+from lakehouse.services.rollback import rollback_expired_writes
 from lakehouse.services.savepoint import load_timeline, pending_clean_plan, savepointed_file_names
 from lakehouse.storage.base import FileInfo, Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
@@ -110,8 +111,7 @@ class CleanResult:
 def clean_config(table: "Table", config: CleanConfig | None = None) -> CleanConfig:
     if config is not None:
         return config
-    # Only our keys: a table Hudi wrote may carry properties lakehouse does not know.
-    return CleanConfig.from_options({k: v for k, v in table.config.extra.items() if k in _CLEAN_KEYS})
+    return CleanConfig.from_options(merged_options(table.config.extra, None, "clean"))
 
 
 # --- deciding --------------------------------------------------------------------------------
@@ -477,7 +477,11 @@ def execute_clean(table: "Table", instant_time: str | None = None, *,
 
 def clean(table: "Table", config: CleanConfig | None = None, *, now: datetime | str | None = None,
           engine: Engine | None = None, extra_metadata: Mapping[str, str] | None = None) -> CleanResult:
-    """Finish pending cleans, then plan and execute a new one if the trigger fires."""
+    """Finish pending cleans, then plan and execute a new one if the trigger fires. With several
+    writers it first rolls back the writes whose writer died, as Hudi's clean does under the
+    LAZY failed-writes policy (``CleanerUtils.rollbackFailedWrites``)."""
+    if table.concurrency.lazy_rollback:
+        rollback_expired_writes(table)
     timeline, _ = load_timeline(table.active)
     done = [_run(table, i, engine) for i in timeline.pending().filter(actions=[Action.CLEAN])]
     planned = plan_clean(table, config, now=now, extra_metadata=extra_metadata)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -31,6 +32,9 @@ from lakehouse.timeline.avro_files import (InstantInfo, RollbackMetadata, Rollba
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import Action, Instant, State
 from lakehouse.write.markers import Markers, MarkerType
+
+if TYPE_CHECKING:
+    from lakehouse.table import Table
 
 ROLLBACKABLE = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 # A completed compaction rolls back too (its plan goes with it); a pending one is undone by
@@ -203,7 +207,7 @@ def _only_new_records(storage: Storage, path: str, target: str) -> bool:
 
 def _groups_known_before(active: ActiveTimeline, timeline: Timeline, target: str) -> set[str] | None:
     """File ids earlier commits wrote, or None when that cannot be known (some were archived)."""
-    if archive_files(active.storage):
+    if archive_files(active):
         return None
     ids = set()
     for inst in timeline.completed_writes():
@@ -331,3 +335,24 @@ def rollback_failed_writes(active: ActiveTimeline, timeline: Timeline | None = N
     for inst in sorted(pending, reverse=True):
         results.append(rollback_instant(active, inst, timeline))
     return results
+
+
+def rollback_expired_writes(table: "Table", timeline: Timeline | None = None) -> Timeline:
+    """Several writers (Hudi's LAZY failed-writes policy, BaseHoodieTableServiceClient
+    .rollbackFailedWrites): roll back, under the table lock, the pending writes whose heartbeat
+    expired (their writer is gone), and finish pending rollbacks. A live writer's write is left
+    alone. Returns the timeline after that."""
+    active = table.active
+    timeline = timeline if timeline is not None else active.load()
+    beats = table.heartbeats
+    writes = [i.time for i in timeline.pending().filter(actions=ROLLBACKABLE)]
+    rollbacks = timeline.pending().filter(actions=[Action.ROLLBACK]).instants
+    if not rollbacks and not any(beats.is_expired(t) for t in writes):
+        return timeline
+    with table.transactions.lock():
+        timeline = active.load()
+        live = {i.time for i in timeline.pending() if not beats.is_expired(i.time)}
+        done = rollback_failed_writes(active, timeline, keep=live)
+    for r in done:  # only those rolled back: a live writer's heartbeat is not ours to touch
+        beats.stop(r.target)
+    return active.load()

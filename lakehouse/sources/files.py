@@ -1,16 +1,26 @@
 """Files landing in a directory, ingested exactly once.
 
-The checkpoint (the last file taken, by modification time then name, as Hudi's DFS source
-orders them) is stored in the extra metadata of the commit that applied those files, under
-Hudi's DeltaStreamer key. Data and checkpoint therefore become visible in one atomic step: a
-crash before the commit leaves the old checkpoint, the failed write is rolled back, and the
-rerun takes the same files again; a crash after it finds them already applied.
+Which files were taken is kept by name: each ingest writes a manifest of every file name taken
+from the source so far (a parquet file under ``.hoodie/.aux/lakehouse/ingest/``) and names it in
+the extra metadata of the commit that applies the new files, beside the checkpoint under Hudi's
+DeltaStreamer key (the last file taken, by modification time then name, as Hudi's DFS source
+orders them). Data and manifest therefore become visible in one atomic step: a crash before the
+commit leaves the old manifest, the failed write is rolled back, and the rerun takes the same
+files again; a crash after it finds them already applied.
+
+Hudi's DFS source (and this one before) decided by the checkpoint alone: a file landing with a
+modification time older than it (a ``cp -p``, a restored backup) was never taken, so exactly
+once became at most once. A file is now taken once its name is new, whatever its time; a table
+whose last ingest predates manifests starts one from the files at or before its checkpoint.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -27,6 +37,8 @@ if TYPE_CHECKING:
 
 CHECKPOINT_KEY = "deltastreamer.checkpoint.key"
 SOURCE_KEY = "lakehouse.ingest.source"
+MANIFEST_KEY = "lakehouse.ingest.manifest"
+MANIFEST_DIR = ".hoodie/.aux/lakehouse/ingest"
 FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}
 
 
@@ -51,30 +63,75 @@ class Checkpoint:
                                    "pass --checkpoint to start from a chosen point") from None
 
 
-def last_checkpoint(table: "Table", source: str | None = None) -> Checkpoint | None:
-    """The checkpoint of the newest completed commit that carries one (for this source)."""
-    timeline = table.timeline
-    for inst in reversed(timeline.completed_writes().instants):
+def _last_extra(table: "Table", source: str | None) -> dict[str, str] | None:
+    """The extra metadata of the newest completed commit that ingested (from this source)."""
+    for inst in reversed(table.timeline.completed_writes().instants):
         extra = table.active.commit_metadata(inst).extra_metadata
         if CHECKPOINT_KEY in extra and (source is None or extra.get(SOURCE_KEY) in (None, source)):
-            return Checkpoint.decode(extra[CHECKPOINT_KEY])
+            return dict(extra)
     return None
 
 
-def pending_files(source_dir: str, after: Checkpoint | None, *, max_files: int | None = None
-                  ) -> list[tuple[Checkpoint, str]]:
+def last_checkpoint(table: "Table", source: str | None = None) -> Checkpoint | None:
+    """The checkpoint of the newest completed commit that carries one (for this source)."""
+    extra = _last_extra(table, source)
+    return Checkpoint.decode(extra[CHECKPOINT_KEY]) if extra else None
+
+
+def ingested_names(table: "Table", source: str) -> set[str]:
+    """Every file name taken from ``source`` so far, from the manifest the newest ingest commit
+    names; for a commit from before manifests, the files at or before its checkpoint."""
+    extra = _last_extra(table, source)
+    if extra is None:
+        return set()
+    path = extra.get(MANIFEST_KEY)
+    if path:
+        try:
+            return set(pq.read_table(table.storage.open_input(path)).column("name").to_pylist())
+        except FileNotFoundError:
+            raise LakehouseError(f"{table.storage.uri(path)}, the ingest manifest of the last ingest "
+                                 f"from {source}, is missing",
+                                 help="restore the file, or start over with a new table") from None
+    cp = Checkpoint.decode(extra[CHECKPOINT_KEY])
+    return {name for c, name in _landed(source) if cp is None or c <= cp}
+
+
+def _landed(source_dir: str) -> list[tuple[Checkpoint, str]]:
     storage = get_storage(source_dir)
-    found = []
+    out = []
     for info in storage.list(""):
         if info.is_dir or info.name.startswith((".", "_")):
             continue
         if os.path.splitext(info.name)[1].lower() not in FORMATS:
             continue
-        cp = Checkpoint(info.mtime_ns or 0, info.name)
-        if after is None or cp > after:
-            found.append((cp, storage.uri(info.path)))
-    found.sort()
+        out.append((Checkpoint(info.mtime_ns or 0, info.name), info.name))
+    return out
+
+
+def pending_files(source_dir: str, taken: set[str], *, max_files: int | None = None
+                  ) -> list[tuple[Checkpoint, str]]:
+    """(checkpoint, uri) of the files not taken yet, oldest first (by time, then name)."""
+    storage = get_storage(source_dir)
+    found = sorted((cp, storage.uri(name)) for cp, name in _landed(source_dir) if name not in taken)
     return found[:max_files] if max_files else found
+
+
+def write_manifest(table: "Table", source: str, names: set[str]) -> str:
+    """A new manifest of ``names`` (the commit that names it makes it the current one); older
+    manifests of the source that no instant names any more are removed."""
+    folder = f"{MANIFEST_DIR}/{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+    path = f"{folder}/{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}.parquet"
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"name": pa.array(sorted(names), pa.string())}), sink, compression="zstd")
+    table.storage.create(path, sink.getvalue().to_pybytes())
+    named = {table.active.commit_metadata(i).extra_metadata.get(MANIFEST_KEY)
+             for i in table.timeline.completed_writes()}
+    for info in table.storage.list(folder):
+        # Keep what a commit names, and what a write under way may be about to (an hour's grace).
+        if info.path != path and info.path not in named and \
+                (info.mtime_ns or 0) < time.time_ns() - 3600 * 10**9:
+            table.storage.delete(info.path)
+    return path
 
 
 def read_file(uri: str, fmt: str = "auto", schema: pa.Schema | None = None) -> pa.Table:
@@ -123,14 +180,17 @@ def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: s
     commit, since the checkpoint travels there. ``extra_metadata`` (tags: who ran it) goes there too."""
     source = get_storage(source_dir).uri()
     after = last_checkpoint(table, source)
-    files = pending_files(source_dir, after, max_files=max_files)
+    taken = ingested_names(table, source)
+    files = pending_files(source_dir, taken, max_files=max_files)
     if not files:
         return IngestResult(None, 0, 0, after.encode() if after else None, False,
                             reason=f"no new files in {source} since "
                                    f"{after.name if after else 'the beginning'}")
-    checkpoint = files[-1][0].encode()
+    checkpoint = max(files[-1][0], after).encode() if after else files[-1][0].encode()
+    names = [os.path.basename(u) for _, u in files]
     extra = {**(extra_metadata or {}), CHECKPOINT_KEY: checkpoint, SOURCE_KEY: source,
-             "lakehouse.ingest.files": json.dumps([os.path.basename(u) for _, u in files])}
+             "lakehouse.ingest.files": json.dumps(names),
+             MANIFEST_KEY: write_manifest(table, source, taken | set(names))}
     if writer is not None:
         instant, rows = writer([uri for _, uri in files], extra)
         return IngestResult(instant, len(files), rows, checkpoint, commit)

@@ -55,7 +55,7 @@ class SparkReadPlan:
 
     def context(self) -> SliceReadContext:
         storage = get_storage(self.path)
-        reader = TableReader(storage, self.config, ActiveTimeline(storage), self.timeline)
+        reader = TableReader(storage, self.config, ActiveTimeline(storage, archive_folder=self.config.archive_folder), self.timeline)
         return reader.slice_context(self.plan)
 
     def read_slice(self, index: int, ctx: SliceReadContext) -> pa.Table:

@@ -305,7 +305,7 @@ def _write_task(job: _Job):
             client = job.client()
             tc = TaskContext.get()
             ctx = client.handle_context(job.data_schema, job.instant, stage=tc.stageId(),
-                                        attempt=tc.attemptNumber())
+                                        attempt=tc.attemptNumber(), op=job.op)
             helpers = table.select([c for c in (KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL, assign.FID)
                                     if c in table.column_names])
             data = job.rows(client, table.drop_columns(

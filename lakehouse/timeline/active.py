@@ -119,9 +119,13 @@ class Timeline:
 class ActiveTimeline:
     """Reads and changes ``.hoodie/`` of one table."""
 
-    def __init__(self, storage: Storage, generator: InstantTimeGenerator = DEFAULT_GENERATOR) -> None:
+    def __init__(self, storage: Storage, generator: InstantTimeGenerator = DEFAULT_GENERATOR, *,
+                 archive_folder: str = "archived") -> None:
         self.storage = storage
         self.generator = generator
+        # hoodie.archivelog.folder: the archived timeline's folder under .hoodie (Hudi's
+        # HoodieTableMetaClient.getArchivePath; before 0.x's default "archived" it was .hoodie).
+        self.archive_path = f"{METAFOLDER}/{archive_folder}" if archive_folder else METAFOLDER
         self._metadata_cache: dict[str, CommitMetadata] = {}
         # Several writers allocate instant times under the table lock: otherwise one delayed
         # between listing the timeline and creating its file lands below a newer instant.

@@ -265,7 +265,10 @@ def plan_inserts(client: "WriteClient", counts: dict[str, int], latest: dict[tup
                  pending: dict, avg_size: int) -> dict[str, list[InsertSlot]]:
     """Per partition, how its ``counts`` inserts are spread: small file groups first (smallest
     first, each up to hoodie.parquet.max.file.size), then new file groups of at most as many
-    records as fit in one file, evenly filled (Hudi's UpsertPartitioner)."""
+    records as fit in one file, evenly filled (Hudi's UpsertPartitioner). On Merge-On-Read only
+    the ``hoodie.merge.small.file.group.candidates.limit`` smallest base files without logs take
+    inserts (Hudi's SparkUpsertDeltaCommitPartitioner.getSmallFileCandidates for an index that
+    cannot index logs: each candidate's base file is rewritten)."""
     cfg = client.config
     wc = client.write_config
     per_file = _records_per_file(avg_size, wc)
@@ -276,7 +279,10 @@ def plan_inserts(client: "WriteClient", counts: dict[str, int], latest: dict[tup
         small = [s for (p, f), s in latest.items()
                  if p == partition and s.base_file is not None and (p, f) not in pending
                  and s.base_file.size < wc.small_file_limit and (not cfg.is_mor or not s.log_files)]
-        for s in sorted(small, key=lambda s: (s.base_file.size, s.file_id)):
+        small = sorted(small, key=lambda s: (s.base_file.size, s.file_id))
+        if cfg.is_mor:
+            small = small[:wc.small_file_candidates]
+        for s in small:
             if offset >= n:
                 break
             room = (wc.max_file_size - s.base_file.size) // max(1, avg_size)
@@ -358,7 +364,8 @@ def run_target(client: "WriteClient", ctx: HandleContext, tg: "_Target", rows: p
             return [create_base_file(ctx, partition=tg.partition, file_id=tg.file_id,
                                      records=live.select(data_cols), keys=live.column(KEY), task=task)]
         incoming = rows.select(data_cols + [KEY, SEQ, DELETE, UNCONDITIONAL])
-        return [merge_base_file(ctx, base_slice=tg.slice, incoming=incoming, task=task)]
+        return [merge_base_file(ctx, base_slice=tg.slice, incoming=incoming, task=task,
+                                concat=ctx.concat_inserts)]
     # append: data records to a data block, deletes to a delete block
     is_del = rows.column(DELETE)
     if pc.any(is_del).as_py():

@@ -8,8 +8,9 @@ on the timeline, looks records up in the index, assigns them to file groups and 
 
 from __future__ import annotations
 
-import typing
+import json
 import os
+import typing
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
@@ -17,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.config import (TABLE_OPTION_KEYS, WRITE_OPTION_KEYS, BucketEngine, BulkInsertSortMode, IndexType,
-                              TableConfig, WriteConfig, check_option_names)
+from lakehouse.config import (TABLE_OPTION_KEYS, BucketEngine, BulkInsertSortMode, ConcurrencyConfig, IndexType,
+                              TableConfig, WriteConfig, merged_options, option_keys)
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.concurrency.conflict import START_KEY, check_conflicts, start_marker
 from lakehouse.concurrency.retry import publish_completed, retry_policy
@@ -33,8 +34,8 @@ from lakehouse.file_group.view import FileSystemView
 from lakehouse.properties import read_table_config
 from lakehouse.read.merge import DELETE, KEY, MergeSpec
 from lakehouse.read.reader import TableReader
-from lakehouse.schema import arrow_to_avro_schema
-from lakehouse.services.rollback import rollback_failed_writes
+from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
+from lakehouse.services.rollback import rollback_expired_writes, rollback_failed_writes
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
@@ -51,6 +52,7 @@ from lakehouse.write.validate import check_table_options
 if TYPE_CHECKING:
     from lakehouse.table import Table
 
+CONCURRENCY_OPTION_KEYS = option_keys(ConcurrencyConfig)
 RESULTS_KEY = "lakehouse.write.results"
 BUCKETS_KEY = "lakehouse.bucket.index.num.buckets"
 __all__ = ["Operation", "PARTITION", "Prepared", "RESULTS_KEY", "WriteClient", "phase_one_problem"]
@@ -98,18 +100,14 @@ class WriteClient:
                 help="write it with Apache Hudi")
         self.storage = table.storage
         self.active = table.active
-        # Table-level defaults stored at creation, then this write's own options (validated:
-        # a misspelt option is an error). Other keys of hoodie.properties are not write options.
-        merged = {k: v for k, v in self.config.extra.items() if k in WRITE_OPTION_KEYS}
-        merged.update(options or {})
-        from lakehouse.table import CONCURRENCY_KEYS
-        misplaced = sorted(k for k in (options or {}) if k in CONCURRENCY_KEYS)
+        misplaced = sorted(k for k in (options or {}) if k in CONCURRENCY_OPTION_KEYS)
         if misplaced:
             raise ConfigError(f"{', '.join(misplaced)} cannot change for one write: every writer "
                               "of the table must agree on it",
                               help="store it with the table (create_table options) or pass it to "
                                    "open_table(path, options)")
-        check_option_names(options, "a write")
+        # Table-level defaults stored at creation, then this write's own options.
+        merged = merged_options(self.config.extra, options, "a write")
         check_table_options(self.config, options or {})
         self.concurrency = table.concurrency
         self.write_config = WriteConfig.from_options(
@@ -127,8 +125,7 @@ class WriteClient:
         """Whether ``op`` is written through bounded write buffers (lakehouse.write.buffer): on
         Merge-On-Read with the BUCKET index every record's file group is known from its key and
         every write appends, so a batch can be taken in chunks."""
-        return (self.config.is_mor and self.config.index_type is IndexType.BUCKET
-                and op is not Operation.INSERT_OVERWRITE)
+        return self.config.is_mor and self.config.index_type is IndexType.BUCKET and not op.replaces
 
     # --- phase 1 ---------------------------------------------------------------------------
 
@@ -171,7 +168,7 @@ class WriteClient:
         return retry_policy(self.concurrency, (CommitConflictError, LockTimeoutError))(attempt)()
 
     def _action(self, op: Operation) -> Action:
-        if op is Operation.INSERT_OVERWRITE:
+        if op.replaces:
             return Action.REPLACE_COMMIT
         return Action.DELTA_COMMIT if self.config.is_mor else Action.COMMIT
 
@@ -208,17 +205,7 @@ class WriteClient:
         if not self.concurrency.lazy_rollback:
             rollback_failed_writes(self.active, timeline)
             return self.active.load()
-        beats = self.table.heartbeats
-        failed = [t for t in writes if beats.is_expired(t)]
-        if not failed and not rollbacks:
-            return timeline
-        with self.table.transactions.lock():
-            timeline = self.active.load()
-            live = {i.time for i in timeline.pending() if not beats.is_expired(i.time)}
-            done = rollback_failed_writes(self.active, timeline, keep=live)
-        for r in done:  # only those rolled back: a live writer's heartbeat is not ours to touch
-            beats.stop(r.target)
-        return self.active.load()
+        return rollback_expired_writes(self.table, timeline)
 
     def base_metadata(self, prepared: Prepared, timeline,
                       extra_metadata: Mapping[str, str] | None) -> CommitMetadata:
@@ -238,12 +225,14 @@ class WriteClient:
 
     def write_prepared(self, prepared: Prepared, *, extra_metadata: Mapping[str, str] | None = None) -> str:
         op = prepared.operation
-        if op is not Operation.DELETE:
+        if not op.keys_only:
             bucket_sizing.settle(self, prepared)
+        if op in (Operation.INSERT_OVERWRITE_TABLE, Operation.DELETE_PARTITION):
+            self._check_no_pending_compaction(prepared)
         action = self._action(op)
         requested_content = b""
         if action is Action.REPLACE_COMMIT:
-            requested_content = RequestedReplaceMetadata(operation_type="INSERT_OVERWRITE").to_bytes()
+            requested_content = RequestedReplaceMetadata(operation_type=op.operation_type).to_bytes()
         instant, timeline = self.begin(action, requested_content)
         t = instant.time
         fault_point("write.after_requested")
@@ -259,6 +248,41 @@ class WriteClient:
         self.record_results(inflight, stats, base_meta,
                             replaced if action is Action.REPLACE_COMMIT else None)
         return t
+
+    def _check_no_pending_compaction(self, prepared: Prepared) -> None:
+        """As Hudi's SparkDeletePartitionCommitActionExecutor.checkPreconditions: file groups a
+        pending compaction works on are not replaced (the compaction would bring them back)."""
+        op = prepared.operation
+        parts = None if op is Operation.INSERT_OVERWRITE_TABLE else \
+            set(pc.unique(prepared.rows.column(PARTITION)).to_pylist())
+        busy = sorted(f"{p}/{f}" for (p, f) in self.pending_compaction_fgs(self.active.load())
+                      if parts is None or p in parts)
+        if busy:
+            raise TimelineError(f"{op.value} would replace file groups a pending compaction works on: "
+                                f"{', '.join(busy[:5])}",
+                                help="commit or roll back the pending compaction first; nothing was written")
+
+    def delete_partitions(self, partitions: list[str], *, commit: bool = True,
+                          extra_metadata: Mapping[str, str] | None = None) -> str:
+        """Drop whole partitions (Hudi's delete_partition, ``hoodie.datasource.write.partitions.
+        to.delete``): one replacecommit replacing every file group in them; the files go at the
+        next clean, which also removes the emptied partition folders."""
+        known = {s.partition for s in FileSystemView.load(self.storage, self.active.load(), self.active)
+                 .latest_slices()}
+        missing = sorted(set(partitions) - known)
+        if not partitions or missing:
+            raise ConfigError(f"no partition(s) {', '.join(missing) or '(none given)'} in the table",
+                              help="name partitions by their path, as `lakehouse stats` lists them: "
+                                   + ", ".join(sorted(known)[:10]))
+        # The table's schema goes on the commit, as on Hudi's: readers find the latest schema there.
+        avro = TableReader(self.storage, self.config, self.active).avro_schema()
+        schema = avro_to_arrow_schema(json.loads(avro)) if avro else pa.schema([])
+        rows = pa.table({PARTITION: pa.array(sorted(set(partitions)), pa.string())})
+        prepared = Prepared(Operation.DELETE_PARTITION, rows, schema, False, record_schema=avro is not None)
+        instant = self.write_prepared(prepared, extra_metadata=extra_metadata)
+        if commit:
+            self.commit(instant)
+        return instant
 
     def abort(self, inflight, error: Exception) -> "typing.NoReturn":
         """Roll a failed phase 1 back (best effort: else the next writer does) and raise: input
@@ -423,21 +447,26 @@ class WriteClient:
             latest[(g.partition, g.file_id)] = g.slices[-1]
             if g.latest_base_file is not None:
                 base_files[(g.partition, g.file_id)] = g.latest_base_file
-        ctx = self.handle_context(prepared.data_schema, t)
+        ctx = self.handle_context(prepared.data_schema, t, op=op)
         replaced: dict[str, tuple[str, ...]] = {}
         if self.buffered(op):
             return buffer.write_buffered(self, prepared, ctx, latest, pending), replaced
         rows = prepared.rows
-        if op in (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE):
+        if op.replaces:
+            # Hudi's SparkInsertOverwrite(Table)CommitActionExecutor and
+            # SparkDeletePartitionCommitActionExecutor: every file group of the partitions (of the
+            # table, for insert_overwrite_table) is replaced; the batch, if any, goes to new ones.
+            parts = ({p for p, _ in latest} if op is Operation.INSERT_OVERWRITE_TABLE
+                     else set(pc.unique(rows.column(PARTITION)).to_pylist()))
+            for (p, fid) in sorted(latest):
+                if p in parts:
+                    replaced[p] = replaced.get(p, ()) + (fid,)
+            if op is Operation.DELETE_PARTITION:
+                return [], replaced
+        if op in (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE):
             deletes = rows.column(DELETE)
             live = rows.filter(pc.invert(deletes)) if pc.any(deletes).as_py() else rows
-            keep = latest
-            if op is Operation.INSERT_OVERWRITE:
-                parts = set(pc.unique(rows.column(PARTITION)).to_pylist())
-                for (p, fid) in latest:
-                    if p in parts:
-                        replaced[p] = replaced.get(p, ()) + (fid,)
-                keep = {k: v for k, v in latest.items() if k[0] not in parts}
+            keep = {k: v for k, v in latest.items() if k[0] not in parts} if op.replaces else latest
             if self.config.index_type is IndexType.BUCKET:
                 # A bucket's records must land in the bucket's file group, or later lookups
                 # (a hash, nothing more) would miss them.
@@ -451,9 +480,9 @@ class WriteClient:
         return self._run(ctx, targets), replaced
 
     def handle_context(self, data_schema: pa.Schema, instant_time: str, *, stage: int = 0,
-                       attempt: int = 0) -> HandleContext:
+                       attempt: int = 0, op: Operation | None = None) -> HandleContext:
         """What the file handles of ``instant_time`` share (``stage``/``attempt``: a Spark task's,
-        for its write token)."""
+        for its write token; ``op``: the write's operation)."""
         from lakehouse.read.reader import with_meta_fields
         avro = arrow_to_avro_schema(data_schema, self.config.name, with_meta_fields=True)
         return HandleContext(storage=self.storage, markers=Markers(self.storage, instant_time),
@@ -461,7 +490,10 @@ class WriteClient:
                              avro_schema=avro, avro_schema_json=schema_json(avro),
                              config=self.write_config, spec=self.spec, stage=stage, attempt=attempt,
                              bloom=writes_bloom(self.write_config, self.config.index_type),
-                             key_fields=self.config.record_key_fields)
+                             key_fields=self.config.record_key_fields,
+                             # Hudi's HoodieMergeHandleFactory: an operation that does not change
+                             # records (insert) with allow.duplicate.on.inserts gets a concat handle.
+                             concat_inserts=op is Operation.INSERT and self.write_config.allow_duplicates_on_insert)
 
     def avg_record_size(self, timeline) -> int:
         """Bytes per record from the newest commit big enough to tell (as Hudi estimates it)."""

@@ -50,6 +50,8 @@ class HandleContext:
     bloom: bool = True
     # The record key columns: unique within a file, as the key and sequence meta columns are.
     key_fields: tuple[str, ...] = ()
+    # Merges of this write keep both versions of a key (see merge_base_file's ``concat``).
+    concat_inserts: bool = False
 
     def token(self, task: int) -> str:
         return write_token(task, self.stage, self.attempt)
@@ -150,7 +152,9 @@ def _parquet_bytes(table: pa.Table, ctx: HandleContext) -> bytes:
                           use_dictionary=ctx.dictionary_columns(table.schema),
                           write_statistics=ctx.statistics_columns(table.schema),
                           store_schema=False, write_page_checksum=True) as writer:
-        writer.write_table(table, row_group_size=max(1, min(table.num_rows or 1, 1 << 20)))
+        # hoodie.parquet.block.size: Hudi's parquet row group size in bytes.
+        per_row = table.nbytes / max(1, table.num_rows)
+        writer.write_table(table, row_group_size=max(1, int(ctx.config.parquet_row_group_size // max(1.0, per_row))))
         writer.add_key_value_metadata(meta)
     return sink.getvalue()
 
@@ -224,11 +228,13 @@ def write_compacted_base_file(ctx: HandleContext, *, partition: str, file_id: st
 
 
 def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.Table,
-                    task: int) -> WriteStat:
+                    task: int, concat: bool = False) -> WriteStat:
     """Rewrite a file group's base file with ``incoming`` merged in (COW merge handle).
 
     ``incoming`` carries the helper columns KEY, SEQ (>= 1) and DELETE; rows of the old file keep
-    their meta columns unless a newer version replaces them.
+    their meta columns unless a newer version replaces them. ``concat``: Hudi's
+    HoodieConcatHandle (inserts with hoodie.merge.allow.duplicate.on.inserts): the old records
+    as they are and the incoming ones beside them, a key in both kept twice.
     """
     assert base_slice.base_file is not None
     partition, file_id = base_slice.partition, base_slice.file_id
@@ -238,6 +244,8 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
     n_old = old.num_rows
     old_keys = old.column(RECORD_KEY)
     touched = pc.is_in(old_keys, value_set=incoming.column(KEY).combine_chunks())
+    if concat:
+        touched = pa.chunked_array([pa.repeat(False, n_old)], pa.bool_()) if n_old else touched
     kept = old.filter(pc.invert(touched))
     old_touched = old.filter(touched)
     old_versions = (old_touched.append_column(KEY, old_touched.column(RECORD_KEY))
@@ -250,7 +258,10 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
         fresh = fresh.append_column(c, incoming.column(c) if c in incoming.column_names
                                     else pa.repeat(False, incoming.num_rows))
     old_versions = old_versions.cast(fresh.schema)
-    merged = resolve(pa.concat_tables([old_versions, fresh]), ctx.spec)
+    if concat:
+        merged = fresh.filter(pc.invert(pc.fill_null(fresh.column(DELETE), False)))
+    else:
+        merged = resolve(pa.concat_tables([old_versions, fresh]), ctx.spec)
     # Untouched winners from the old file keep their commit metadata; only the file name moves.
     merged = drop_helpers(merged)
     kept = kept.set_column(kept.schema.get_field_index(FILE_NAME), FILE_NAME,
@@ -261,7 +272,8 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
     data = _parquet_bytes(table, ctx)
     path = join(partition, str(name))
     _write_data(ctx, path, data)
-    in_old = pc.is_in(incoming.column(KEY), value_set=old_keys.combine_chunks())
+    in_old = pc.is_in(incoming.column(KEY), value_set=old_keys.combine_chunks()) if not concat \
+        else pa.chunked_array([pa.repeat(False, incoming.num_rows)], pa.bool_())
     inc_del = incoming.column(DELETE)
     n_upd = pc.sum(pc.cast(pc.and_(in_old, pc.invert(inc_del)), pa.int64())).as_py() or 0
     n_del = max(0, n_old + (incoming.num_rows - int(pc.sum(pc.cast(in_old, pa.int64())).as_py() or 0))
@@ -297,7 +309,9 @@ def append_log(ctx: HandleContext, *, slice_: FileSlice, partition: str, file_id
     if n_rec:
         table = with_meta(records, instant_time=ctx.instant_time, task=task, partition=partition,
                           file_name=file_id, keys=record_keys, schema=ctx.schema)
-        rows_per_block = max(1, int(ctx.config.log_max_size // max(1, _row_bytes(table))))
+        # hoodie.logfile.data.block.max.size: as HoodieAppendHandle, a block holds records up to
+        # that many bytes by their in-memory size.
+        rows_per_block = max(1, int(ctx.config.log_block_max_size // max(1, _row_bytes(table))))
         for start in range(0, table.num_rows, rows_per_block):
             chunk = table.slice(start, rows_per_block)
             if ctx.config.log_block_format is LogBlockFormat.PARQUET:

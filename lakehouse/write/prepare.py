@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse.errors import RecordKeyError, SchemaError
-from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, delete_flags, resolve
+from lakehouse.config import MergeMode
+from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, resolve
 from lakehouse.read.reader import TableReader
 from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from lakehouse.write import bucket_sizing
@@ -41,11 +42,23 @@ class Operation(enum.StrEnum):
     UPSERT = "upsert"
     BULK_INSERT = "bulk_insert"
     DELETE = "delete"
-    INSERT_OVERWRITE = "insert_overwrite"
+    INSERT_OVERWRITE = "insert_overwrite"  # the batch's partitions: replaced by it
+    INSERT_OVERWRITE_TABLE = "insert_overwrite_table"  # every partition: the table becomes the batch
+    DELETE_PARTITION = "delete_partition"  # the batch's partitions (only its keys matter): dropped
 
     @property
     def operation_type(self) -> str:
         return self.name
+
+    @property
+    def replaces(self) -> bool:
+        """A replacecommit: file groups replaced as a whole (Hudi's WriteOperationType)."""
+        return self in (Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE, Operation.DELETE_PARTITION)
+
+    @property
+    def keys_only(self) -> bool:
+        """Only the batch's key and partition columns matter."""
+        return self in (Operation.DELETE, Operation.DELETE_PARTITION)
 
 
 @dataclass
@@ -91,7 +104,7 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
     reader = TableReader(client.storage, client.config, client.active)
     current = reader.avro_schema()
     table_schema = avro_to_arrow_schema(json.loads(current)) if current else None
-    if op is Operation.DELETE:
+    if op.keys_only:
         # Deleting from a table without data commits an empty instant, as Hudi does.
         data_schema = table_schema if table_schema is not None else data_schema_of(
             batch.select([c for c in keygen.required_columns() if c in batch.column_names]).schema)
@@ -103,16 +116,16 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
         changed = table_schema is None or data_schema != table_schema
         if changed:
             arrow_to_avro_schema(data_schema, client.config.name, with_meta_fields=True)
-    record_schema = table_schema is not None or op is not Operation.DELETE
+    record_schema = table_schema is not None or not op.keys_only
 
     def rows_of(chunk: pa.Table, offset: int) -> pa.Table:
         return _keyed_rows(client, chunk, op, data_schema, offset)
 
-    measure = bucket_sizing.is_provisional(client.config) and op is not Operation.DELETE
+    measure = bucket_sizing.is_provisional(client.config) and not op.keys_only
     row_bytes = batch.nbytes / max(1, batch.num_rows)
     if budget is None or batch.nbytes <= budget:
         rows = rows_of(batch, 0)
-        if op is not Operation.DELETE:
+        if not op.keys_only:
             # Last: a batch's own errors (keys, types, ordering values) first.
             check_missing_columns(batch, table_schema, client.write_config, client.spec)
         largest = int(_largest_partition(rows, {}) * row_bytes) if measure else 0
@@ -128,7 +141,7 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
     for rows in chunks():  # every chunk's errors before any file is written
         if measure:
             _largest_partition(rows, counts)
-    if op is not Operation.DELETE:
+    if not op.keys_only:
         check_missing_columns(batch, table_schema, client.write_config, client.spec)
     largest = int(max(counts.values(), default=0) * row_bytes)
     return Prepared(op, None, data_schema, changed, record_schema, chunks=chunks,
@@ -163,14 +176,14 @@ def _keyed_rows(client: "WriteClient", batch: pa.Table, op: Operation, data_sche
     keys = client.keygen.record_keys(rows)
     partitions = client.keygen.partition_paths(rows)
     ordering = client.config.ordering_field
-    if client.spec.uses_ordering and op is not Operation.DELETE and ordering not in rows.column_names:
+    if client.spec.uses_ordering and not op.keys_only and ordering not in rows.column_names:
         raise RecordKeyError(f"ordering field {ordering!r} is missing from the batch",
                              help="add the column; event-time merging needs it on every record")
-    if client.spec.uses_ordering and op is not Operation.DELETE and rows.column(ordering).null_count:
+    if client.spec.uses_ordering and not op.keys_only and rows.column(ordering).null_count:
         raise RecordKeyError(f"ordering field {ordering!r} has "
                              f"{rows.column(ordering).null_count} null value(s)",
                              help="give every record an ordering value")
-    if op is Operation.DELETE:
+    if op.keys_only:
         is_delete = pa.chunked_array([pa.repeat(True, n)], pa.bool_()) if n else pa.chunked_array([], pa.bool_())
         uncond = is_delete
     else:
@@ -191,6 +204,17 @@ def combines(client: "WriteClient", op: Operation) -> bool:
             Operation.DELETE: True}.get(op, client.write_config.combine_before_insert)
 
 
+def precombine_spec(spec: MergeSpec, rows: pa.Table) -> MergeSpec:
+    """How duplicates within one batch reduce. Commit-time ordering (Hudi's
+    OverwriteWithLatestAvroPayload) still orders a batch's own versions of a key by the ordering
+    field: its ``preCombine`` keeps the greater ordering value (a tie: the later record), while
+    against the stored record the incoming one always wins (``combineAndGetUpdateValue``)."""
+    if (spec.mode is MergeMode.COMMIT_TIME_ORDERING and spec.ordering_field
+            and spec.ordering_field in rows.column_names):
+        return MergeSpec(MergeMode.EVENT_TIME_ORDERING, spec.ordering_field)
+    return spec
+
+
 def precombine(client: "WriteClient", rows: pa.Table) -> pa.Table:
     # Distinct keys are distinct (partition, key) pairs too: the common case needs no joined key.
     if pc.count_distinct(rows.column(KEY)).as_py() == rows.num_rows:
@@ -203,6 +227,6 @@ def precombine(client: "WriteClient", rows: pa.Table) -> pa.Table:
     original_key = rows.column(KEY)
     tmp = rows.set_column(rows.schema.get_field_index(KEY), KEY, dedup_key).append_column(
         "__lh_orig_key", original_key)
-    out = resolve(tmp, client.spec, keep_deletes=True)
+    out = resolve(tmp, precombine_spec(client.spec, rows), keep_deletes=True)
     out = out.set_column(out.schema.get_field_index(KEY), KEY, out.column("__lh_orig_key"))
     return out.drop_columns(["__lh_orig_key"]).sort_by(SEQ)

@@ -390,3 +390,27 @@ def test_a_store_without_atomic_create_takes_a_lock_provider_from_outside(tmp_pa
     assert snapshot(tmp_path) == {("a", "k1"): "A"}
     with pytest.raises(ConfigError, match="cannot be imported"):
         open_table(str(tmp_path), {"hoodie.write.lock.provider": "no_such_module.Lock"}).upsert(rows(["k"]))
+
+
+def test_clean_and_compaction_planning_roll_back_a_dead_writers_write(tmp_path):
+    """Hudi's LAZY failed-writes policy rolls back writes whose heartbeat expired when the table
+    is cleaned (BaseHoodieTableServiceClient.clean -> CleanerUtils.rollbackFailedWrites); a
+    compaction planned with the dead write pending would otherwise wait for the next write. A
+    live writer's pending write is left alone by both."""
+    t = make(tmp_path)
+    t.upsert(rows(["k1", "k2"], v="base"))
+    t.upsert(rows(["k1"], v="more"))
+    dead = t.upsert(rows(["k2"], v="dead"), commit=False)
+    live = open_table(str(tmp_path)).upsert(rows(["k3"], part="b", v="live"), commit=False)
+    assert not t.schedule_compaction(force=True).scheduled  # both writes are pending
+    expire(t, dead)
+    planned = t.schedule_compaction(force=True)
+    assert not planned.scheduled and dead not in pending_times(t)  # the dead one is gone...
+    assert live in pending_times(t)  # ...the live one still holds the plan back
+    t.commit(live)
+    dead2 = t.upsert(rows(["k1"], v="dead2"), commit=False)
+    expire(t, dead2)
+    t.clean()
+    assert dead2 not in pending_times(t) and t.timeline.get(dead2) is None
+    assert t.schedule_compaction(force=True).scheduled
+    assert snapshot(tmp_path) == {("a", "k1"): "more", ("a", "k2"): "base", ("b", "k3"): "live"}

@@ -23,6 +23,15 @@ class Oracle:
             return True
         return new[self.ordering] >= old[self.ordering]
 
+    def _wins_in_batch(self, new: dict, old: dict) -> bool:
+        """Within one batch commit-time ordering still compares ordering values
+        (OverwriteWithLatestAvroPayload.preCombine: the greater wins, a tie goes to the later)."""
+        if self.mode == "COMMIT_TIME_ORDERING":
+            if self.ordering and new.get(self.ordering) is not None and old.get(self.ordering) is not None:
+                return new[self.ordering] >= old[self.ordering]
+            return True
+        return self._wins(new, old)
+
     @staticmethod
     def _fill(winner: dict, loser: dict) -> dict:
         return {k: (loser.get(k) if v is None else v) for k, v in winner.items()}
@@ -39,7 +48,9 @@ class Oracle:
             row = self._fill(new, old_row) if self.mode == "PARTIAL_UPDATE" else new
             return (row, t)
         if self.mode == "PARTIAL_UPDATE" and not deleted:
-            return (self._fill(old_row, new), old_t)
+            # PartialUpdateAvroPayload.mergeDisorderRecordsWithMetadata: the stored fields win,
+            # the meta fields (the commit time) are the arriving record's.
+            return (self._fill(old_row, new), t)
         return old
 
     def precombine(self, rows: list[dict]) -> list[dict]:
@@ -52,7 +63,7 @@ class Oracle:
                 order.append(k)
                 continue
             cur = by_key[k]
-            if self._wins(r, cur):
+            if self._wins_in_batch(r, cur):
                 by_key[k] = self._fill(r, cur) if self.mode == "PARTIAL_UPDATE" else r
             elif self.mode == "PARTIAL_UPDATE":
                 by_key[k] = self._fill(cur, r)

@@ -251,7 +251,8 @@ def test_committed_log_cut_at_a_block_boundary_is_refused_by_compaction(tmp_path
     path = tmp_path / "t"
     t = lakehouse.create_table(str(path), name="c", table_type="MERGE_ON_READ", record_key="id",
                                ordering_field="ts", index="BUCKET",
-                               options={"hoodie.bucket.index.num.buckets": 1, "hoodie.logfile.max.size": 16384})
+                               options={"hoodie.bucket.index.num.buckets": 1, "hoodie.logfile.max.size": 16384,
+                                        "hoodie.logfile.data.block.max.size": 8192})
     keys = [f"k{i:03d}" for i in range(300)]
     t.upsert(batch(keys, 1))
     t.upsert(batch(keys, 2))

@@ -151,6 +151,12 @@ def read_avro(path, schema_file):
 @pytest.mark.parametrize("policy", ["KEEP_LATEST_COMMITS", "KEEP_LATEST_BY_HOURS",
                                     "KEEP_LATEST_FILE_VERSIONS"])
 def test_policy_deletes_exactly_what_it_should(tmp_path, table_type, policy):
+    """Hudi's CleanPlanner.getFilesToCleanKeepingLatestCommits as of 0.14.1 and 0.15 (HUDI-7223):
+    for KEEP_LATEST_COMMITS and KEEP_LATEST_BY_HOURS alike, each file group keeps its latest
+    slice and the last slice before the earliest instant to retain (the one a read as of that
+    instant needs; 0.14.0 kept it for KEEP_LATEST_COMMITS only, and hours-based cleaning broke
+    time travel to the window's start). For hours, the earliest instant to retain is the first
+    completed commit at or after now - hoodie.cleaner.hours.retained (CleanerUtils)."""
     path = tmp_path / "t"
     t = new_table(path, table_type)
     history(t)

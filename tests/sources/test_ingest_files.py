@@ -98,3 +98,31 @@ def test_phase_one_left_uncommitted_is_redone_not_doubled(tmp_path):
     assert second.files == first.files == 2
     t.commit(second.instant)
     assert rows(t) == reference(tmp_path, src)
+
+
+def test_a_file_landing_with_an_older_modification_time_is_still_taken_once(tmp_path):
+    """Hudi's DFS source (DFSPathSelector.getNextFilePathsAndMaxModificationTime) takes files
+    newer than the checkpoint's modification time, so a file copied in with its old time kept
+    (``cp -p``, a restored backup) was never ingested. lakehouse decides by name: the manifest the
+    last ingest commit names lists every file taken."""
+    from lakehouse.sources.files import MANIFEST_KEY, ingested_names
+    src = tmp_path / "in"
+    demo.write_batches(str(src), 2, STREAM)
+    t = new_table(tmp_path / "t")
+    assert ingest(t, str(src)).files == 2
+    demo.write_batches(str(src), 1, STREAM)
+    old = os.path.getmtime(src / "batch-000000.parquet") - 3600
+    os.utime(src / "batch-000002.parquet", (old, old))  # landed late, with an old time
+    res = ingest(t, str(src))
+    assert res.files == 1 and res.checkpoint.endswith("batch-000001.parquet")  # the watermark stays
+    assert ingest(t, str(src)).instant is None
+    want = reference(tmp_path, src)
+    assert rows(t) == want
+    meta = t.active.commit_metadata(t.timeline.completed_writes().last)
+    assert ingested_names(t, lakehouse.storage.get_storage(str(src)).uri()) == \
+        {f"batch-00000{i}.parquet" for i in range(3)}
+    assert meta.extra_metadata[MANIFEST_KEY].startswith(".hoodie/.aux/lakehouse/ingest/")
+    # A rolled-back ingest brings its files back: the manifest before it is the current one.
+    t.rollback()
+    again = ingest(t, str(src))
+    assert again.files == 1 and rows(t) == want

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 import lakehouse
@@ -201,3 +202,24 @@ def test_ingest_creates_a_table_whose_index_is_given_as_an_option_only(tmp_path)
                               "--demo-batches", "1", "--demo-rows", "50",
                               "--option", "hoodie.index.type=SIMPLE"]))
     assert lakehouse.open_table(str(path)).config.index_type.value == "SIMPLE"
+
+
+def test_the_apps_serve_a_table_whose_properties_hold_keys_lakehouse_does_not_know(tmp_path, capsys):
+    """lakehouse.config.merged_options: stored keys a newer Hudi wrote are kept and ignored by
+    every app (a run's own --option keys are still checked)."""
+    from lakehouse.spark.apps import ingest
+    table = write_history(tmp_path / "t")
+    props = Path(table.path.removeprefix("file://")) / ".hoodie" / "hoodie.properties"
+    props.write_text(props.read_text("latin-1") + "hoodie.table.future.feature=on\n", "latin-1")
+    assert submit.main(["compaction-plan", table.path, "--force"]) == 0
+    assert _last_json(capsys.readouterr()[0])["status"] == "ok"
+    assert submit.main(["compaction-execute", table.path]) == 0
+    assert submit.main(["commit", table.path]) == 0
+    assert _last_json(capsys.readouterr()[0])["status"] == "ok"
+    assert submit.main(["clean", table.path, "--dry-run"]) == 0
+    (tmp_path / "in").mkdir()
+    pq.write_table(late_batch(), tmp_path / "in" / "b1.parquet")
+    before = lakehouse.open_table(table.path).timeline.completed_writes().last.time
+    ingest.run(ingest._parse([table.path, "--source-dir", str(tmp_path / "in"), "--commit"]))
+    assert lakehouse.open_table(table.path).timeline.completed_writes().last.time > before
+    assert "hoodie.table.future.feature=on" in props.read_text("latin-1")

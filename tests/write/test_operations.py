@@ -141,7 +141,8 @@ def test_log_files_roll_over_at_the_max_size(tmp_path):
     t = lakehouse.create_table(str(p), name="r", table_type="MERGE_ON_READ", record_key="id",
                                ordering_field="ts", index="BUCKET",
                                options={"hoodie.bucket.index.num.buckets": 1,
-                                        "hoodie.logfile.max.size": 4096})
+                                        "hoodie.logfile.max.size": 4096,
+                                        "hoodie.logfile.data.block.max.size": 2048})
     t.upsert(pa.table({"id": [f"k{i}" for i in range(300)], "ts": [1] * 300, "v": list(range(300))}))
     t.upsert(pa.table({"id": [f"k{i}" for i in range(300)], "ts": [2] * 300, "v": [i + 1000 for i in range(300)]}))
     logs = [LogFileName.parse(os.path.basename(f)) for f in files(p, lambda n: ".log." in n)]

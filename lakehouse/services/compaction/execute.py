@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lakehouse.config import WRITE_OPTION_KEYS, TableConfig, WriteConfig
+from lakehouse.config import TableConfig, WriteConfig, merged_options
 from lakehouse.engine import Engine, default_engine
 from lakehouse.errors import CorruptFileError, TimelineError
 from lakehouse.faults import InjectedFault, fault_point
@@ -111,7 +111,7 @@ def compact_operation(task: _Task) -> WriteStat:
             raise CorruptFileError(storage.uri(path), f"{on_disk[path]} bytes, but committed writes "
                                    f"recorded {size}: committed log blocks are missing")
     merged = read_file_slice(fs, ctx)
-    wc = WriteConfig.from_options({k: v for k, v in config.extra.items() if k in WRITE_OPTION_KEYS})
+    wc = WriteConfig.from_options(merged_options(config.extra, None, "compaction"))
     data_schema = pa.schema([f for f in schema if f.name not in HOODIE_META_FIELDS])
     avro = arrow_to_avro_schema(data_schema, config.name, with_meta_fields=True)
     hctx = HandleContext(storage=storage, markers=Markers(storage, t), instant_time=t,

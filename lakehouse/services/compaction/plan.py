@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Mapping
 
-from lakehouse.config import CompactionConfig
+from lakehouse.config import CompactionConfig, merged_options
+from lakehouse.services.rollback import rollback_expired_writes
 from lakehouse.errors import ConfigError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
@@ -101,7 +102,12 @@ def schedule_compaction(table: "Table", config: CompactionConfig | None = None, 
     """Write ``<t>.compaction.requested`` if the trigger fires (or ``force``); else say why not.
     ``extra_metadata`` (who asked, say) goes into the plan's extraMetadata."""
     require_mor(table)
-    cfg = config or CompactionConfig.from_options(table.config.extra)
+    cfg = config or CompactionConfig.from_options(merged_options(table.config.extra, None, "compaction"))
+    if table.concurrency.lazy_rollback:
+        # A write whose writer died would hold the plan back until the next write rolled it
+        # back (an earlier pending write's logs would be missed); roll it back now, as a clean
+        # does under Hudi's LAZY failed-writes policy. Live writers' writes still hold it back.
+        rollback_expired_writes(table)
     # With several writers, the check "no earlier write pending" and the plan's instant must be
     # one step, or a writer could allocate an instant in between and write logs the plan misses.
     with table.exclusive():

@@ -29,7 +29,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("table")
     p.add_argument("--source-dir", required=True)
     p.add_argument("--op", default="upsert",
-                   choices=["upsert", "insert", "bulk_insert", "delete", "insert_overwrite"])
+                   choices=["upsert", "insert", "bulk_insert", "delete", "insert_overwrite",
+                            "insert_overwrite_table"])
     p.add_argument("--format", default="auto", choices=["auto", "parquet", "jsonl", "csv"])
     p.add_argument("--max-files", type=int, default=None)
     p.add_argument("--commit", action="store_true", help="also run phase 2")
