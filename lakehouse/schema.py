@@ -19,15 +19,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakehouse.columns import META_FIELDS
 from lakehouse.errors import SchemaError
 
-HOODIE_META_FIELDS = [
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-]
 
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _UTC = "UTC"
@@ -149,8 +143,8 @@ def arrow_to_avro_schema(schema: pa.Schema, table_name: str, *,
     Meta columns already in ``schema`` are dropped; with ``with_meta_fields`` the five meta fields
     are put at the front, as in log block headers and base file footers.
     """
-    fields = [f for f in schema if f.name not in HOODIE_META_FIELDS]
-    prefix = [_meta_field(n) for n in HOODIE_META_FIELDS] if with_meta_fields else None
+    fields = [f for f in schema if f.name not in META_FIELDS]
+    prefix = [_meta_field(n) for n in META_FIELDS] if with_meta_fields else None
     return _record(fields, f"{table_name}_record", f"hoodie.{table_name}", prefix)
 
 

@@ -2,31 +2,39 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, ContextManager, Mapping, Sequence
 
 import pyarrow as pa
 
+from lakehouse.commit import hooks_deferred
+from lakehouse.concurrency.heartbeat import Heartbeats
+from lakehouse.concurrency.transaction import TransactionManager
 from lakehouse.config import (SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS,
-                              ConcurrencyConfig, IndexType, KeyGeneratorType, MemoryConfig, MergeMode,
-                              TableConfig, TableType, WriteConfig, merged_options, option_keys)
-from lakehouse.errors import ConfigError, FileAlreadyExistsError, TableExistsError
+                              ArchivalConfig, CleanConfig, CompactionConfig, ConcurrencyConfig, IndexType,
+                              KeyGeneratorType, MemoryConfig, MergeMode, TableConfig, TableType, WriteConfig)
+from lakehouse.errors import (ConfigError, FileAlreadyExistsError, InstantNotFoundError, TableExistsError,
+                              TimelineError)
 from lakehouse.file_group.view import FileSystemView
-from lakehouse.properties import HOODIE_PROPERTIES, format_properties, read_table_config
+from lakehouse.keygen import KeyGenerator
+from lakehouse.meta_client import TableMetaClient, split_storage_options
+from lakehouse.properties import HOODIE_PROPERTIES, format_properties
 from lakehouse.read.reader import Filter, TableReader
 from lakehouse.schema import arrow_to_avro_schema
+from lakehouse.services.archive import archive
+from lakehouse.services.clean import clean, plan_clean
+from lakehouse.services.compaction import commit_compaction, execute_compaction, schedule_compaction
+from lakehouse.services.restore import restore
+from lakehouse.services.rollback import rollback_instant
+from lakehouse.services.savepoint import create_savepoint, delete_savepoint, list_savepoints
 from lakehouse.storage import Storage, get_storage
 from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
 from lakehouse.timeline.instant import Action
 from lakehouse.write import bucket_sizing
-
-PROPERTIES = HOODIE_PROPERTIES
-
-
-_read_config = read_table_config
+from lakehouse.write.client import WriteClient, phase_one_problem
+from lakehouse.write.validate import data_schema
 
 
 @dataclass(frozen=True)
@@ -41,72 +49,72 @@ class TableStats:
     last_commit: str | None
 
 
-CONCURRENCY_KEYS = option_keys(ConcurrencyConfig)
-OPEN_KEYS = CONCURRENCY_KEYS | option_keys(MemoryConfig)
-
-
 class Table:
+    """A table: writes, reads and services in one place, over its :class:`TableMetaClient`
+    (which the writer and the services take)."""
+
     def __init__(self, storage: Storage, config: TableConfig,
                  options: Mapping[str, Any] | None = None) -> None:
         """``options``: this process's concurrency and memory settings over the table's stored ones."""
-        self.storage = storage
-        self.config = config
-        self.active = ActiveTimeline(storage, archive_folder=config.archive_folder)
-        extra = {k: v for k, v in config.extra.items() if k in OPEN_KEYS}
-        unknown = sorted(k for k in (options or {}) if k not in OPEN_KEYS)
-        if unknown:
-            raise ConfigError(f"option(s) {', '.join(unknown)} cannot be set when opening a table",
-                              help="pass write options to the write, service options to the service")
-        # Each config class reads its own keys of the stored settings and this process's.
-        settings = {**extra, **(options or {})}
-        self.concurrency = ConcurrencyConfig.from_options(settings)
-        self.memory = MemoryConfig.from_options(settings)
-        if not self.concurrency.multi_writer and ConcurrencyConfig.from_options(extra).multi_writer:
-            raise ConfigError(
-                f"{storage.uri()} is shared by several writers "
-                "(hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL in hoodie.properties); "
-                "one writer working without the lock would roll back the others' writes",
-                help="open it without overriding hoodie.write.concurrency.mode")
-        self._txn = None
-        self._heartbeats = None
-        if self.concurrency.multi_writer:
-            self.active.allocation_guard = self.transactions.lock
-            self.active.allocation_exclusive = True
+        self.meta_client = TableMetaClient(storage, config, options)
+
+    @classmethod
+    def of(cls, meta: TableMetaClient) -> "Table":
+        """The facade over an open meta client."""
+        table = cls.__new__(cls)
+        table.meta_client = meta
+        return table
+
+    # The meta client's state, for users of the facade (tests, notebooks, the CLI).
+    @property
+    def storage(self) -> Storage:
+        return self.meta_client.storage
 
     @property
-    def transactions(self):
-        """The table lock of this process's writers (several writers only)."""
-        if self._txn is None:
-            from lakehouse.concurrency.transaction import TransactionManager
-            self._txn = TransactionManager(self.storage, self.concurrency)
-        return self._txn
+    def config(self) -> TableConfig:
+        return self.meta_client.config
 
-    def exclusive(self):
-        """The table lock when several writers share the table, else nothing to take."""
-        if self.concurrency.multi_writer:
-            return self.transactions.lock()
-        return contextlib.nullcontext()
+    @config.setter
+    def config(self, config: TableConfig) -> None:
+        self.meta_client.adopt(config)
 
     @property
-    def heartbeats(self):
-        if self._heartbeats is None:
-            from lakehouse.concurrency.heartbeat import Heartbeats
-            c = self.concurrency
-            self._heartbeats = Heartbeats(self.storage, interval_s=c.heartbeat_interval_ms / 1000.0,
-                                          misses=c.heartbeat_misses)
-        return self._heartbeats
+    def active(self) -> ActiveTimeline:
+        return self.meta_client.active
+
+    @property
+    def concurrency(self) -> ConcurrencyConfig:
+        return self.meta_client.concurrency
+
+    @property
+    def memory(self) -> MemoryConfig:
+        return self.meta_client.memory
+
+    @property
+    def transactions(self) -> TransactionManager:
+        return self.meta_client.transactions
+
+    @property
+    def heartbeats(self) -> Heartbeats:
+        return self.meta_client.heartbeats
+
+    def exclusive(self) -> ContextManager[Any]:
+        return self.meta_client.exclusive()
+
+    def options(self, given: Mapping[str, Any] | None, where: str) -> dict[str, str]:
+        return self.meta_client.options(given, where)
 
     @property
     def path(self) -> str:
-        return self.storage.uri()
+        return self.meta_client.path
 
     @property
     def name(self) -> str:
-        return self.config.name
+        return self.meta_client.name
 
     @property
     def timeline(self) -> Timeline:
-        return self.active.load()
+        return self.meta_client.timeline
 
     def _reader(self) -> TableReader:
         return TableReader(self.storage, self.config, self.active, memory=self.memory)
@@ -116,9 +124,8 @@ class Table:
 
     # --- writes ----------------------------------------------------------------------------
 
-    def _client(self, options: Mapping[str, Any] | None):
-        from lakehouse.write.client import WriteClient
-        return WriteClient(self, options)
+    def _client(self, options: Mapping[str, Any] | None) -> WriteClient:
+        return WriteClient(self.meta_client, options)
 
     def write(self, batch: pa.Table, operation: str = "upsert", *, commit: bool = True,
               options: Mapping[str, Any] | None = None,
@@ -159,12 +166,10 @@ class Table:
         """Roll back a pending write, or the latest completed one (the default)."""
         # Other writers decide what to do from the timeline under the lock: a rollback between
         # their look and their commit is what conflict detection then sees.
-        with self.exclusive():
+        with hooks_deferred(self.meta_client), self.exclusive():
             return self._rollback(instant_time)
 
     def _rollback(self, instant_time: str | None):
-        from lakehouse.errors import InstantNotFoundError
-        from lakehouse.services.rollback import rollback_instant
         timeline = self.timeline
         if instant_time is None:
             writes = timeline.completed_writes()
@@ -185,35 +190,27 @@ class Table:
                                            help="`lakehouse timeline` lists the instants")
             if (self.concurrency.multi_writer and not inst.is_completed
                     and not self.heartbeats.is_expired(inst.time)):
-                from lakehouse.errors import TimelineError
                 raise TimelineError(f"instant {inst.time} is being written: its writer's "
                                     "heartbeat is alive",
                                     help="stop that writer (its instant is rolled back once its "
                                          "heartbeat expires), or let it finish")
-        result = rollback_instant(self.active, inst, timeline)
+        result = rollback_instant(self.meta_client, inst, timeline)
         if self.concurrency.multi_writer and not inst.is_completed:
             self.heartbeats.stop(inst.time)
-        if inst.is_completed:
-            from lakehouse.iceberg.hook import after_commit
-            after_commit(self)  # its Iceberg snapshot goes too
         return result
 
     # --- table services --------------------------------------------------------------------
 
     def schedule_compaction(self, *, force: bool = False, options: Mapping[str, Any] | None = None,
                             extra_metadata: Mapping[str, str] | None = None):
-        from lakehouse.config import CompactionConfig
-        from lakehouse.services.compaction import schedule_compaction
-        cfg = CompactionConfig.from_options(merged_options(self.config.extra, options, "schedule_compaction"))
-        return schedule_compaction(self, cfg, force=force, extra_metadata=extra_metadata)
+        cfg = CompactionConfig.from_options(self.options(options, "schedule_compaction"))
+        return schedule_compaction(self.meta_client, cfg, force=force, extra_metadata=extra_metadata)
 
     def run_compaction(self, instant_time: str | None = None, **kw: Any):
-        from lakehouse.services.compaction import execute_compaction
-        return execute_compaction(self, instant_time, **kw)
+        return execute_compaction(self.meta_client, instant_time, **kw)
 
     def commit_compaction(self, instant_time: str | None = None):
-        from lakehouse.services.compaction import commit_compaction
-        return commit_compaction(self, instant_time)
+        return commit_compaction(self.meta_client, instant_time)
 
     def compact(self, *, force: bool = False, options: Mapping[str, Any] | None = None):
         """Schedule, execute and commit in one call; returns the commit result (or the schedule
@@ -228,44 +225,32 @@ class Table:
               engine=None, extra_metadata: Mapping[str, str] | None = None):
         """Finish pending cleans, then plan and run one (``dry_run``: only the plan, nothing
         written)."""
-        from lakehouse.config import CleanConfig
-        from lakehouse.services.clean import clean, plan_clean
-        cfg = CleanConfig.from_options(merged_options(self.config.extra, options, "clean"))
+        cfg = CleanConfig.from_options(self.options(options, "clean"))
         if dry_run:
-            return plan_clean(self, cfg, dry_run=True, extra_metadata=extra_metadata)
-        return clean(self, cfg, engine=engine, extra_metadata=extra_metadata)
+            return plan_clean(self.meta_client, cfg, dry_run=True, extra_metadata=extra_metadata)
+        return clean(self.meta_client, cfg, engine=engine, extra_metadata=extra_metadata)
 
     def write_ready(self, instant_time: str) -> str:
         """Why an inflight write cannot be committed yet ('' when phase 1 recorded complete
         results and :meth:`commit` may run)."""
-        from lakehouse.write.client import phase_one_problem
-        return phase_one_problem(self, instant_time)
+        return phase_one_problem(self.meta_client, instant_time)
 
     def create_savepoint(self, instant_time: str | None = None, *, user: str = "", comments: str = ""):
-        from lakehouse.services.savepoint import create_savepoint
-        return create_savepoint(self, instant_time, user=user, comments=comments)
+        return create_savepoint(self.meta_client, instant_time, user=user, comments=comments)
 
     def list_savepoints(self):
-        from lakehouse.services.savepoint import list_savepoints
-        return list_savepoints(self)
+        return list_savepoints(self.meta_client)
 
     def delete_savepoint(self, instant_time: str) -> None:
-        from lakehouse.services.savepoint import delete_savepoint
-        delete_savepoint(self, instant_time)
+        delete_savepoint(self.meta_client, instant_time)
 
     def restore(self, savepoint_time: str):
         """Roll back every write after a savepoint, newest first."""
-        from lakehouse.iceberg.hook import after_commit
-        from lakehouse.services.restore import restore
-        with self.exclusive():
-            result = restore(self, savepoint_time)
-        after_commit(self)
-        return result
+        with hooks_deferred(self.meta_client), self.exclusive():
+            return restore(self.meta_client, savepoint_time)
 
     def archive(self, options: Mapping[str, Any] | None = None):
-        from lakehouse.config import ArchivalConfig
-        from lakehouse.services.archive import archive
-        return archive(self, ArchivalConfig.from_options(merged_options(self.config.extra, options, "archive")))
+        return archive(self.meta_client, ArchivalConfig.from_options(self.options(options, "archive")))
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -298,21 +283,11 @@ class Table:
             last_commit=last.time if last else None)
 
 
-def _storage_options(options: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(storage options: ``s3.*``, the rest). Storage options reach the store and are never
-    stored with the table (they hold credentials)."""
-    opts = dict(options or {})
-    store = {k: v for k, v in opts.items() if k.startswith("s3.")}
-    return store, {k: v for k, v in opts.items() if k not in store}
-
-
 def open_table(path: str | Storage, options: Mapping[str, Any] | None = None) -> Table:
     """``options``: the store's settings (``s3.endpoint``, ``s3.region``, credentials, ...) and
     this writer's concurrency settings (``hoodie.write.concurrency.mode``, lock and heartbeat
     keys) over those stored with the table."""
-    store, rest = _storage_options(options)
-    storage = get_storage(path, store or None)
-    return Table(storage, _read_config(storage), rest)
+    return Table.of(TableMetaClient.open(path, options))
 
 
 def default_index(table_type: TableType, option: Any = None) -> IndexType:
@@ -385,7 +360,7 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
     costs what its batch costs; without ``hoodie.bucket.index.num.buckets`` the first write sizes
     the bucket count, see :mod:`lakehouse.write.bucket_sizing`), SIMPLE for COPY_ON_WRITE
     (Hudi's default)."""
-    store, opts = _storage_options({**(options or {}), **more_options})
+    store, opts = split_storage_options({**(options or {}), **more_options})
     unknown = [k for k in opts if k not in TABLE_OPTION_KEYS and k not in WRITE_OPTION_KEYS
                and k not in SERVICE_OPTION_KEYS and k != "hoodie.datasource.write.keygenerator.class"]
     if unknown:
@@ -435,7 +410,6 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
     props = base.to_properties()
     props.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in table_opts.items()})
     if schema is not None:
-        from lakehouse.write.validate import data_schema
         props["hoodie.table.create.schema"] = json.dumps(
             arrow_to_avro_schema(data_schema(schema), name, with_meta_fields=False), separators=(",", ":"))
     config = TableConfig.from_properties(props)
@@ -457,10 +431,9 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
         raise ConfigError(f"hoodie.table.version={config.version}: lakehouse creates version 6 tables",
                           help="leave hoodie.table.version unset")
     if config.key_generator_type is KeyGeneratorType.TIMESTAMP:
-        from lakehouse.write.keygen import KeyGenerator
         KeyGenerator(config)  # validates the timestamp options
     props = config.to_properties()
-    if storage.exists(PROPERTIES):
+    if storage.exists(HOODIE_PROPERTIES):
         raise TableExistsError(f"a table already exists at {storage.uri()}",
                                help="open it with lakehouse.open_table, or pick another path")
     try:
@@ -472,7 +445,7 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
                           "parents is a file, not a folder",
                           help="pick a folder path (it may be missing or hold other files)") from None
     try:
-        storage.create(PROPERTIES, format_properties(props, comment="Properties saved by lakehouse").encode())
+        storage.create(HOODIE_PROPERTIES, format_properties(props, comment="Properties saved by lakehouse").encode())
     except FileAlreadyExistsError:
         raise TableExistsError(f"a table already exists at {storage.uri()}",
                                help="open it with lakehouse.open_table, or pick another path") from None

@@ -14,7 +14,8 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from lakehouse import cli, cli_services
+from lakehouse import cli
+from lakehouse.cli import services as service_commands
 from lakehouse.services import clean as clean_service
 from lakehouse.services.compaction import execute as compaction_execute
 from lakehouse.table import open_table
@@ -476,7 +477,7 @@ def test_restore_asks_on_a_terminal(mor, tmp_path, monkeypatch):
     run("compaction", "commit", path, t)
     latest = upsert(path, tmp_path, [2], 901, 9000.0, "u10")
     changed = rows(path)
-    monkeypatch.setattr(cli_services, "_interactive", lambda: True)
+    monkeypatch.setattr(service_commands, "_interactive", lambda: True)
     res = run("restore", path, sp, input="n\n", ok=False)
     assert res.exit_code == 1 and "restore cancelled: nothing was changed" in res.stderr
     assert (f"rolls back 3 instant(s), newest first:\n  {latest} deltacommit (completed)\n"

@@ -89,3 +89,9 @@ def test_a_table_with_keys_lakehouse_does_not_know_is_served_by_every_entry_poin
     props = parse_properties((p / ".hoodie" / "hoodie.properties").read_text("latin-1"))
     assert {k: props[k] for k in FUTURE} == FUTURE
     assert json.loads(runner.invoke(cli.main, ["stats", str(p), "--json"]).output)["file_groups"] >= 2
+    # The Airflow Lakehouse view reads it too (the Spark apps: tests/spark/test_spark_apps.py::
+    # test_the_apps_serve_a_table_whose_properties_hold_keys_lakehouse_does_not_know).
+    pytest.importorskip("airflow")
+    from lakehouse.airflow.ui import overview
+    view = overview.details("t", str(p), "MERGE_ON_READ")
+    assert view["exists"] and view["timeline"] and view["groups"], view

@@ -13,14 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakehouse.errors import SchemaError
-from lakehouse.schema import (
-    HOODIE_META_FIELDS,
-    arrow_table_to_avro_records,
-    arrow_to_avro_schema,
-    avro_records_to_arrow,
-    avro_to_arrow_schema,
-    conform_table,
-)
+from lakehouse.columns import META_FIELDS
+from lakehouse.schema import arrow_table_to_avro_records, arrow_to_avro_schema, avro_records_to_arrow, avro_to_arrow_schema, conform_table
 
 
 def compact(schema: dict) -> str:
@@ -77,7 +71,7 @@ def test_log_block_and_footer_schema_with_meta_fields_is_reproduced(fixture_tabl
                for p in sorted(cow.glob("*.parquet"))]
     footer = next(f for f in footers if f).decode()
     arrow = avro_to_arrow_schema(footer)
-    assert arrow.names[:5] == HOODIE_META_FIELDS
+    assert arrow.names[:5] == list(META_FIELDS)
     assert compact(arrow_to_avro_schema(arrow, "v6_nonpartitioned", with_meta_fields=True)) \
         == footer
     # and the SCHEMA header of a log block of the quickstart table
@@ -162,7 +156,7 @@ def test_nested_names_follow_spark():
         ("m", pa.map_(pa.string(), inner)),
     ])
     avro = arrow_to_avro_schema(schema, "t", with_meta_fields=True)
-    assert [f["name"] for f in avro["fields"][:5]] == HOODIE_META_FIELDS
+    assert [f["name"] for f in avro["fields"][:5]] == list(META_FIELDS)
     assert avro["fields"][0] == {"name": "_hoodie_commit_time", "type": ["null", "string"],
                                  "doc": "", "default": None}
     s = field_type(avro, "s")[1]
@@ -181,9 +175,9 @@ def test_nested_names_follow_spark():
 
 
 def test_meta_columns_in_the_input_are_not_duplicated():
-    schema = pa.schema([(n, pa.string()) for n in HOODIE_META_FIELDS] + [("id", pa.int64())])
+    schema = pa.schema([(n, pa.string()) for n in META_FIELDS] + [("id", pa.int64())])
     with_meta = arrow_to_avro_schema(schema, "t", with_meta_fields=True)
-    assert [f["name"] for f in with_meta["fields"]] == HOODIE_META_FIELDS + ["id"]
+    assert [f["name"] for f in with_meta["fields"]] == [*META_FIELDS, "id"]
     without = arrow_to_avro_schema(schema, "t", with_meta_fields=False)
     assert [f["name"] for f in without["fields"]] == ["id"]
 

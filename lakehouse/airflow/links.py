@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from airflow.sdk import BaseOperatorLink
 
@@ -14,12 +15,11 @@ class LakehouseTableLink(BaseOperatorLink):
     name = "Lakehouse table"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        from urllib.parse import quote
         table = getattr(operator, "table_name", None)
         if not table:
             return ""
         try:
-            from airflow.configuration import conf
+            from airflow.configuration import conf  # noqa: PLC0415
             base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
         except Exception:  # noqa: BLE001 - a relative link still works inside the UI
             base = ""

@@ -24,7 +24,12 @@ from typing import Any, Iterable, Iterator, Sequence
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from lakehouse.airflow.links import LakehouseTableLink
+from lakehouse.errors import ConfigError, TableNotFoundError
+from lakehouse.spark.package import build_py_files
+from lakehouse.spark.submit import APPS, submit_path
+from lakehouse.table import open_table
 from lakehouse.timeline.instant import Action
+from lakehouse.timeline.tags import find_tagged
 
 TAG_PREFIX = "airflow."
 COMMIT_TAG_PREFIX = "airflow.commit."
@@ -75,10 +80,8 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
                  app_args: Iterable[str] = (), instant: str | None = None, ship_package: bool = False,
                  conf: dict[str, Any] | None = None, env_vars: dict[str, Any] | None = None,
                  **kwargs: Any) -> None:
-        from lakehouse.spark.submit import APPS, submit_path
         apps = ("ingest", *APPS)
         if app not in apps:
-            from lakehouse.errors import ConfigError
             raise ConfigError(f"unknown lakehouse application {app!r}", help=f"use one of {', '.join(apps)}")
         name = table_name or table_path.rstrip("/").rsplit("/", 1)[-1]
         env = {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
@@ -99,8 +102,6 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     # --- the timeline side ------------------------------------------------------------------
 
     def _table(self):
-        from lakehouse.errors import TableNotFoundError
-        from lakehouse.table import open_table
         try:
             return open_table(self.table_path)
         except TableNotFoundError:
@@ -108,7 +109,6 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
 
     def _made_by(self, tags: dict[str, str]):
         """The instant this task run (any try) made, if any."""
-        from lakehouse.timeline.tags import find_tagged
         table = self._table()
         if table is None or self.app not in MAKES:
             return None, None
@@ -132,7 +132,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             yield line
 
     def execute(self, context: Any) -> str | None:
-        from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+        from airflow.sdk.exceptions import AirflowException, AirflowSkipException  # noqa: PLC0415
 
         tags = run_tags(context, COMMIT_TAG_PREFIX if self.app == "commit" else TAG_PREFIX)
         table, earlier = self._made_by(tags)
@@ -150,7 +150,6 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
                 args += ["--tag", f"{k}={v}"]
         self.application_args = args
         if self.ship_package:
-            from lakehouse.spark.package import build_py_files
             self.py_files = build_py_files(os.path.join(os.environ.get("AIRFLOW_HOME", "/tmp"), "lakehouse-py-files"))
         self.report = None
         self._hook = self._get_hook()
@@ -161,7 +160,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         except AirflowException:
             conflicts = [f for f in (self.report or {}).get("failed", []) if f.get("conflict")]
             if conflicts:
-                from airflow.sdk.exceptions import AirflowFailException
+                from airflow.sdk.exceptions import AirflowFailException  # noqa: PLC0415
                 c = conflicts[0]
                 # A retry cannot help: the write was rolled back. Fail now, and say what happens.
                 raise AirflowFailException(

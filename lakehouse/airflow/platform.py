@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import click
+import httpx
 
+from lakehouse.airflow import registry as registry_mod
 from lakehouse.errors import LakehouseError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,7 +155,6 @@ class Api:
     """Airflow's REST API as a logged-in user."""
 
     def __init__(self, layout: Layout, user: str = USER, pw: str | None = None) -> None:
-        import httpx
         self.http = httpx.Client(base_url=layout.url, timeout=30)
         r = self.http.post("/auth/token", json={"username": user, "password": pw or password(layout)})
         if r.status_code >= 300:
@@ -206,7 +207,6 @@ def _wait(what: str, check, timeout: float, log: Path | None = None) -> Any:
 
 
 def _healthy(layout: Layout) -> bool:
-    import httpx
     r = httpx.get(f"{layout.url}/api/v2/monitor/health", timeout=5)
     return r.status_code == 200 and r.json().get("metadatabase", {}).get("status") == "healthy"
 
@@ -234,8 +234,7 @@ def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
     layout.pid_file.write_text(f"{leader} {' '.join(map(str, pids))}\n")
     _wait("the Airflow API", lambda: _healthy(layout), 180, logs / "api-server.log")
     api = Api(layout)
-    from lakehouse.airflow import registry
-    reg = registry.load(str(layout.registry))
+    reg = registry_mod.load(str(layout.registry))
     dag_ids = [d for t in reg.tables for d in (t.dag_id("ingest"), t.dag_id("compaction"), t.dag_id("clean"))
                if t.is_mor or not d.endswith("_compaction")]
     _wait("the lakehouse DAGs", lambda: all(_dag_exists(api, d) for d in dag_ids), 240,
@@ -260,7 +259,6 @@ def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
 
 
 def _dag_exists(api: Api, dag_id: str) -> bool:
-    import httpx
     try:
         api.get(f"/dags/{dag_id}")
         return True

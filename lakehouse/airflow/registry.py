@@ -34,6 +34,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping
 
+import jsonschema
+import yaml
+
 from lakehouse.errors import ConfigError
 
 ENV_VAR = "LAKEHOUSE_REGISTRY"
@@ -105,7 +108,6 @@ class Registry:
 
 @lru_cache(maxsize=1)
 def _validator():
-    import jsonschema
     schema = json.loads(resources.files("lakehouse.airflow").joinpath("registry.schema.json").read_text())
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -194,7 +196,6 @@ def load(path: str | None = None) -> Registry:
     except FileNotFoundError:
         raise ConfigError(f"table registry {path} does not exist",
                           help=f"create it, or point {ENV_VAR} at the right file") from None
-    import yaml
     try:
         doc = yaml.safe_load(text)  # JSON is YAML too
     except yaml.YAMLError as e:

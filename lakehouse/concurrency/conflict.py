@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakehouse.columns import COMMIT_TIME, RECORD_KEY
 from lakehouse.config import IndexType
 from lakehouse.errors import CommitConflictError
 from lakehouse.file_group.naming import bucket_of_file_id
@@ -37,12 +38,11 @@ from lakehouse.log.reader import read_log_file
 from lakehouse.properties import read_table_config
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
+from lakehouse.timeline.avro_files import RollbackMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant
 
 START_KEY = "lakehouse.occ.start"
-KEY_FIELD = "_hoodie_record_key"
-TIME_FIELD = "_hoodie_commit_time"
 
 
 def start_marker(timeline: Timeline) -> str:
@@ -66,7 +66,6 @@ def _undone_since(active: ActiveTimeline, timeline: Timeline, marker: str) -> li
     """(rollback or restore, what it undid) completed since the write with ``marker`` started
     that undid a commit the write could read: the write may have copied its records (a merge
     rewrites a base file with every record in it) and would bring them back."""
-    from lakehouse.timeline.avro_files import RollbackMetadata
     after_start, last, pending = _since(marker)
     out = []
     for i in timeline.completed().filter(actions=[Action.ROLLBACK, Action.RESTORE]):
@@ -111,16 +110,16 @@ def _written_keys(storage: Storage, stats: tuple[WriteStat, ...], instant_time: 
             continue
         keys: list[pa.Array] = []
         if s.path.endswith(".parquet"):
-            t = pq.read_table(storage.open_input(s.path), columns=[KEY_FIELD, TIME_FIELD])
-            keys.append(t.filter(pc.equal(t.column(TIME_FIELD), instant_time))
-                        .column(KEY_FIELD).combine_chunks())
+            t = pq.read_table(storage.open_input(s.path), columns=[RECORD_KEY, COMMIT_TIME])
+            keys.append(t.filter(pc.equal(t.column(COMMIT_TIME), instant_time))
+                        .column(RECORD_KEY).combine_chunks())
         else:
             for block in read_log_file(storage, s.path):
                 if block.instant_time != instant_time or not block.is_data:
                     continue
                 decode = (decode_parquet_data_block if block.block_type == BlockType.PARQUET_DATA
                           else decode_avro_data_block)
-                keys.append(decode(block).column(KEY_FIELD).combine_chunks())
+                keys.append(decode(block).column(RECORD_KEY).combine_chunks())
         bucket = out.setdefault(s.partition_path, set())
         for k in keys:
             bucket.update(k.to_pylist())

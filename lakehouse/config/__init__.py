@@ -15,8 +15,8 @@ from typing import Any, Mapping
 
 from lakehouse.config.concurrency import (LOCK_PROVIDER_ALIASES, STORAGE_LOCK_PROVIDER, ConcurrencyConfig,
                                           ConcurrencyMode, FailedWritesPolicy)
-from lakehouse.config.options import (_PASSTHROUGH_KEYS, FLINK_KEYS, _option_fields, check_option_names, opt,
-                                      option_keys)
+from lakehouse.config.options import (FLINK_KEYS, KNOWN_OPTION_KEYS, PASSTHROUGH_KEYS, check_option_names, opt,
+                                      option_fields, option_keys)
 from lakehouse.config.services import ArchivalConfig, CleanConfig, CompactionConfig, IcebergConfig, MemoryConfig
 from lakehouse.config.table import (BucketEngine, IndexType, KeyGeneratorType, MergeMode, TableConfig, TableType,
                                     TABLE_OPTION_KEYS, table_checksum)
@@ -33,8 +33,8 @@ __all__ = [
 
 SERVICE_CONFIGS = (CompactionConfig, CleanConfig, ArchivalConfig, ConcurrencyConfig, IcebergConfig,
                    MemoryConfig)
-SERVICE_OPTION_KEYS = frozenset(k for c in SERVICE_CONFIGS for k in _option_fields(c))
-KNOWN_OPTION_KEYS = TABLE_OPTION_KEYS | WRITE_OPTION_KEYS | SERVICE_OPTION_KEYS | _PASSTHROUGH_KEYS
+SERVICE_OPTION_KEYS = frozenset(k for c in SERVICE_CONFIGS for k in option_fields(c))
+KNOWN_OPTION_KEYS.update(TABLE_OPTION_KEYS | WRITE_OPTION_KEYS | SERVICE_OPTION_KEYS | PASSTHROUGH_KEYS)
 
 
 def merged_options(stored: Mapping[str, Any], given: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def option_docs() -> list[tuple[str, str, str]]:
     """(key, default, doc) of every option, for ``lakehouse options`` and the docs."""
     rows = []
     for cls in (TableConfig, WriteConfig, *SERVICE_CONFIGS):
-        for key, f in _option_fields(cls).items():
+        for key, f in option_fields(cls).items():
             default = f.default if f.default is not dataclasses.MISSING else ""
             if isinstance(default, tuple):
                 default = ",".join(default)

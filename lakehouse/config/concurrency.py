@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import enum
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lakehouse.config.options import _enum, _int, _service_config, _str, opt
+from lakehouse.config.options import parse_enum, parse_int, service_config, parse_str, opt
 from lakehouse.errors import ConfigError
 
 
@@ -31,7 +32,6 @@ LOCK_PROVIDER_ALIASES = {
 def _check_importable(key: str, class_path: str) -> None:
     """Refuse a class that cannot be loaded now, rather than when the first writer needs it
     (after a table was created with it, say)."""
-    import importlib
     module, _, name = class_path.rpartition(".")
     try:
         getattr(importlib.import_module(module), name)
@@ -45,38 +45,38 @@ class ConcurrencyConfig:
     """Several writers on one table (Hudi's multi-writer keys; Iceberg's commit-retry defaults)."""
 
     mode: ConcurrencyMode = opt(
-        "hoodie.write.concurrency.mode", ConcurrencyMode.SINGLE_WRITER, _enum(ConcurrencyMode),
+        "hoodie.write.concurrency.mode", ConcurrencyMode.SINGLE_WRITER, parse_enum(ConcurrencyMode),
         "OPTIMISTIC_CONCURRENCY_CONTROL lets several writers and services work on the table: "
         "instants are allocated and commits checked for conflicts under the table lock")
     failed_writes_policy: FailedWritesPolicy | None = opt(
-        "hoodie.cleaner.policy.failed.writes", None, _enum(FailedWritesPolicy),
+        "hoodie.cleaner.policy.failed.writes", None, parse_enum(FailedWritesPolicy),
         "EAGER: a new write rolls back every pending one; LAZY: only those whose heartbeat "
         "expired (default: LAZY with several writers, else EAGER)")
-    lock_provider: str = opt("hoodie.write.lock.provider", STORAGE_LOCK_PROVIDER, _str,
+    lock_provider: str = opt("hoodie.write.lock.provider", STORAGE_LOCK_PROVIDER, parse_str,
                              "the table lock; the default keeps leases in the table's storage")
-    lock_wait_ms: int = opt("hoodie.write.lock.wait_time_ms", 60000, _int(1),
+    lock_wait_ms: int = opt("hoodie.write.lock.wait_time_ms", 60000, parse_int(1),
                             "how long a writer waits for the table lock before giving up")
-    lock_expire_minutes: int = opt("hoodie.write.lock.filesystem.expire", 1, _int(1),
+    lock_expire_minutes: int = opt("hoodie.write.lock.filesystem.expire", 1, parse_int(1),
                                    "a lock lease not renewed for this long may be taken over")
-    lock_poll_ms: int = opt("hoodie.write.lock.wait_time_ms_between_retry", 100, _int(1),
+    lock_poll_ms: int = opt("hoodie.write.lock.wait_time_ms_between_retry", 100, parse_int(1),
                             "pause between attempts to take the table lock")
-    heartbeat_interval_ms: int = opt("hoodie.client.heartbeat.interval_in_ms", 60000, _int(1),
+    heartbeat_interval_ms: int = opt("hoodie.client.heartbeat.interval_in_ms", 60000, parse_int(1),
                                      "how often a writer proves it is alive")
-    heartbeat_misses: int = opt("hoodie.client.heartbeat.tolerable.misses", 2, _int(0),
+    heartbeat_misses: int = opt("hoodie.client.heartbeat.tolerable.misses", 2, parse_int(0),
                                 "missed heartbeats after which a pending write counts as failed")
-    conflict_retries: int = opt("hoodie.write.num.retries.on.conflict.failures", 4, _int(0),
+    conflict_retries: int = opt("hoodie.write.num.retries.on.conflict.failures", 4, parse_int(0),
                                 "times a write is redone after a conflict or a lock timeout "
                                 "(Iceberg's commit.retry.num-retries)")
-    retry_min_wait_ms: int = opt("hoodie.write.commit.retry.min_wait_ms", 100, _int(0),
+    retry_min_wait_ms: int = opt("hoodie.write.commit.retry.min_wait_ms", 100, parse_int(0),
                                  "first backoff before a retry (doubles each time, with jitter)")
-    retry_max_wait_ms: int = opt("hoodie.write.commit.retry.max_wait_ms", 60000, _int(0),
+    retry_max_wait_ms: int = opt("hoodie.write.commit.retry.max_wait_ms", 60000, parse_int(0),
                                  "longest backoff between retries")
-    retry_total_timeout_ms: int = opt("hoodie.write.commit.retry.total_timeout_ms", 1800000, _int(1),
+    retry_total_timeout_ms: int = opt("hoodie.write.commit.retry.total_timeout_ms", 1800000, parse_int(1),
                                       "no retry starts after this long since the first attempt")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "ConcurrencyConfig":
-        cfg = _service_config(cls, options)
+        cfg = service_config(cls, options)
         provider = LOCK_PROVIDER_ALIASES.get(cfg.lock_provider, cfg.lock_provider)
         if "." not in provider.strip(".") or " " in provider:
             raise ConfigError(f"hoodie.write.lock.provider={cfg.lock_provider!r} is not a class path",
@@ -110,10 +110,6 @@ class ConcurrencyConfig:
     @property
     def lazy_rollback(self) -> bool:
         return self.failed_writes_policy is FailedWritesPolicy.LAZY
-
-    @property
-    def heartbeat_expiry_s(self) -> float:
-        return self.heartbeat_interval_ms * (self.heartbeat_misses + 1) / 1000.0
 
     @property
     def lock_lease_s(self) -> float:

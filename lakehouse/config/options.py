@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 from lakehouse.errors import ConfigError
 
 
-def _bool(key: str, v: Any) -> bool:
+def parse_bool(key: str, v: Any) -> bool:
     if isinstance(v, bool):
         return v
     s = str(v).strip().lower()
@@ -22,7 +22,7 @@ def _bool(key: str, v: Any) -> bool:
     raise ConfigError(f"{key}={v!r} is not a boolean", help=f"set {key} to true or false")
 
 
-def _int(minimum: int = 0) -> Callable[[str, Any], int]:
+def parse_int(minimum: int = 0) -> Callable[[str, Any], int]:
     def parse(key: str, v: Any) -> int:
         try:
             # int() would quietly turn 1.5 into 1 and True into 1.
@@ -39,7 +39,7 @@ def _int(minimum: int = 0) -> Callable[[str, Any], int]:
     return parse
 
 
-def _float_between(lo: float, hi: float) -> Callable[[str, Any], float]:
+def parse_float_between(lo: float, hi: float) -> Callable[[str, Any], float]:
     def parse(key: str, v: Any) -> float:
         try:
             x = float(v)
@@ -52,7 +52,7 @@ def _float_between(lo: float, hi: float) -> Callable[[str, Any], float]:
     return parse
 
 
-def _enum(e: type[enum.StrEnum]) -> Callable[[str, Any], Any]:
+def parse_enum(e: type[enum.StrEnum]) -> Callable[[str, Any], Any]:
     def parse(key: str, v: Any) -> Any:
         s = str(v).strip()
         for member in e:
@@ -63,7 +63,7 @@ def _enum(e: type[enum.StrEnum]) -> Callable[[str, Any], Any]:
     return parse
 
 
-def _megabytes(minimum: float) -> Callable[[str, Any], float]:
+def parse_megabytes(minimum: float) -> Callable[[str, Any], float]:
     """Flink's sizes: MB, as a double."""
     def parse(key: str, v: Any) -> float:
         try:
@@ -80,11 +80,11 @@ def _megabytes(minimum: float) -> Callable[[str, Any], float]:
     return parse
 
 
-def _str(key: str, v: Any) -> str:
+def parse_str(key: str, v: Any) -> str:
     return str(v)
 
 
-def _fields(key: str, v: Any) -> tuple[str, ...]:
+def parse_fields(key: str, v: Any) -> tuple[str, ...]:
     if isinstance(v, (list, tuple)):
         items = [str(x).strip() for x in v]
     else:
@@ -99,22 +99,22 @@ def opt(key: str, default: Any, parse: Callable[[str, Any], Any], doc: str = "")
     return field(default=default, metadata={"key": key, "parse": parse, "doc": doc})
 
 
-def _option_fields(cls: type) -> dict[str, dataclasses.Field]:
+def option_fields(cls: type) -> dict[str, dataclasses.Field]:
     return {f.metadata["key"]: f for f in dataclasses.fields(cls) if "key" in f.metadata}
 
 
 def option_keys(cls: type) -> frozenset[str]:
     """The ``hoodie.*`` keys a config class reads."""
-    return frozenset(_option_fields(cls))
+    return frozenset(option_fields(cls))
 
 
-def _build(cls: type, options: Mapping[str, Any], *, strict: bool, **fixed: Any) -> Any:
-    by_key = _option_fields(cls)
+def build_config(cls: type, options: Mapping[str, Any], *, strict: bool, **fixed: Any) -> Any:
+    by_key = option_fields(cls)
     kwargs: dict[str, Any] = dict(fixed)
     for k, v in options.items():
         f = by_key.get(k)
         if f is None:
-            if strict and k.startswith("hoodie.") and k not in _PASSTHROUGH_KEYS:
+            if strict and k.startswith("hoodie.") and k not in PASSTHROUGH_KEYS:
                 raise ConfigError(f"unknown option {k!r}",
                                   help="check the spelling; `lakehouse options` lists every option")
             continue
@@ -122,9 +122,9 @@ def _build(cls: type, options: Mapping[str, Any], *, strict: bool, **fixed: Any)
     return cls(**kwargs)
 
 
-def _to_props(obj: Any) -> dict[str, str]:
+def options_to_properties(obj: Any) -> dict[str, str]:
     out: dict[str, str] = {}
-    for key, f in _option_fields(type(obj)).items():
+    for key, f in option_fields(type(obj)).items():
         v = getattr(obj, f.name)
         if v is None:
             continue
@@ -138,7 +138,7 @@ def _to_props(obj: Any) -> dict[str, str]:
 
 
 # Options Hudi writes or accepts that lakehouse keeps but does not interpret.
-_PASSTHROUGH_KEYS = frozenset({
+PASSTHROUGH_KEYS = frozenset({
     "hoodie.table.metadata.partitions", "hoodie.table.metadata.partitions.inflight",
     "hoodie.compaction.record.merger.strategy", "hoodie.table.keygenerator.type",
     "hoodie.table.cdc.enabled", "hoodie.table.initial.version", "hoodie.record.merge.mode",
@@ -166,13 +166,17 @@ def check_option_names(options: Mapping[str, Any] | None, where: str) -> None:
                                "open_table, and `lakehouse options` lists every hoodie.* option")
 
 
-def _service_config(cls: type, options: Mapping[str, Any] | None) -> Any:
+# Every key of every config class: filled by lakehouse.config once all of them are defined
+# (they are defined with the helpers of this module, so they cannot be listed here).
+KNOWN_OPTION_KEYS: set[str] = set()
+
+
+def service_config(cls: type, options: Mapping[str, Any] | None) -> Any:
     """``cls`` from its options in ``options``; any unknown ``hoodie.*`` key is an error."""
     options = dict(options or {})
-    from lakehouse.config import KNOWN_OPTION_KEYS  # every config class, known once all are loaded
     unknown = [k for k in options if k.startswith("hoodie.") and k not in KNOWN_OPTION_KEYS]
     if unknown:
         raise ConfigError(f"unknown option(s) {', '.join(sorted(unknown))}",
                           help="check the spelling; `lakehouse options` lists every option")
-    own = _option_fields(cls)
-    return _build(cls, {k: v for k, v in options.items() if k in own}, strict=True)
+    own = option_fields(cls)
+    return build_config(cls, {k: v for k, v in options.items() if k in own}, strict=True)

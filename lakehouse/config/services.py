@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from lakehouse.config.options import _bool, _int, _service_config, opt
+from lakehouse.config.options import parse_bool, parse_int, service_config, opt
 from lakehouse.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -31,20 +31,20 @@ class CompactionConfig:
         _choice("NUM_COMMITS", "TIME_ELAPSED", "NUM_AND_TIME", "NUM_OR_TIME", "LOG_BYTES",
                 "NUM_OR_LOG_BYTES"),
         "what triggers a compaction: delta commits, time, log bytes (the last two are lakehouse's)")
-    max_delta_commits: int = opt("hoodie.compact.inline.max.delta.commits", 5, _int(1),
+    max_delta_commits: int = opt("hoodie.compact.inline.max.delta.commits", 5, parse_int(1),
                                  "delta commits since the last compaction that trigger one")
-    max_delta_seconds: int = opt("hoodie.compact.inline.max.delta.seconds", 3600, _int(1),
+    max_delta_seconds: int = opt("hoodie.compact.inline.max.delta.seconds", 3600, parse_int(1),
                                  "seconds since the last compaction that trigger one")
-    max_log_bytes: int = opt("hoodie.compact.trigger.log.bytes", 1 << 30, _int(1),
+    max_log_bytes: int = opt("hoodie.compact.trigger.log.bytes", 1 << 30, parse_int(1),
                              "lakehouse: total log bytes that trigger a compaction")
-    target_io_mb: int = opt("hoodie.compaction.target.io", 512000, _int(1),
+    target_io_mb: int = opt("hoodie.compaction.target.io", 512000, parse_int(1),
                             "at most this many MB read and written by one plan")
-    log_size_threshold: int = opt("hoodie.compaction.logfile.size.threshold", 0, _int(0),
+    log_size_threshold: int = opt("hoodie.compaction.logfile.size.threshold", 0, parse_int(0),
                                   "file slices with fewer log bytes are left out of a plan")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "CompactionConfig":
-        return _service_config(cls, options)
+        return service_config(cls, options)
 
 
 @dataclass(frozen=True)
@@ -54,36 +54,36 @@ class CleanConfig:
     policy: str = opt("hoodie.cleaner.policy", "KEEP_LATEST_COMMITS",
                       _choice("KEEP_LATEST_COMMITS", "KEEP_LATEST_BY_HOURS", "KEEP_LATEST_FILE_VERSIONS"),
                       "which file versions cleaning keeps")
-    commits_retained: int = opt("hoodie.cleaner.commits.retained", 10, _int(1),
+    commits_retained: int = opt("hoodie.cleaner.commits.retained", 10, parse_int(1),
                                 "KEEP_LATEST_COMMITS: commits whose files stay readable")
-    hours_retained: int = opt("hoodie.cleaner.hours.retained", 24, _int(1),
+    hours_retained: int = opt("hoodie.cleaner.hours.retained", 24, parse_int(1),
                               "KEEP_LATEST_BY_HOURS: hours of commits whose files stay readable")
-    file_versions_retained: int = opt("hoodie.cleaner.fileversions.retained", 3, _int(1),
+    file_versions_retained: int = opt("hoodie.cleaner.fileversions.retained", 3, parse_int(1),
                                       "KEEP_LATEST_FILE_VERSIONS: file slices kept per file group")
-    max_commits: int = opt("hoodie.clean.max.commits", 1, _int(1),
+    max_commits: int = opt("hoodie.clean.max.commits", 1, parse_int(1),
                            "commits since the last clean that trigger a clean")
-    incremental: bool = opt("hoodie.cleaner.incremental.mode", True, _bool,
+    incremental: bool = opt("hoodie.cleaner.incremental.mode", True, parse_bool,
                             "scan only partitions written since the last clean")
-    parallelism: int = opt("hoodie.cleaner.parallelism", 200, _int(1),
+    parallelism: int = opt("hoodie.cleaner.parallelism", 200, parse_int(1),
                            "delete tasks run at once at most")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "CleanConfig":
-        return _service_config(cls, options)
+        return service_config(cls, options)
 
 
 @dataclass(frozen=True)
 class ArchivalConfig:
     """How long the active timeline may grow (Hudi's defaults)."""
 
-    max_commits: int = opt("hoodie.keep.max.commits", 30, _int(2),
+    max_commits: int = opt("hoodie.keep.max.commits", 30, parse_int(2),
                            "archive when the active timeline holds more completed commits")
-    min_commits: int = opt("hoodie.keep.min.commits", 20, _int(1),
+    min_commits: int = opt("hoodie.keep.min.commits", 20, parse_int(1),
                            "archive down to this many completed commits")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "ArchivalConfig":
-        cfg = _service_config(cls, options)
+        cfg = service_config(cls, options)
         if cfg.min_commits >= cfg.max_commits:
             raise ConfigError(f"hoodie.keep.min.commits ({cfg.min_commits}) must be below "
                               f"hoodie.keep.max.commits ({cfg.max_commits})",
@@ -95,13 +95,13 @@ class ArchivalConfig:
 class IcebergConfig:
     """Iceberg metadata published with every completed instant (seed 004)."""
 
-    enabled: bool = opt("hoodie.meta.sync.iceberg.enabled", True, _bool,
+    enabled: bool = opt("hoodie.meta.sync.iceberg.enabled", True, parse_bool,
                         "publish Iceberg v2 metadata (the read-optimized view) under "
                         ".hoodie/iceberg after every commit, compaction, clean and rollback")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "IcebergConfig":
-        return _service_config(cls, options)
+        return service_config(cls, options)
 
 
 @dataclass(frozen=True)
@@ -109,11 +109,11 @@ class MemoryConfig:
     """How much memory merging one file slice's log records may hold (snapshot reads, compaction)."""
 
     merge_max_size: int = opt(
-        "hoodie.memory.merge.max.size", 1 << 30, _int(1),
+        "hoodie.memory.merge.max.size", 1 << 30, parse_int(1),
         "bytes of decoded log records one file slice's merge holds before it merges them down to "
         "one version per key and reads on (log files past this on disk are read one at a time)")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "MemoryConfig":
-        return _service_config(cls, options)
+        return service_config(cls, options)
 

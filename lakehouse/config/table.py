@@ -9,7 +9,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from lakehouse.config.options import _bool, _build, _enum, _fields, _int, _option_fields, _str, _to_props, opt
+from lakehouse.config.options import parse_bool, build_config, parse_enum, parse_fields, parse_int, option_fields, parse_str, options_to_properties, opt
 from lakehouse.errors import ConfigError
 
 
@@ -96,38 +96,38 @@ _KEYGEN_CLASSES = {
 class TableConfig:
     """The content of ``hoodie.properties``: what every reader and writer of the table agrees on."""
 
-    name: str = opt("hoodie.table.name", "", _str)
-    table_type: TableType = opt("hoodie.table.type", TableType.COPY_ON_WRITE, _enum(TableType))
-    version: int = opt("hoodie.table.version", 6, _int(0))
-    timeline_layout_version: int = opt("hoodie.timeline.layout.version", 1, _int(0))
-    database_name: str = opt("hoodie.database.name", "default", _str)
-    archive_folder: str = opt("hoodie.archivelog.folder", "archived", _str)
-    record_key_fields: tuple[str, ...] = opt("hoodie.table.recordkey.fields", (), _fields)
-    partition_fields: tuple[str, ...] = opt("hoodie.table.partition.fields", (), _fields)
-    ordering_field: str | None = opt("hoodie.table.precombine.field", None, _str)
-    populate_meta_fields: bool = opt("hoodie.populate.meta.fields", True, _bool)
+    name: str = opt("hoodie.table.name", "", parse_str)
+    table_type: TableType = opt("hoodie.table.type", TableType.COPY_ON_WRITE, parse_enum(TableType))
+    version: int = opt("hoodie.table.version", 6, parse_int(0))
+    timeline_layout_version: int = opt("hoodie.timeline.layout.version", 1, parse_int(0))
+    database_name: str = opt("hoodie.database.name", "default", parse_str)
+    archive_folder: str = opt("hoodie.archivelog.folder", "archived", parse_str)
+    record_key_fields: tuple[str, ...] = opt("hoodie.table.recordkey.fields", (), parse_fields)
+    partition_fields: tuple[str, ...] = opt("hoodie.table.partition.fields", (), parse_fields)
+    ordering_field: str | None = opt("hoodie.table.precombine.field", None, parse_str)
+    populate_meta_fields: bool = opt("hoodie.populate.meta.fields", True, parse_bool)
     key_generator_class: str = opt("hoodie.table.keygenerator.class",
-                                   KeyGeneratorType.SIMPLE.java_class, _str)
-    hive_style_partitioning: bool = opt("hoodie.datasource.write.hive_style_partitioning", False, _bool)
-    url_encode_partitions: bool = opt("hoodie.datasource.write.partitionpath.urlencode", False, _bool)
-    drop_partition_columns: bool = opt("hoodie.datasource.write.drop.partition.columns", False, _bool)
+                                   KeyGeneratorType.SIMPLE.java_class, parse_str)
+    hive_style_partitioning: bool = opt("hoodie.datasource.write.hive_style_partitioning", False, parse_bool)
+    url_encode_partitions: bool = opt("hoodie.datasource.write.partitionpath.urlencode", False, parse_bool)
+    drop_partition_columns: bool = opt("hoodie.datasource.write.drop.partition.columns", False, parse_bool)
     payload_class: str = opt("hoodie.compaction.payload.class",
-                             MergeMode.EVENT_TIME_ORDERING.payload_class, _str)
-    create_schema: str | None = opt("hoodie.table.create.schema", None, _str)
-    timeline_timezone: str = opt("hoodie.table.timeline.timezone", "UTC", _str)
-    checksum: int | None = opt("hoodie.table.checksum", None, _int(0))
+                             MergeMode.EVENT_TIME_ORDERING.payload_class, parse_str)
+    create_schema: str | None = opt("hoodie.table.create.schema", None, parse_str)
+    timeline_timezone: str = opt("hoodie.table.timeline.timezone", "UTC", parse_str)
+    checksum: int | None = opt("hoodie.table.checksum", None, parse_int(0))
     # Table-wide write settings every writer must share.
-    index_type: IndexType = opt("hoodie.index.type", IndexType.SIMPLE, _enum(IndexType))
+    index_type: IndexType = opt("hoodie.index.type", IndexType.SIMPLE, parse_enum(IndexType))
     # Hudi's defaults: a table without these keys in hoodie.properties (any table Hudi wrote) is
     # read as Hudi would write it. create_table stores them explicitly, so that Spark writers of
     # Apache Hudi, which merge hoodie.properties into their write config, agree with lakehouse.
-    bucket_num: int = opt("hoodie.bucket.index.num.buckets", 256, _int(1))
-    bucket_hash_fields: tuple[str, ...] = opt("hoodie.bucket.index.hash.field", (), _fields)
-    bucket_engine: BucketEngine = opt("hoodie.index.bucket.engine", BucketEngine.SIMPLE, _enum(BucketEngine))
-    timestamp_type: str | None = opt("hoodie.keygen.timebased.timestamp.type", None, _str)
-    timestamp_input_format: str | None = opt("hoodie.keygen.timebased.input.dateformat", None, _str)
-    timestamp_output_format: str | None = opt("hoodie.keygen.timebased.output.dateformat", None, _str)
-    timestamp_timezone: str | None = opt("hoodie.keygen.timebased.timezone", None, _str)
+    bucket_num: int = opt("hoodie.bucket.index.num.buckets", 256, parse_int(1))
+    bucket_hash_fields: tuple[str, ...] = opt("hoodie.bucket.index.hash.field", (), parse_fields)
+    bucket_engine: BucketEngine = opt("hoodie.index.bucket.engine", BucketEngine.SIMPLE, parse_enum(BucketEngine))
+    timestamp_type: str | None = opt("hoodie.keygen.timebased.timestamp.type", None, parse_str)
+    timestamp_input_format: str | None = opt("hoodie.keygen.timebased.input.dateformat", None, parse_str)
+    timestamp_output_format: str | None = opt("hoodie.keygen.timebased.output.dateformat", None, parse_str)
+    timestamp_timezone: str | None = opt("hoodie.keygen.timebased.timezone", None, parse_str)
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -164,21 +164,21 @@ class TableConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "TableConfig":
-        known = _option_fields(cls)
+        known = option_fields(cls)
         extra = {k: v for k, v in props.items() if k not in known}
         options = {k: v for k, v in props.items() if k in known}
         # Hudi 1.x names the key generator by type only (hoodie.table.keygenerator.type, e.g.
         # COMPLEX or COMPLEX_AVRO); without the class the default SIMPLE would be wrong.
         kg_type = props.get("hoodie.table.keygenerator.type")
         if kg_type and "hoodie.table.keygenerator.class" not in props:
-            t = _enum(KeyGeneratorType)("hoodie.table.keygenerator.type",
+            t = parse_enum(KeyGeneratorType)("hoodie.table.keygenerator.type",
                                         kg_type.strip().upper().removesuffix("_AVRO"))
             options["hoodie.table.keygenerator.class"] = t.java_class
-        return _build(cls, options, strict=False, extra=extra)
+        return build_config(cls, options, strict=False, extra=extra)
 
     def to_properties(self) -> dict[str, str]:
         props = dict(self.extra)
-        props.update(_to_props(self))
+        props.update(options_to_properties(self))
         props["hoodie.table.checksum"] = str(self.expected_checksum())
         props.setdefault("hoodie.table.base.file.format", "PARQUET")
         return props
@@ -192,4 +192,4 @@ def table_checksum(database: str, table: str) -> int:
     return zlib.crc32(f"{database}.{table}".encode("utf-8"))
 
 
-TABLE_OPTION_KEYS = frozenset(_option_fields(TableConfig))
+TABLE_OPTION_KEYS = frozenset(option_fields(TableConfig))

@@ -11,6 +11,9 @@ import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence, TypeVar
 
+import numpy as np
+import pyarrow as pa
+
 from lakehouse.errors import ConfigError
 
 T = TypeVar("T")
@@ -61,9 +64,6 @@ def default_engine() -> Engine:
 def parallel_take(table, indices, min_rows: int = 200_000):
     """``table.take(indices)`` in row ranges on threads (Arrow releases the GIL): a big take of
     string columns is memory-bound and otherwise runs on one core while the others wait."""
-    import numpy as np
-    import pyarrow as pa
-
     n = len(indices)
     workers = min(os.cpu_count() or 1, 8, max(1, n // min_rows))
     if workers <= 1:

@@ -9,34 +9,37 @@ protocol (an atomic create of the next metadata version).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
-from lakehouse.config import IcebergConfig, merged_options
+from lakehouse.config import IcebergConfig
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.iceberg.errors import IcebergSyncError
+from lakehouse.iceberg import publish
+from lakehouse.timeline.instant import Instant
 
 if TYPE_CHECKING:
-    from lakehouse.table import Table
+    from lakehouse.meta_client import TableMetaClient
 
 log = logging.getLogger("lakehouse.iceberg")
 
 
-def enabled(table: "Table") -> bool:
-    return IcebergConfig.from_options(merged_options(table.config.extra, None, "iceberg")).enabled
+def enabled(meta: "TableMetaClient") -> bool:
+    return IcebergConfig.from_options(meta.options(None, "iceberg")).enabled
 
 
-def after_commit(table: "Table") -> None:
-    """Bring the Iceberg metadata up to date; never raises (but for injected faults)."""
-    if not enabled(table):
+def after_commit(meta: "TableMetaClient", instants: Sequence[Instant] = ()) -> None:
+    """Bring the Iceberg metadata up to date with every instant completed so far (so
+    ``instants``, the ones just completed, need no separate treatment); never raises (but for
+    injected faults). A post-commit hook of lakehouse.commit."""
+    if not enabled(meta):
         return
-    from lakehouse.iceberg.publish import sync_iceberg
     try:
         fault_point("iceberg.before_publish")
-        sync_iceberg(table)
+        publish.sync_iceberg(meta)
     except InjectedFault:
         raise
     except IcebergSyncError as e:
-        log.info("%s: no Iceberg metadata: %s", table.storage.uri(), e.message)
+        log.info("%s: no Iceberg metadata: %s", meta.storage.uri(), e.message)
     except Exception:  # noqa: BLE001 - the commit is durable; the next sync catches up
         log.warning("%s: publishing Iceberg metadata failed; the next commit retries",
-                    table.storage.uri(), exc_info=True)
+                    meta.storage.uri(), exc_info=True)

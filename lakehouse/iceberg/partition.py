@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from lakehouse.config import KeyGeneratorType, TableConfig
 from lakehouse.iceberg.schema import IcebergType, Schema
-from lakehouse.write.keygen import DEFAULT_PARTITION
+from lakehouse.keygen import DEFAULT_PARTITION
 
 FIRST_PARTITION_FIELD_ID = 1000
 _IDENTITY_TYPES = ("boolean", "int", "long", "float", "double", "string", "date", "timestamp",

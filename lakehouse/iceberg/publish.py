@@ -55,7 +55,7 @@ from lakehouse.timeline.instant import Instant
 from lakehouse.timeline.instant_time import parse_instant_time
 
 if TYPE_CHECKING:
-    from lakehouse.table import Table
+    from lakehouse.meta_client import TableMetaClient
 
 VIEW_PROPERTY = "lakehouse.iceberg.view"
 RETIRED_PROPERTY = "lakehouse.iceberg.retired-instants"
@@ -118,16 +118,16 @@ def _operation(stats: SnapshotStats, changes: InstantChanges) -> str:
 class _Attempt:
     """One try at the next metadata version: reads the state, writes manifests, builds metadata."""
 
-    def __init__(self, table: "Table", store: MetadataStore, version: int, metadata: TableMetadata | None,
+    def __init__(self, meta: "TableMetaClient", store: MetadataStore, version: int, metadata: TableMetadata | None,
                  timeline: Timeline) -> None:
-        self.table = table
-        self.config = table.config
-        self.storage = table.storage
+        self.meta = meta
+        self.config = meta.config
+        self.storage = meta.storage
         self.store = store
         self.version = version
         self.md = metadata
         self.timeline = timeline
-        self.reader = TableReader(table.storage, table.config, table.active, timeline)
+        self.reader = TableReader(meta.storage, meta.config, meta.active, timeline)
         self.schemas: list[Schema] = list(metadata.schemas) if metadata else []
         self.last_column_id = metadata.last_column_id if metadata else 0
         self.schema_id: int | None = metadata.current_schema_id if metadata else None
@@ -231,7 +231,7 @@ class _Attempt:
             state[(w.partition, w.file_id)] = w
         for inst in self.timeline.completed_writes():
             if inst.time in published:
-                apply(instant_changes(self.table.active, self.timeline, inst))
+                apply(instant_changes(self.meta.active, self.timeline, inst))
         apply(changes)
         out: dict[str, PartitionChange] = defaultdict(lambda: PartitionChange(replace_all=True))
         for (partition, fid), w in state.items():
@@ -275,7 +275,7 @@ class _Attempt:
                                        "published by lakehouse",
                                        help="only lakehouse may write this table's Iceberg metadata: "
                                             "delete the metadata folder to publish the table afresh")
-        gone = rolled_back(self.table.active, self.timeline, [s.instant for s in chain])
+        gone = rolled_back(self.meta.active, self.timeline, [s.instant for s in chain])
         if not gone:
             return chain, []
         k = next(i for i, s in enumerate(chain) if s.instant in gone)
@@ -293,7 +293,7 @@ class _Attempt:
         for inst in candidates:
             newest = max(newest, inst.time)
             schema = self._use_schema_as_of(newest)
-            changes = instant_changes(self.table.active, self.timeline, inst)
+            changes = instant_changes(self.meta.active, self.timeline, inst)
             parts = self._rebuild(changes, published) if rebuild else self._patch(changes)
             sid = 0
             while sid == 0 or sid in taken:
@@ -415,13 +415,13 @@ class _Attempt:
                           current_instant=current.instant if current else None)
 
 
-def sync_iceberg(table: "Table") -> SyncResult:
+def sync_iceberg(meta: "TableMetaClient") -> SyncResult:
     """Publish Iceberg metadata for every completed instant of ``table`` not yet published."""
-    _check_supported(table.config)
-    store = MetadataStore(table.storage)
+    _check_supported(meta.config)
+    store = MetadataStore(meta.storage)
     for attempt in range(MAX_ATTEMPTS):
         version, metadata = store.load()
-        work = _Attempt(table, store, version, metadata, table.active.load())
+        work = _Attempt(meta, store, version, metadata, meta.active.load())
         try:
             new_md, result = work.prepare()
         except BaseException:

@@ -21,11 +21,11 @@ from lakehouse.log.block import BlockType, LogBlock
 from lakehouse.log.block import decode_avro_data_block, decode_delete_block, decode_parquet_data_block
 from lakehouse.log.reader import check_committed_blocks, read_log_blocks
 from lakehouse.config import MergeMode
-from lakehouse.read.merge import AFTER_CUT, DELETE, IS_DELETED_FIELD, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, drop_helpers, resolve
+from lakehouse.columns import DELETE, IS_DELETED, KEY, RECORD_KEY, SEQ, UNCONDITIONAL
+from lakehouse.merge import AFTER_CUT, IS_DELETED_FIELD, MergeSpec, delete_flags, drop_helpers, resolve
 from lakehouse.schema import conform_table
 from lakehouse.storage.base import Storage
 
-RECORD_KEY_FIELD = "_hoodie_record_key"
 
 KeyFunction = Callable[[pa.Table], pa.ChunkedArray]
 
@@ -54,10 +54,10 @@ class SliceReadContext:
         if self.columns is None or self.spec.mode.value == "PARTIAL_UPDATE":
             return self.schema.names
         want = set(self.columns)
-        want.add(RECORD_KEY_FIELD)
+        want.add(RECORD_KEY)
         if self.spec.ordering_field:
             want.add(self.spec.ordering_field)
-        want.add("_hoodie_is_deleted")
+        want.add(IS_DELETED)
         if self.row_filter is not None:
             want |= _expression_fields(self.row_filter, self.schema)
         return [n for n in self.schema.names if n in want]
@@ -173,7 +173,7 @@ def _log_versions(log_files, ctx: SliceReadContext, target: pa.Schema,
                     cols[ordering] = pc.cast(dels.column("ordering_value"), target.field(ordering).type)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                     cols[ordering] = pa.nulls(n, target.field(ordering).type)
-            arrays = [cols.get(f.name, pa.nulls(n, f.type)) if f.name != RECORD_KEY_FIELD
+            arrays = [cols.get(f.name, pa.nulls(n, f.type)) if f.name != RECORD_KEY
                       else dels.column("record_key") for f in target]
             rows = pa.Table.from_arrays(arrays, schema=target)
             uncond = dels.column("unconditional") if "unconditional" in dels.column_names \
@@ -363,5 +363,5 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
 def _keys(table: pa.Table, ctx: SliceReadContext) -> pa.ChunkedArray:
     if ctx.key_of is not None:
         return ctx.key_of(table)
-    return table.column(RECORD_KEY_FIELD)
+    return table.column(RECORD_KEY)
 

@@ -19,20 +19,21 @@ from lakehouse.errors import ConfigError, InstantNotFoundError, SchemaError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.file_slice_reader import SliceReadContext, collect_slice, merge_slices
-from lakehouse.read.merge import MergeSpec
-from lakehouse.schema import HOODIE_META_FIELDS, avro_to_arrow_schema
+from lakehouse.merge import MergeSpec
+from lakehouse.columns import COMMIT_TIME, META_FIELDS
+from lakehouse.schema import avro_to_arrow_schema
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
-from lakehouse.write.keygen import DEFAULT_PARTITION, KeyGenerator
+from lakehouse.keygen import DEFAULT_PARTITION, KeyGenerator
 
 Filter = tuple[str, str, Any]
 
-META_SCHEMA = pa.schema([pa.field(n, pa.string()) for n in HOODIE_META_FIELDS])
+META_SCHEMA = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS])
 
 
 def with_meta_fields(schema: pa.Schema) -> pa.Schema:
     fields = [f for f in META_SCHEMA]
-    fields += [f for f in schema if f.name not in HOODIE_META_FIELDS]
+    fields += [f for f in schema if f.name not in META_FIELDS]
     return pa.schema(fields)
 
 
@@ -269,7 +270,7 @@ class TableReader:
         # No commit in range touched anything: skip listing the table.
         slices = [s for s in self.view().latest_slices(as_of=end)
                   if (s.partition, s.file_id) in touched] if touched else []
-        read_cols = None if columns is None else list(dict.fromkeys([*columns, "_hoodie_commit_time"]))
+        read_cols = None if columns is None else list(dict.fromkeys([*columns, COMMIT_TIME]))
         visible = frozenset(t for t in self.timeline.completed_write_times if end is None or t <= end)
         return ReadPlan(schema, tuple(slices), visible, read_cols, columns or schema.names,
                         filters_to_expression(filters, schema), read_logs=True, commit_range=(start, end))
@@ -313,7 +314,7 @@ class ReadPlan:
         incremental reads; row by row, so per slice equals on the union), projected."""
         if self.commit_range is not None:
             start, end = self.commit_range
-            ct = table.column("_hoodie_commit_time")
+            ct = table.column(COMMIT_TIME)
             mask = pc.greater(ct, start) if start is not None else pc.is_valid(ct)
             if end is not None:
                 mask = pc.and_(mask, pc.less_equal(ct, end))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import fastavro
 
-from lakehouse.config import ArchivalConfig, merged_options
+from lakehouse.config import ArchivalConfig
 from lakehouse.errors import CorruptFileError
 from lakehouse.faults import fault_point
 from lakehouse.log.block import BlockType, HeaderKey, encode_block
@@ -30,7 +30,7 @@ from lakehouse.timeline.avro_schemas import AvroKind, parsed_schema, schema
 from lakehouse.timeline.instant import Action, Instant, State
 
 if TYPE_CHECKING:
-    from lakehouse.table import Table
+    from lakehouse.meta_client import TableMetaClient
 
 _ARCHIVE_PREFIX = ".commits_.archive."
 
@@ -100,13 +100,13 @@ def _named_types(s: Any, names: dict[str, dict]) -> None:
                 _named_types(s[k], names)
 
 
-def _entry(table: "Table", inst: Instant) -> dict:
+def _entry(meta: "TableMetaClient", inst: Instant) -> dict:
     """The HoodieArchivedMetaEntry of one completed instant."""
     entry_schema = schema(AvroKind.ARCHIVED_META_ENTRY)
     names: dict[str, dict] = {}
     _named_types(entry_schema, names)
     fields = {f["name"]: f for f in entry_schema["fields"]}
-    raw = table.active.read(inst)
+    raw = meta.active.read(inst)
     action = inst.action
     rec: dict[str, Any] = {f: None for f in fields}
     rec.update(commitTime=inst.time, actionType=str(action), version=1, actionState="COMPLETED")
@@ -117,11 +117,11 @@ def _entry(table: "Table", inst: Instant) -> dict:
         if action is Action.COMPACTION:
             rec["actionType"] = "commit"
     elif action is Action.CLEAN:
-        rec["hoodieCleanMetadata"] = deserialize(AvroKind.CLEAN_METADATA, raw, table.active.path(inst))
+        rec["hoodieCleanMetadata"] = deserialize(AvroKind.CLEAN_METADATA, raw, meta.active.path(inst))
     elif action is Action.ROLLBACK:
-        rec["hoodieRollbackMetadata"] = deserialize(AvroKind.ROLLBACK_METADATA, raw, table.active.path(inst))
+        rec["hoodieRollbackMetadata"] = deserialize(AvroKind.ROLLBACK_METADATA, raw, meta.active.path(inst))
     elif action is Action.SAVEPOINT:
-        rec["hoodieSavePointMetadata"] = deserialize(AvroKind.SAVEPOINT_METADATA, raw, table.active.path(inst))
+        rec["hoodieSavePointMetadata"] = deserialize(AvroKind.SAVEPOINT_METADATA, raw, meta.active.path(inst))
     return rec
 
 
@@ -144,14 +144,14 @@ def archive_files(active: ActiveTimeline) -> list:
     return [i for i in active.storage.list(active.archive_path) if i.name.startswith(_ARCHIVE_PREFIX)]
 
 
-def read_archived(table: "Table") -> list[dict]:
+def read_archived(meta: "TableMetaClient") -> list[dict]:
     """Every archived entry, oldest first (for the CLI and tests)."""
     parsed = parsed_schema(AvroKind.ARCHIVED_META_ENTRY)
     out: list[dict] = []
-    files = sorted(archive_files(table.active),
+    files = sorted(archive_files(meta.active),
                    key=lambda i: int(i.name[len(_ARCHIVE_PREFIX):].split("_")[0]))
     for info in files:
-        for block in read_log_blocks(table.storage.read(info.path), table.storage.uri(info.path)):
+        for block in read_log_blocks(meta.storage.read(info.path), meta.storage.uri(info.path)):
             if block.block_type is not BlockType.AVRO_DATA:
                 continue
             content = io.BytesIO(block.content)
@@ -161,11 +161,11 @@ def read_archived(table: "Table") -> list[dict]:
                 try:
                     out.append(fastavro.schemaless_reader(io.BytesIO(content.read(n)), parsed, None))
                 except Exception as e:  # fastavro raises many types on garbage
-                    raise CorruptFileError(table.storage.uri(info.path), f"bad archived entry: {e!r}") from e
+                    raise CorruptFileError(meta.storage.uri(info.path), f"bad archived entry: {e!r}") from e
     return sorted(out, key=lambda e: e["commitTime"] or "")
 
 
-def _boundary(table: "Table", timeline: Timeline, cfg: ArchivalConfig) -> tuple[str | None, str]:
+def _boundary(meta: "TableMetaClient", timeline: Timeline, cfg: ArchivalConfig) -> tuple[str | None, str]:
     """The instant time before which instants may be archived, and why it stops there."""
     commits = timeline.completed_writes().instants
     if len(commits) <= cfg.max_commits:
@@ -180,33 +180,33 @@ def _boundary(table: "Table", timeline: Timeline, cfg: ArchivalConfig) -> tuple[
     cleans = timeline.completed().filter(actions=[Action.CLEAN]).instants
     if cleans:
         inst = cleans[-1]
-        meta = CleanMetadata.from_bytes(table.active.read(inst), table.active.path(inst))
-        keep = meta.earliest_commit_to_retain
+        last_clean = CleanMetadata.from_bytes(meta.active.read(inst), meta.active.path(inst))
+        keep = last_clean.earliest_commit_to_retain
         if keep and keep < limit:
             limit, why = keep, f"the last clean retains from {keep}"
     return limit, why
 
 
-def archive(table: "Table", config: ArchivalConfig | None = None) -> ArchiveResult:
-    cfg = config or ArchivalConfig.from_options(merged_options(table.config.extra, None, "archive"))
-    timeline = table.timeline
-    limit, why = _boundary(table, timeline, cfg)
+def archive(meta: "TableMetaClient", config: ArchivalConfig | None = None) -> ArchiveResult:
+    cfg = config or ArchivalConfig.from_options(meta.options(None, "archive"))
+    timeline = meta.timeline
+    limit, why = _boundary(meta, timeline, cfg)
     if limit is None:
         return ArchiveResult(reason=f"nothing to archive: {why}")
     victims = [i for i in timeline.completed() if i.time < limit]
     if not victims:
         return ArchiveResult(reason=f"nothing to archive before {limit} ({why})")
-    existing = archive_files(table.active)
+    existing = archive_files(meta.active)
     version = 1 + max((int(i.name[len(_ARCHIVE_PREFIX):].split("_")[0]) for i in existing), default=0)
-    name = f"{table.active.archive_path}/{_ARCHIVE_PREFIX}{version}_1-0-1"
-    table.storage.create(name, _encode_entries([_entry(table, i) for i in victims]))
+    name = f"{meta.active.archive_path}/{_ARCHIVE_PREFIX}{version}_1-0-1"
+    meta.storage.create(name, _encode_entries([_entry(meta, i) for i in victims]))
     fault_point("archive.after_write")
     # Completed files go last: an interrupted archival leaves instants that are both archived
     # and active, which readers tolerate, never an instant whose state regressed.
     for inst in victims:
         for state in (State.REQUESTED, State.INFLIGHT):
-            table.storage.delete(table.active.path(inst.with_state(state)))
+            meta.storage.delete(meta.active.path(inst.with_state(state)))
             if inst.action is Action.COMMIT and timeline.is_compaction(inst.time):
-                table.storage.delete(table.active.path(Instant(inst.time, Action.COMPACTION, state)))
-        table.storage.delete(table.active.path(inst))
+                meta.storage.delete(meta.active.path(Instant(inst.time, Action.COMPACTION, state)))
+        meta.storage.delete(meta.active.path(inst))
     return ArchiveResult(tuple(i.time for i in victims), name, reason=f"stopped at {limit}: {why}")

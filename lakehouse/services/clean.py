@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Mapping
 
-from lakehouse.config import CleanConfig, merged_options
+from lakehouse.config import CleanConfig
+from lakehouse.commit import complete
 from lakehouse.engine import Engine, default_engine
 from lakehouse.errors import InstantNotFoundError
 from lakehouse.faults import fault_point
-from lakehouse.iceberg.hook import after_commit
 from lakehouse.file_group.file_slice import FileGroup, FileSlice
 from lakehouse.file_group.naming import PARTITION_METAFILE, join
 from lakehouse.file_group.view import FileSystemView, list_data_files
@@ -57,7 +57,7 @@ from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from lakehouse.timeline.instant_time import format_instant_time, parse_instant_time
 
 if TYPE_CHECKING:
-    from lakehouse.table import Table
+    from lakehouse.meta_client import TableMetaClient
 
 SAVEPOINTED_TIMESTAMPS = "savepointed_timestamps"  # Hudi 0.15's plan/metadata extraMetadata key
 _CLEAN_KEYS = frozenset(f.metadata["key"] for f in dataclasses.fields(CleanConfig) if "key" in f.metadata)
@@ -108,10 +108,10 @@ class CleanResult:
                 "resumed": list(self.resumed), "reason": self.reason}
 
 
-def clean_config(table: "Table", config: CleanConfig | None = None) -> CleanConfig:
+def clean_config(meta: "TableMetaClient", config: CleanConfig | None = None) -> CleanConfig:
     if config is not None:
         return config
-    return CleanConfig.from_options(merged_options(table.config.extra, None, "clean"))
+    return CleanConfig.from_options(meta.options(None, "clean"))
 
 
 # --- deciding --------------------------------------------------------------------------------
@@ -301,12 +301,12 @@ class _Rules:
 BYTES_FREED = "lakehouse.clean.bytes.freed"
 
 
-def plan_clean(table: "Table", config: CleanConfig | None = None, *,
+def plan_clean(meta: "TableMetaClient", config: CleanConfig | None = None, *,
                now: datetime | str | None = None, dry_run: bool = False,
                extra_metadata: Mapping[str, str] | None = None) -> CleanPlanResult:
     """Decide and, unless ``dry_run``, write ``<t>.clean.requested``; else say why not."""
-    cfg = clean_config(table, config)
-    active = table.active
+    cfg = clean_config(meta, config)
+    active = meta.active
     timeline, savepoints = load_timeline(active)
     pending = timeline.pending().filter(actions=[Action.CLEAN]).instants
     if pending:
@@ -319,12 +319,12 @@ def plan_clean(table: "Table", config: CleanConfig | None = None, *,
         since = "the last clean" if last else "the table was created"
         return CleanPlanResult(None, reason=f"{n} of {cfg.max_commits} commits since {since} "
                                "(hoodie.clean.max.commits)", dry_run=dry_run)
-    earliest, why = earliest_instant_to_retain(timeline, cfg, now, table.config.timeline_timezone)
+    earliest, why = earliest_instant_to_retain(timeline, cfg, now, meta.config.timeline_timezone)
     if earliest is None and cfg.policy != "KEEP_LATEST_FILE_VERSIONS":
         return CleanPlanResult(None, reason=f"nothing to clean: {why}", dry_run=dry_run)
 
     scan = _incremental_partitions(active, timeline, cfg, last, earliest, savepoints)
-    listing = _list(table.storage, scan)
+    listing = _list(meta.storage, scan)
     partitions = set(listing)
     view = FileSystemView([f for fs in listing.values() for f in fs if not f.is_dir], timeline, active)
     rules = _Rules(cfg, earliest, _pending_compaction_bases(active, timeline),
@@ -361,7 +361,7 @@ def plan_clean(table: "Table", config: CleanConfig | None = None, *,
         last_completed_commit_timestamp=commits[-1].time if commits else "",
         policy=cfg.policy,
         file_paths_to_be_deleted_per_partition={
-            p: tuple(CleanFileInfo(table.storage.uri(path), False) for path, _ in sorted(fs))
+            p: tuple(CleanFileInfo(meta.storage.uri(path), False) for path, _ in sorted(fs))
             for p, fs in sorted(delete.items()) if fs} | {p: () for p in empty if p not in delete},
         partitions_to_be_deleted=tuple(sorted(empty)),
         extra_metadata={**(extra_metadata or {}),
@@ -398,8 +398,8 @@ def _delete_partition(storage: Storage, partition: str) -> bool:
     return True
 
 
-def _run(table: "Table", inst: Instant, engine: Engine | None) -> CleanResult:
-    active, storage = table.active, table.storage
+def _run(meta: "TableMetaClient", inst: Instant, engine: Engine | None) -> CleanResult:
+    active, storage = meta.active, meta.storage
     started = _time.time()
     plan = pending_clean_plan(active, inst)
     if plan is None:
@@ -416,7 +416,7 @@ def _run(table: "Table", inst: Instant, engine: Engine | None) -> CleanResult:
         # URI scheme of the writer that planned it.
         tasks.extend((p, join(p, i.file_path.rsplit("/", 1)[-1])) for i in infos
                      if not i.is_bootstrap_base_file)
-    cfg = clean_config(table)
+    cfg = clean_config(meta)
     engine = engine or default_engine()
     results = engine.map(functools.partial(_delete_file, storage), [path for _, path in tasks],
                          parallelism=max(1, min(cfg.parallelism, len(tasks))))
@@ -433,7 +433,7 @@ def _run(table: "Table", inst: Instant, engine: Engine | None) -> CleanResult:
     fault_point("clean.before_complete")
     parts = sorted(set(plan.file_paths_to_be_deleted_per_partition) | set(plan.partitions_to_be_deleted))
     earliest = plan.earliest_instant_to_retain.timestamp if plan.earliest_instant_to_retain else ""
-    meta = CleanMetadata(
+    cleaned = CleanMetadata(
         start_clean_time=inst.time, time_taken_in_millis=int((_time.time() - started) * 1000),
         total_files_deleted=sum(len(v) for v in ok.values()),
         earliest_commit_to_retain=earliest,
@@ -446,47 +446,46 @@ def _run(table: "Table", inst: Instant, engine: Engine | None) -> CleanResult:
             is_partition_deleted=p in deleted_parts) for p in parts},
         # Hudi's clean metadata counts files, not bytes: the bytes go with it for the history.
         extra_metadata={**plan.extra_metadata, BYTES_FREED: str(freed)})
-    active.transition(inflight, State.COMPLETED, meta.to_bytes())
-    after_commit(table)  # Iceberg snapshots whose files are gone expire
+    complete(meta, inflight, cleaned.to_bytes())  # Iceberg snapshots whose files are gone expire
     # Files that failed to go stay in the file-system view, so the next clean plans them again.
-    return CleanResult(inst.time, meta.total_files_deleted, freed, deleted_parts,
+    return CleanResult(inst.time, cleaned.total_files_deleted, freed, deleted_parts,
                        tuple(join(p, n) for p, names in failed.items() for n in names), earliest,
                        reason="; ".join(errors[:3]))
 
 
-def execute_clean(table: "Table", instant_time: str | None = None, *,
+def execute_clean(meta: "TableMetaClient", instant_time: str | None = None, *,
                   engine: Engine | None = None) -> CleanResult:
     """Carry out a requested or inflight clean (default: the oldest pending one)."""
-    timeline, _ = load_timeline(table.active)
+    timeline, _ = load_timeline(meta.active)
     if instant_time is None:
         pending = timeline.pending().filter(actions=[Action.CLEAN]).instants
         if not pending:
             return CleanResult(None, reason="no clean is pending")
-        return _run(table, pending[0], engine)
+        return _run(meta, pending[0], engine)
     inst = timeline.get(str(instant_time))
     if inst is None or inst.action is not Action.CLEAN:
         raise InstantNotFoundError(f"there is no clean at {instant_time}",
                                    help="`lakehouse timeline` lists the instants")
     if inst.is_completed:
-        meta = _read_clean_metadata(table.active, inst)
-        return CleanResult(inst.time, meta.total_files_deleted if meta else 0,
-                           earliest_retained=meta.earliest_commit_to_retain if meta else "",
+        cleaned = _read_clean_metadata(meta.active, inst)
+        return CleanResult(inst.time, cleaned.total_files_deleted if cleaned else 0,
+                           earliest_retained=cleaned.earliest_commit_to_retain if cleaned else "",
                            reason="already completed")
-    return _run(table, inst, engine)
+    return _run(meta, inst, engine)
 
 
-def clean(table: "Table", config: CleanConfig | None = None, *, now: datetime | str | None = None,
+def clean(meta: "TableMetaClient", config: CleanConfig | None = None, *, now: datetime | str | None = None,
           engine: Engine | None = None, extra_metadata: Mapping[str, str] | None = None) -> CleanResult:
     """Finish pending cleans, then plan and execute a new one if the trigger fires. With several
     writers it first rolls back the writes whose writer died, as Hudi's clean does under the
     LAZY failed-writes policy (``CleanerUtils.rollbackFailedWrites``)."""
-    if table.concurrency.lazy_rollback:
-        rollback_expired_writes(table)
-    timeline, _ = load_timeline(table.active)
-    done = [_run(table, i, engine) for i in timeline.pending().filter(actions=[Action.CLEAN])]
-    planned = plan_clean(table, config, now=now, extra_metadata=extra_metadata)
+    if meta.concurrency.lazy_rollback:
+        rollback_expired_writes(meta)
+    timeline, _ = load_timeline(meta.active)
+    done = [_run(meta, i, engine) for i in timeline.pending().filter(actions=[Action.CLEAN])]
+    planned = plan_clean(meta, config, now=now, extra_metadata=extra_metadata)
     if planned.instant is not None:
-        done.append(execute_clean(table, planned.instant, engine=engine))
+        done.append(execute_clean(meta, planned.instant, engine=engine))
     if not done:
         return CleanResult(None, reason=planned.reason)
     last = done[-1]

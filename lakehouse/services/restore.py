@@ -16,7 +16,7 @@ from lakehouse.services.rollback import resume_pending_rollbacks, rollback_insta
 from lakehouse.timeline.instant import Action
 
 if TYPE_CHECKING:
-    from lakehouse.table import Table
+    from lakehouse.meta_client import TableMetaClient
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,8 @@ class RestoreResult:
                 "rolled_back": list(self.rolled_back), "rollbacks": list(self.rollback_instants)}
 
 
-def restore(table: "Table", savepoint_time: str) -> RestoreResult:
-    timeline = table.timeline
+def restore(meta: "TableMetaClient", savepoint_time: str) -> RestoreResult:
+    timeline = meta.timeline
     saved_here = [i for i in timeline.completed().filter(actions=[Action.SAVEPOINT])
                   if i.time == str(savepoint_time)]
     sp = saved_here[0] if saved_here else None
@@ -40,28 +40,28 @@ def restore(table: "Table", savepoint_time: str) -> RestoreResult:
         raise InstantNotFoundError(f"{savepoint_time} is not a savepoint",
                                    help="savepoints: " + (", ".join(saved) if saved else "none; "
                                                           "create one with `lakehouse savepoint create`"))
-    resume_pending_rollbacks(table.active, timeline)
+    resume_pending_rollbacks(meta, timeline)
     undone: list[str] = []
     rollbacks: list[str] = []
     t0 = sp.time
     while True:
-        timeline = table.timeline
+        timeline = meta.timeline
         dropped = False
         for inst in timeline.pending_compactions():
             if inst.time > t0:
                 if inst.is_inflight:
-                    undo_execution(table, inst.time)
-                table.active.delete_instant(inst.time, Action.COMPACTION)
+                    undo_execution(meta, inst.time)
+                meta.active.delete_instant(inst.time, Action.COMPACTION)
                 undone.append(inst.time)
                 dropped = True
         if dropped:
-            timeline = table.timeline
+            timeline = meta.timeline
         later = [i for i in timeline.write_timeline() if i.time > t0
                  and i.action is not Action.COMPACTION]
         if not later:
             break
         inst = later[-1]
-        res = rollback_instant(table.active, inst, timeline, to_savepoint=True)
+        res = rollback_instant(meta, inst, timeline, to_savepoint=True)
         rollbacks.append(res.rollback_instant)
         undone.append(inst.time)
     return RestoreResult(t0, tuple(undone), tuple(rollbacks))

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakehouse.columns import COMMIT_TIME
+from lakehouse.commit import complete, hooks_deferred
 from lakehouse.errors import CorruptFileError, TimelineError
 from lakehouse.faults import fault_point
 from lakehouse.file_group.naming import BaseFileName, LogFileName
@@ -31,10 +33,10 @@ from lakehouse.timeline.avro_files import (InstantInfo, RollbackMetadata, Rollba
                                            RollbackPlan, RollbackRequest)
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import Action, Instant, State
-from lakehouse.write.markers import Markers, MarkerType
+from lakehouse.io.markers import Markers, MarkerType
 
 if TYPE_CHECKING:
-    from lakehouse.table import Table
+    from lakehouse.meta_client import TableMetaClient
 
 ROLLBACKABLE = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 # A completed compaction rolls back too (its plan goes with it); a pending one is undone by
@@ -177,7 +179,8 @@ def _written_by(storage: Storage, path: str, target: str) -> bool:
     return True
 
 
-def _finish(active: ActiveTimeline, inflight: Instant, plan: RollbackPlan, started: float) -> RollbackResult:
+def _finish(meta: "TableMetaClient", inflight: Instant, plan: RollbackPlan, started: float) -> RollbackResult:
+    active = meta.active
     storage = active.storage
     target_time = plan.instant_to_rollback.commit_time
     target_action = Action(plan.instant_to_rollback.action)
@@ -187,21 +190,21 @@ def _finish(active: ActiveTimeline, inflight: Instant, plan: RollbackPlan, start
     partitions = _execute(storage, plan, inflight.time)
     active.delete_instant(target_time, target_action)
     fault_point("rollback.before_complete")
-    meta = RollbackMetadata(
+    done = RollbackMetadata(
         start_rollback_time=inflight.time, time_taken_in_millis=int((time.time() - started) * 1000),
         total_files_deleted=sum(len(p.success_delete_files) for p in partitions.values()),
         commits_rollback=(target_time,), partition_metadata=partitions,
         instants_rollback=(InstantInfo(commit_time=target_time, action=str(target_action)),))
-    active.transition(inflight, State.COMPLETED, meta.to_bytes())
+    complete(meta, inflight, done.to_bytes())  # a completed target's Iceberg snapshot goes too
     Markers(storage, target_time).delete_all()
-    return RollbackResult(inflight.time, target_time, meta.total_files_deleted)
+    return RollbackResult(inflight.time, target_time, done.total_files_deleted)
 
 
 def _only_new_records(storage: Storage, path: str, target: str) -> bool:
     """Whether every record of a base file written at ``target`` was committed by ``target``
     (a file that rewrote an earlier version holds older ones, unless all were updated)."""
     with storage.open_input(path) as f:
-        times = pq.ParquetFile(f).read(columns=["_hoodie_commit_time"]).column(0)
+        times = pq.ParquetFile(f).read(columns=[COMMIT_TIME]).column(0)
     return len(times) > 0 and pc.min(times).as_py() == target
 
 
@@ -258,11 +261,12 @@ def _replaced_versions_gone(active: ActiveTimeline, target: Instant, timeline: T
     return gone
 
 
-def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline | None = None, *,
+def rollback_instant(meta: "TableMetaClient", target: Instant, timeline: Timeline | None = None, *,
                      to_savepoint: bool = False) -> RollbackResult:
     """Roll back one pending write, or the latest completed one (``to_savepoint``: one step of
     a restore, which rolls back to a savepoint whose versions the cleaner kept, so the versions
     an intermediate instant replaced may be gone)."""
+    active = meta.active
     timeline = timeline if timeline is not None else active.load()
     if target.action not in ROLLBACKABLE:
         raise TimelineError(f"{target} cannot be rolled back here",
@@ -304,7 +308,7 @@ def rollback_instant(active: ActiveTimeline, target: Instant, timeline: Timeline
     requested = active.create_requested(Action.ROLLBACK, plan.to_bytes())
     fault_point("rollback.after_plan")
     inflight = active.transition(requested, State.INFLIGHT)
-    return _finish(active, inflight, plan, started)
+    return _finish(meta, inflight, plan, started)
 
 
 def pending_rollback_plan(active: ActiveTimeline, inst: Instant) -> RollbackPlan:
@@ -313,46 +317,48 @@ def pending_rollback_plan(active: ActiveTimeline, inst: Instant) -> RollbackPlan
     return RollbackPlan.from_bytes(active.read(req), active.storage.uri(active.path(req)))
 
 
-def resume_pending_rollbacks(active: ActiveTimeline, timeline: Timeline) -> list[RollbackResult]:
+def resume_pending_rollbacks(meta: "TableMetaClient", timeline: Timeline) -> list[RollbackResult]:
     """Finish rollbacks a crashed process left requested or inflight."""
+    active = meta.active
     out = []
     for inst in timeline.pending().filter(actions=[Action.ROLLBACK]):
         started = time.time()
         plan = pending_rollback_plan(active, inst)
         inflight = inst if inst.is_inflight else active.transition(inst, State.INFLIGHT)
-        out.append(_finish(active, inflight, plan, started))
+        out.append(_finish(meta, inflight, plan, started))
     return out
 
 
-def rollback_failed_writes(active: ActiveTimeline, timeline: Timeline | None = None, *,
+def rollback_failed_writes(meta: "TableMetaClient", timeline: Timeline | None = None, *,
                            keep: set[str] = frozenset()) -> list[RollbackResult]:
     """Single-writer recovery: every pending write on the timeline is a failed one."""
+    active = meta.active
     timeline = timeline if timeline is not None else active.load()
-    results = resume_pending_rollbacks(active, timeline)
+    results = resume_pending_rollbacks(meta, timeline)
     if results:
         timeline = active.load()
     pending = [i for i in timeline.pending().filter(actions=ROLLBACKABLE) if i.time not in keep]
     for inst in sorted(pending, reverse=True):
-        results.append(rollback_instant(active, inst, timeline))
+        results.append(rollback_instant(meta, inst, timeline))
     return results
 
 
-def rollback_expired_writes(table: "Table", timeline: Timeline | None = None) -> Timeline:
+def rollback_expired_writes(meta: "TableMetaClient", timeline: Timeline | None = None) -> Timeline:
     """Several writers (Hudi's LAZY failed-writes policy, BaseHoodieTableServiceClient
     .rollbackFailedWrites): roll back, under the table lock, the pending writes whose heartbeat
     expired (their writer is gone), and finish pending rollbacks. A live writer's write is left
     alone. Returns the timeline after that."""
-    active = table.active
+    active = meta.active
     timeline = timeline if timeline is not None else active.load()
-    beats = table.heartbeats
+    beats = meta.heartbeats
     writes = [i.time for i in timeline.pending().filter(actions=ROLLBACKABLE)]
     rollbacks = timeline.pending().filter(actions=[Action.ROLLBACK]).instants
     if not rollbacks and not any(beats.is_expired(t) for t in writes):
         return timeline
-    with table.transactions.lock():
+    with hooks_deferred(meta), meta.transactions.lock():
         timeline = active.load()
         live = {i.time for i in timeline.pending() if not beats.is_expired(i.time)}
-        done = rollback_failed_writes(active, timeline, keep=live)
+        done = rollback_failed_writes(meta, timeline, keep=live)
     for r in done:  # only those rolled back: a live writer's heartbeat is not ours to touch
         beats.stop(r.target)
     return active.load()

@@ -24,6 +24,7 @@ import time as _time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
+from lakehouse.commit import complete
 from lakehouse.errors import InstantNotFoundError, TimelineError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import BaseFileName, LogFileName
@@ -33,7 +34,7 @@ from lakehouse.timeline.avro_files import AvroKind, CleanerPlan, CleanMetadata, 
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 
 if TYPE_CHECKING:
-    from lakehouse.table import Table
+    from lakehouse.meta_client import TableMetaClient
 
 
 @dataclass(frozen=True)
@@ -88,9 +89,9 @@ def read_savepoint(active: ActiveTimeline, time: str) -> Savepoint:
                                                  active.storage.uri(active.path(inst))))
 
 
-def list_savepoints(table: "Table") -> list[Savepoint]:
-    _, times = load_timeline(table.active)
-    return [read_savepoint(table.active, t) for t in times]
+def list_savepoints(meta: "TableMetaClient") -> list[Savepoint]:
+    _, times = load_timeline(meta.active)
+    return [read_savepoint(meta.active, t) for t in times]
 
 
 def savepointed_file_names(active: ActiveTimeline, times: tuple[str, ...]) -> set[str]:
@@ -182,10 +183,10 @@ def _cleaned_files_needed(active: ActiveTimeline, timeline: Timeline, view: File
     return lost
 
 
-def create_savepoint(table: "Table", instant_time: str | None = None, user: str = "",
+def create_savepoint(meta: "TableMetaClient", instant_time: str | None = None, user: str = "",
                      comments: str = "") -> Savepoint:
     """Savepoint a completed write (default: the latest); its files then survive every clean."""
-    active = table.active
+    active = meta.active
     timeline, existing = load_timeline(active)
     writes = timeline.completed().filter(actions=WRITE_ACTIONS)
     if instant_time is None:
@@ -220,12 +221,12 @@ def create_savepoint(table: "Table", instant_time: str | None = None, user: str 
     # A crash after the inflight file leaves an attempt that is simply made again.
     if not active.storage.exists(active.path(inflight)):
         active.storage.create(active.path(inflight), b"")
-    active.transition(inflight, State.COMPLETED, serialize(AvroKind.SAVEPOINT_METADATA, sp.to_avro()))
+    complete(meta, inflight, serialize(AvroKind.SAVEPOINT_METADATA, sp.to_avro()))
     return sp
 
 
-def delete_savepoint(table: "Table", instant_time: str) -> None:
-    active = table.active
+def delete_savepoint(meta: "TableMetaClient", instant_time: str) -> None:
+    active = meta.active
     _, existing = load_timeline(active)
     t = str(instant_time)
     if t not in existing:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from lakehouse.engine import Engine
 from lakehouse.errors import ConfigError, LakehouseError
+from lakehouse.spark import session
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -33,7 +34,7 @@ class SparkTaskError(LakehouseError):
 
 
 @dataclass(frozen=True)
-class _Failure:
+class Failure:
     """What an executor sends back instead of a result when ``fn`` raised."""
 
     error: BaseException | None  # None when the exception does not survive pickling
@@ -52,7 +53,7 @@ def _portable(e: BaseException) -> BaseException | None:
     return e
 
 
-class _Guarded:
+class Guarded:
     """``fn`` wrapped so that its exceptions come back as values (a class, not a closure, so
     that it pickles the same way everywhere)."""
 
@@ -63,11 +64,11 @@ class _Guarded:
         try:
             return self.fn(item)
         except Exception as e:  # noqa: BLE001 - re-raised on the driver
-            return _Failure(_portable(e), f"{type(e).__module__}.{type(e).__qualname__}", str(e),
+            return Failure(_portable(e), f"{type(e).__module__}.{type(e).__qualname__}", str(e),
                             traceback.format_exc())
 
 
-def _raise(f: _Failure, index: int, total: int) -> None:
+def _raise(f: Failure, index: int, total: int) -> None:
     where = f"item {index} of {total} failed on a Spark executor"
     if f.error is not None:
         f.error.add_note(f"{where}; remote traceback:\n{f.remote_traceback}")
@@ -78,7 +79,7 @@ def _raise(f: _Failure, index: int, total: int) -> None:
     raise err
 
 
-def _java_failure_summary(e: Exception) -> str:
+def java_failure_summary(e: Exception) -> str:
     # The Py4J message holds the whole Java stack trace; its first lines say what happened.
     text = str(e).strip().splitlines()
     return " ".join(line.strip() for line in text[:3])[:1000]
@@ -108,8 +109,7 @@ class SparkEngine(Engine):
     @property
     def context(self) -> "SparkContext":
         if self._spark is None:
-            from lakehouse.spark.session import build_context
-            self._spark = build_context(self.app_name)
+            self._spark = session.build_context(self.app_name)
         return getattr(self._spark, "sparkContext", self._spark)
 
     def slices(self, n_items: int, parallelism: int | None = None) -> int:
@@ -123,20 +123,20 @@ class SparkEngine(Engine):
         items = list(items)
         if not items:
             return []
-        from py4j.protocol import Py4JJavaError
+        from py4j.protocol import Py4JJavaError  # noqa: PLC0415
 
         sc = self.context
         rdd = sc.parallelize(items, numSlices=self.slices(len(items), parallelism))
         try:
             # parallelize keeps items in order within and across slices, and collect() returns
             # the slices in order, so results line up with items.
-            results = rdd.map(_Guarded(fn)).collect()
+            results = rdd.map(Guarded(fn)).collect()
         except Py4JJavaError as e:
             raise SparkTaskError(f"a Spark job of {len(items)} item(s) failed: "
-                                 f"{_java_failure_summary(e)}",
+                                 f"{java_failure_summary(e)}",
                                  help="see the executor logs (stderr of spark-submit in local "
                                       "mode); the work can be run again") from e
         for i, r in enumerate(results):
-            if isinstance(r, _Failure):
+            if isinstance(r, Failure):
                 _raise(r, i, len(items))
         return results

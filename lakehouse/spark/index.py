@@ -23,12 +23,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import lakehouse
 from lakehouse.config import IndexType
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
-from lakehouse.read.merge import KEY
-from lakehouse.write.client import PARTITION
-from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION, _footer,
-                                          base_file_keys)
+from lakehouse.columns import KEY, PARTITION
+from lakehouse.write.client import WriteClient
+from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION, base_file_keys,
+                                          read_footer)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -49,8 +50,6 @@ class IndexJob:
     slices: dict[tuple[str, str], FileSlice]
 
     def source(self):
-        from lakehouse.write.client import WriteClient
-        import lakehouse
         client = WriteClient(lakehouse.open_table(self.path), self.options)
         if self.merged:
             return client.merged_keys(client.active.load(), self.slices, self.ordering)
@@ -92,11 +91,10 @@ def _stored_keys(spark, job: IndexJob, ordering_spark, ordering_arrow) -> "DataF
 def _key_ranges(spark, job: IndexJob) -> list[tuple[str | None, str | None]]:
     """Each candidate file's (min, max) record key from its footer, read on the executors."""
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import lakehouse
         storage = lakehouse.open_table(job.path).storage
         for b in batches:
             idx = b.column(0).to_pylist()
-            footers = [_footer(storage, job.files[i]) for i in idx]
+            footers = [read_footer(storage, job.files[i]) for i in idx]
             yield pa.record_batch({_FILE: pa.array(idx, pa.int32()),
                                    "lo": pa.array([f.min_key for f in footers], pa.string()),
                                    "hi": pa.array([f.max_key for f in footers], pa.string())})
@@ -144,7 +142,6 @@ def _bloom_matches(keyed: "DataFrame", job: IndexJob, global_: bool, ordering_sp
         t = pa.Table.from_batches(list(batches), schema=pa.schema([(KEY, pa.string()), (_FILE, pa.int32())]))
         if t.num_rows == 0:
             return
-        import lakehouse
         storage = lakehouse.open_table(job.path).storage
         source = job.source()
         t = t.sort_by(_FILE)
@@ -154,7 +151,7 @@ def _bloom_matches(keyed: "DataFrame", job: IndexJob, global_: bool, ordering_sp
         for s, e in zip(starts.tolist(), ends.tolist()):
             bf = job.files[int(files[s])]
             probe = pc.unique(t.column(KEY).slice(s, e - s).combine_chunks())
-            bloom = _footer(storage, bf).bloom
+            bloom = read_footer(storage, bf).bloom
             if bloom is not None:
                 probe = probe.filter(pa.array(bloom.might_contain(probe)))
                 if len(probe) == 0:
@@ -170,9 +167,9 @@ def _bloom_matches(keyed: "DataFrame", job: IndexJob, global_: bool, ordering_sp
 def tag(keyed: "DataFrame", job: IndexJob, index: IndexType, ordering_type: pa.DataType | None) -> "DataFrame":
     """``keyed`` with the stored location(s) of each record's key (null where it is new). A key
     stored in two file groups (as plain inserts may leave it) tags its record twice."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_type
-    from pyspark.sql.types import StringType
+    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql.pandas.types import from_arrow_type  # noqa: PLC0415
+    from pyspark.sql.types import StringType  # noqa: PLC0415
     spark = keyed.sparkSession
     ordering_spark = from_arrow_type(ordering_type) if job.ordering else StringType()
     global_ = index.is_global

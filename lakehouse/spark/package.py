@@ -9,11 +9,14 @@ same sources give the same bytes, so a scheduler that caches by content does not
 
 from __future__ import annotations
 
+import argparse
 import os
+import shutil
 import zipfile
 from pathlib import Path
 
 import lakehouse
+from lakehouse.spark.submit import submit_path
 
 # 1980-01-01, the earliest time a zip entry can hold: entries carry no build time.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -57,11 +60,6 @@ def build_py_files(dest_dir: str | os.PathLike, name: str = "lakehouse.zip") -> 
 def main(argv: list[str] | None = None) -> int:
     """Write ``lakehouse.zip`` and a copy of ``submit.py`` (spark-submit needs the application
     as a file of its own, not inside the zip) into one folder: all a cluster submit needs."""
-    import argparse
-    import shutil
-
-    from lakehouse.spark.submit import submit_path
-
     p = argparse.ArgumentParser(prog="python -m lakehouse.spark.package",
                                 description="Write lakehouse.zip (for --py-files) and submit.py.")
     p.add_argument("dest_dir", help="folder to write them into")

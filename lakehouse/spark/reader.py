@@ -126,7 +126,7 @@ class _ReadGroups:
 
 
 def spark_schema(schema: pa.Schema):
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
     return from_arrow_schema(schema, prefer_timestamp_ntz=True)
 
 
@@ -139,7 +139,7 @@ def read_table(spark: "SparkSession", path: str | Storage, *, as_of: str | None 
     ``changes_from``/``changes_to`` those of ``Table.read_changes(changes_from, changes_to,
     columns, filters)``, as a DataFrame of one partition per file slice (at most
     ``parallelism`` partitions, slices grouped by size)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415
 
     if parallelism is not None and parallelism < 1:
         raise ConfigError(f"parallelism {parallelism} must be at least 1", help="pass 1 or more")

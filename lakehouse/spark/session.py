@@ -31,7 +31,7 @@ LOOPBACK = "127.0.0.1"
 def _jvm_conf():
     """The configuration the JVM was started with (spark-submit's ``--conf``, ``--master``,
     spark-defaults.conf), so that defaults never override what the user chose."""
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkConf, SparkContext  # noqa: PLC0415
 
     if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
@@ -71,7 +71,7 @@ def spark_conf(app_name: str = "lakehouse", *, master: str | None = None,
 
 def build_session(app_name: str = "lakehouse", **kw) -> "SparkSession":
     """The active SparkSession, or a new one started with :func:`spark_conf` (same arguments)."""
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # noqa: PLC0415
 
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -85,7 +85,7 @@ def build_context(app_name: str = "lakehouse", **kw) -> "SparkContext":
     For work that only maps Python functions over items (the services' engine): a SparkSession
     adds its SQL machinery on top, about 2-3 s of start-up on these machines.
     """
-    from pyspark import SparkContext
+    from pyspark import SparkContext  # noqa: PLC0415
 
     active = SparkContext._active_spark_context
     if active is not None:
@@ -97,6 +97,6 @@ def active_context() -> "SparkContext | None":
     """The SparkContext running in this process, if any (without importing pyspark)."""
     if "pyspark" not in sys.modules:
         return None
-    from pyspark import SparkContext
+    from pyspark import SparkContext  # noqa: PLC0415
 
     return SparkContext._active_spark_context

@@ -59,9 +59,10 @@ def submit_path() -> str:
     return os.path.join(_HERE, "submit.py")
 
 
-def _fix_sys_path() -> None:
-    # Run as a script, this file's folder comes first on sys.path, where its siblings
-    # (engine.py, session.py, package.py) would shadow any top-level module of those names.
+# Run as a script, sys.path must be fixed before anything of lakehouse is imported.
+if __name__ == "__main__":
+    # This file's folder comes first on sys.path, where its siblings (engine.py, session.py,
+    # package.py) would shadow any top-level module of those names.
     if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
         del sys.path[0]
     try:
@@ -71,13 +72,13 @@ def _fix_sys_path() -> None:
         # file (executors then need PYTHONPATH or --py-files, see above).
         sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
-
-if __name__ == "__main__":
-    _fix_sys_path()
-
 import argparse  # noqa: E402
 import importlib  # noqa: E402
 import time  # noqa: E402
+
+from lakehouse.spark import session  # noqa: E402
+from lakehouse.spark.apps import (  # noqa: E402
+    FAILED, AppParser, UsageError, add_table_arg, emit, new_parser, report, usage_failure)
 
 APPS = {
     "compaction-plan": "lakehouse.spark.apps.compaction_plan",
@@ -89,8 +90,6 @@ INGEST = "lakehouse.spark.apps.ingest"
 
 
 def _parser():
-    from lakehouse.spark.apps import AppParser, add_table_arg
-
     top = AppParser(prog="spark-submit [spark options] submit.py",
                     description="Run a lakehouse application on Spark.",
                     epilog="ingest TABLE ...: see `submit.py ingest --help`",
@@ -118,8 +117,6 @@ def _driver_in_yarn_container() -> bool:
 def _dispatch(app: str, mod, argv: list[str]) -> int:
     """Run ``mod.main`` with a SparkSession if it asks for one (the default for apps that do not
     say), else with None: the app then starts a bare SparkContext itself if it has work."""
-    from lakehouse.spark import session
-
     before = session.active_context()
     spark = None
     if getattr(mod, "NEEDS_SESSION", True):
@@ -138,7 +135,6 @@ def _dispatch(app: str, mod, argv: list[str]) -> int:
 
 
 def _run_ingest(argv: list[str], started: float) -> int:
-    from lakehouse.spark.apps import FAILED, UsageError, emit, new_parser, report, usage_failure
     try:
         mod = importlib.import_module(INGEST)
     except ModuleNotFoundError as e:
@@ -158,8 +154,6 @@ def _run_ingest(argv: list[str], started: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lakehouse.spark.apps import UsageError, usage_failure
-
     argv = list(sys.argv[1:] if argv is None else argv)
     started = time.monotonic()
     if argv and argv[0] == "ingest":

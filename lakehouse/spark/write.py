@@ -26,8 +26,10 @@ so Spark does not retry a task that would fail again; the driver rolls the insta
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import pickle
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
@@ -35,17 +37,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import lakehouse
 from lakehouse.config import IndexType
 from lakehouse.errors import RecordKeyError
-from lakehouse.faults import InjectedFault, fault_point
+from lakehouse.faults import fault_point
 from lakehouse.file_group.view import FileSystemView
-from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, delete_flags
-from lakehouse.spark.engine import SparkTaskError, _Failure, _Guarded, _java_failure_summary
+from lakehouse.columns import DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
+from lakehouse.io.bloom_filter import murmur_hash
+from lakehouse.merge import delete_flags
+from lakehouse.spark.engine import Failure, Guarded, SparkTaskError, java_failure_summary
+from lakehouse.spark.index import LOC_KEY, IndexJob, tag
 from lakehouse.timeline.commit_metadata import WriteStat
-from lakehouse.timeline.instant import State
-from lakehouse.write import assign
-from lakehouse.write.client import PARTITION, Operation, WriteClient
+from lakehouse.write import assign, bucket_sizing
+from lakehouse.write.client import Operation, WriteClient
+from lakehouse.write.index.bucket import bucket_ids, hash_columns
+from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
 from lakehouse.write.prepare import combines, precombine
+from lakehouse.write.validate import conform
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -56,6 +64,8 @@ BUCKET = "__lh_bucket"
 ERROR = "__lh_error"
 # Room for 2^40 rows per input partition: SEQ must order rows as the DataFrame does, across tasks.
 _SEQ_SHIFT = 40
+# Rows whose size estimates a first write's partition bytes (lakehouse.write.bucket_sizing).
+_SIZE_SAMPLE_ROWS = 10_000
 _SPARK_OPS = (Operation.UPSERT, Operation.INSERT, Operation.DELETE, Operation.BULK_INSERT)
 
 
@@ -71,19 +81,25 @@ def write_dataframe(table: "Table", df: "DataFrame", operation: str = "upsert", 
     if op not in _SPARK_OPS:
         return table.write(df.toArrow(), op.value, commit=commit, options=options,
                            extra_metadata=extra_metadata)
-    client = WriteClient(table, options)
+    client = WriteClient(table.meta_client, options)
     # An empty batch of the DataFrame's schema goes through the Python path's own validation:
     # the same reconciled schema and the same typed errors, before anything is written.
     prepared = client.prepare(arrow_schema(df.schema).empty_table(), op)
     job = _Job(table.path, dict(options or {}), op, prepared.data_schema)
     counts = _check(df, job, client)
-    return _write(client, df, job, prepared, counts, commit, extra_metadata)
+    if bucket_sizing.is_provisional(client.config) and op is not Operation.DELETE:
+        prepared = dataclasses.replace(prepared,
+                                       largest_partition_bytes=_estimated_largest_partition(df, counts))
+    files = _file_writer(client, df, job, counts)
+    # The same phase 1, commit and retries on a conflict as the Python writer.
+    return client.run(lambda: client.write_prepared(prepared, extra_metadata=extra_metadata, files=files),
+                      commit=commit)
 
 
 def arrow_schema(schema) -> pa.Schema:
     """The Arrow schema of a Spark schema, with the plain (not large) string/binary/list types
     that a batch built in Python has, so the reconciled table schema is the same."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415
 
     def plain(t: pa.DataType) -> pa.DataType:
         if pa.types.is_large_string(t):
@@ -117,13 +133,11 @@ class _Job:
     plan: dict = field(default_factory=dict)  # partition -> [(file id, inserts, small)]
 
     def client(self) -> WriteClient:
-        import lakehouse
         return WriteClient(lakehouse.open_table(self.path), self.options)
 
     def rows(self, client: WriteClient, batch: pa.Table, subset: bool = False) -> pa.Table:
         """``batch`` conformed as WriteClient.prepare conforms it (without helper columns);
         ``subset``: only to the columns the batch has (the check reads just a few)."""
-        from lakehouse.write.validate import conform
         schema = self.data_schema
         if self.op is Operation.DELETE:
             # A delete keeps only the key and partition columns, as prepare does.
@@ -141,14 +155,12 @@ class _Job:
 
 
 def _failure_bytes(fn, *args) -> bytes | None:
-    import pickle
-    out = _Guarded(lambda a: fn(*a))(args)
-    return pickle.dumps(out) if isinstance(out, _Failure) else None
+    out = Guarded(lambda a: fn(*a))(args)
+    return pickle.dumps(out) if isinstance(out, Failure) else None
 
 
 def _raise_failure(blob: bytes) -> None:
-    import pickle
-    f: _Failure = pickle.loads(blob)
+    f: Failure = pickle.loads(blob)
     if f.error is not None:
         f.error.add_note(f"raised on a Spark executor; remote traceback:\n{f.remote_traceback}")
         raise f.error
@@ -157,12 +169,12 @@ def _raise_failure(blob: bytes) -> None:
 
 
 def _collect(df: "DataFrame", what: str) -> list:
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors import PySparkException
+    from py4j.protocol import Py4JJavaError  # noqa: PLC0415
+    from pyspark.errors import PySparkException  # noqa: PLC0415
     try:
         return df.collect()
     except (Py4JJavaError, PySparkException) as e:
-        raise SparkTaskError(f"the Spark job that {what} failed: {_java_failure_summary(e)}",
+        raise SparkTaskError(f"the Spark job that {what} failed: {java_failure_summary(e)}",
                              help="see the executor logs; the write can be run again") from e
 
 
@@ -206,11 +218,11 @@ def _check(df: "DataFrame", job: _Job, client: WriteClient) -> dict[str, int]:
 
 def _keyed(df: "DataFrame", job: _Job) -> "DataFrame":
     """``df`` with the helper columns prepare adds, plus the bucket, computed per batch."""
-    from pyspark.sql.types import BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
-    from lakehouse.write.index.bucket import bucket_ids, hash_columns
+    from pyspark.sql.types import (  # noqa: PLC0415
+        BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType)
 
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
+        from pyspark import TaskContext  # noqa: PLC0415
         client = job.client()
         cfg = client.config
         complex_keys = len(cfg.record_key_fields) > 1 or cfg.key_generator_type.value == "COMPLEX"
@@ -263,7 +275,7 @@ def _targets(client: WriteClient, job: _Job, rows: pa.Table) -> list:
         out = []
         new = {(p, f) for p, slots in job.plan.items() for f, _, small in slots if not small}
         small = {(p, f) for p, slots in job.plan.items() for f, _, s in slots if s}
-        for (partition, fid), part in assign._split(rows, [PARTITION, assign.FID]):
+        for (partition, fid), part in assign.split_groups(rows, [PARTITION, assign.FID]):
             if fid is None:  # deletes of keys the table does not hold
                 continue
             part = part.drop_columns([assign.FID])
@@ -290,7 +302,7 @@ def _write_task(job: _Job):
     """The per-task function: this task's file groups, written by their handles."""
 
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
+        from pyspark import TaskContext  # noqa: PLC0415
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return
@@ -352,9 +364,6 @@ def _precombine_task(job: _Job):
 
 def _route_task(job: _Job):
     """Tagged records to their file groups (FID; null for inserts), partition moves included."""
-    from lakehouse.spark.index import LOC_KEY
-    from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
-
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         client = job.client()
         for b in batches:
@@ -369,7 +378,6 @@ def _route_task(job: _Job):
 def _pick_task(job: _Job):
     """Each insert's file group, by a hash of its key weighted by the driver's insert plan (as
     Hudi's UpsertPartitioner does): the same on a retried task, so no record moves."""
-    from lakehouse.write.index.bloom_filter import murmur_hash
     weights = {p: (np.cumsum([c for _, c, _ in slots]) / max(1, sum(c for _, c, _ in slots)),
                    pa.array([f for f, _, _ in slots], pa.string()))
                for p, slots in job.plan.items() if slots}
@@ -406,7 +414,7 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
     # Shuffles sized by the batch: a small batch in a few tasks, a big one in enough to keep
     # every core busy (and no task with more than about one file's worth of rows to write).
     avg_size = client.avg_record_size(timeline)
-    per_file = assign._records_per_file(avg_size, client.write_config)
+    per_file = assign.records_per_file(avg_size, client.write_config)
     rows = sum(counts.values())
     tasks = max(1, min(par * 4, math.ceil(rows / per_file)))
     global_ = index.is_global and index is not IndexType.BUCKET
@@ -426,9 +434,8 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
         job.mode, job.avg_size = "bulk", avg_size
         return _run_writes(keyed.repartitionByRange(tasks, PARTITION, KEY), job)
     job.mode = "indexed"
-    from lakehouse.spark.index import IndexJob, tag
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
+    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql.types import StringType, StructField, StructType  # noqa: PLC0415
     if op is Operation.INSERT:  # inserts skip the index, as in Hudi
         files, ordering = [], None
     else:
@@ -468,30 +475,28 @@ def _run_writes(shuffled: "DataFrame", job: _Job) -> list[WriteStat]:
     return [WriteStat.from_json(json.loads(r["stat"])) for r in out]
 
 
-def _write(client: WriteClient, df: "DataFrame", job: _Job, prepared, counts: dict[str, int],
-           commit: bool, extra_metadata: Mapping[str, str] | None) -> str:
-    active = client.active
-    instant, timeline = client.begin(client._action(job.op))
-    t = job.instant = instant.time
-    fault_point("write.after_requested")
-    base_meta = client.base_metadata(prepared, timeline, extra_metadata)
-    inflight = active.transition(instant, State.INFLIGHT, base_meta.to_bytes())
-    try:
-        view = FileSystemView.load(client.storage, timeline, active)
+def _file_writer(client: WriteClient, df: "DataFrame", job: _Job, counts: dict[str, int]):
+    """Phase 1's data files, written by the executors (WriteClient.write_prepared runs the rest
+    of phase 1, as for a batch written in this process)."""
+    def write_files(t: str, timeline) -> tuple[list[WriteStat], None]:
+        job.instant = t
+        view = FileSystemView.load(client.storage, timeline, client.active)
         job.pending = client.pending_compaction_fgs(timeline)
-        stats: list[WriteStat] = []
-        if counts:
-            client.ensure_partitions(set(counts), t)
-            stats = _write_files(client, df, job, view, timeline, counts)
-        fault_point("write.after_data_files")
-    except InjectedFault:
-        raise
-    except Exception as e:
-        client.abort(inflight, e)
-    client.record_results(inflight, stats, base_meta)
-    if commit:
-        client.commit(t)
-    return t
+        if not counts:
+            return [], None
+        client.ensure_partitions(set(counts), t)
+        return _write_files(client, df, job, view, timeline, counts), None
+    return write_files
+
+
+def _estimated_largest_partition(df: "DataFrame", counts: dict[str, int]) -> int:
+    """In-memory bytes of the largest partition of ``df``, from the bytes of a sample of its
+    rows (what a table's first write sizes its bucket count by: lakehouse.write.bucket_sizing)."""
+    if not counts:
+        return 0
+    sample = df.limit(_SIZE_SAMPLE_ROWS).toArrow()
+    per_row = sample.nbytes / max(1, sample.num_rows)
+    return int(max(counts.values()) * per_row)
 
 
 __all__ = ["write_dataframe", "arrow_schema"]

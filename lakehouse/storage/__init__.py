@@ -8,6 +8,7 @@ from urllib.parse import unquote, urlparse
 from lakehouse.errors import ConfigError
 from lakehouse.storage.base import FileInfo, Storage
 from lakehouse.storage.local import LocalStorage
+from lakehouse.storage.s3 import S3Storage  # boto3 is imported only when one is built
 
 __all__ = ["FileInfo", "Storage", "LocalStorage", "get_storage"]
 
@@ -28,8 +29,6 @@ def get_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
                               help="write file:///absolute/path (three slashes) or a plain path")
         return LocalStorage(unquote(parsed.path))
     if parsed.scheme in ("s3", "s3a"):
-        # Imported here: boto3 is an optional dependency, needed only for s3:// tables.
-        from lakehouse.storage.s3 import S3Storage
         return S3Storage(uri, options)
     if parsed.scheme == "" or (len(parsed.scheme) == 1 and uri[1:3] in (":\\", ":/")):
         return LocalStorage(uri)

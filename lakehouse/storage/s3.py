@@ -22,6 +22,7 @@ from lakehouse.storage.base import FileInfo, Storage
 from lakehouse.storage.s3_client import S3Clients, S3Settings, status_and_code, translate
 from lakehouse.storage.s3_conditional import (TOKEN_METADATA_KEY, already_exists, new_token,
                                               put_if_absent)
+from lakehouse.storage.s3_output import S3Output
 
 SCHEMES = ("s3", "s3a")
 _DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
@@ -78,7 +79,7 @@ class S3Storage(Storage):
 
     @staticmethod
     def boto_errors() -> tuple[type[BaseException], ...]:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
         return (BotoCoreError, ClientError)
 
     def error(self, e: BaseException, path: str) -> Exception:
@@ -106,7 +107,7 @@ class S3Storage(Storage):
     # --- reads -----------------------------------------------------------------------------
 
     def _get(self, path: str, **kw: Any) -> bytes:
-        from botocore.exceptions import HTTPClientError, IncompleteReadError
+        from botocore.exceptions import HTTPClientError, IncompleteReadError  # noqa: PLC0415
 
         for attempt in range(_READ_ATTEMPTS):
             answer = self._call(path, "get_object", Key=self.key(path), **kw)
@@ -121,7 +122,7 @@ class S3Storage(Storage):
         return self._get(path)
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # noqa: PLC0415
 
         if length <= 0:
             return b""
@@ -195,8 +196,6 @@ class S3Storage(Storage):
                       translate=lambda e: self.error(e, path))
 
     def open_output(self, path: str) -> BinaryIO:
-        from lakehouse.storage.s3_output import S3Output
-
         # Refused up front as on local storage, before the caller produces the content; the
         # conditional put at close still settles a race.
         if self._head(path) is not None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import urlparse
 
+import pyarrow.fs as pafs
+
 from lakehouse.errors import ConfigError, StorageError
 
 ENDPOINT = "s3.endpoint"
@@ -36,7 +38,7 @@ _INSTALL_HELP = "pip install 'lakehouse[s3]'"
 
 def require_boto3() -> Any:
     try:
-        import boto3
+        import boto3  # noqa: PLC0415
     except ImportError:
         raise ConfigError("s3:// storage needs boto3, which is not installed",
                           help=_INSTALL_HELP) from None
@@ -111,7 +113,7 @@ class S3Clients:
         self.__init__(state["settings"])
 
     def _client(self, attempts: int) -> Any:
-        from botocore.config import Config
+        from botocore.config import Config  # noqa: PLC0415
 
         boto3 = require_boto3()
         s = self.settings
@@ -147,8 +149,6 @@ class S3Clients:
     def filesystem(self) -> Any:
         """pyarrow's S3 file system at the same endpoint, region and credentials as the boto3
         clients (resolved by boto3, so the two never disagree about where the table is)."""
-        import pyarrow.fs as pafs
-
         client = self.retrying
         creds = self._session.get_credentials()
         frozen = creds.get_frozen_credentials() if creds is not None else None
@@ -181,20 +181,21 @@ def status_and_code(e: BaseException) -> tuple[int | None, str]:
 
 def unsent_errors() -> tuple[type[BaseException], ...]:
     """Failures before a request left: no connection (refused, DNS, connect timeout, TLS)."""
-    from botocore.exceptions import ConnectionError
+    from botocore.exceptions import ConnectionError  # noqa: PLC0415
     return (ConnectionError,)
 
 
 def lost_answer_errors() -> tuple[type[BaseException], ...]:
     """Failures after which a request may have reached S3 and taken effect: the connection broke
     or timed out while waiting for the answer."""
-    from botocore.exceptions import HTTPClientError
+    from botocore.exceptions import HTTPClientError  # noqa: PLC0415
     return (HTTPClientError,)
 
 
 def translate(e: BaseException, uri: str, bucket: str, endpoint: str | None = None) -> Exception:
     """A lakehouse error (or FileNotFoundError) for a failed boto3 call on ``uri``."""
-    from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
+    from botocore.exceptions import (  # noqa: PLC0415
+        ClientError, NoCredentialsError, PartialCredentialsError)
 
     if isinstance(e, (NoCredentialsError, PartialCredentialsError)):
         return ConfigError(f"no S3 credentials for {uri}: {e}",

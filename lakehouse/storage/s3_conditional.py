@@ -47,7 +47,7 @@ def put_if_absent(send: Callable[[], Any], *, token: str, read_token: Callable[[
     ``read_token`` returns the token of the object now at the key (``""`` when it has none) or
     None when there is no object; ``translate`` maps other failures to lakehouse errors.
     """
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import ClientError  # noqa: PLC0415
 
     lost = False  # an earlier attempt may have landed without us hearing of it
     last: BaseException | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from lakehouse.errors import LakehouseError
+from lakehouse.errors import ConfigError, LakehouseError
 from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.timeline.avro_files import CleanerPlan, CleanMetadata, CompactionPlan
 from lakehouse.timeline.commit_metadata import CommitMetadata
@@ -22,7 +22,6 @@ from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 
 def parse_tags(pairs: Iterable[str]) -> dict[str, str]:
     """``KEY=VALUE`` strings as a dict; a pair without ``=`` or with an empty key is refused."""
-    from lakehouse.errors import ConfigError
     out: dict[str, str] = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")

@@ -11,7 +11,7 @@ index log files; the bucket index can, so there everything appends.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,36 +22,49 @@ from lakehouse.config import BulkInsertSortMode, WriteConfig
 from lakehouse.engine import parallel_take
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import bucket_file_id, new_file_id
-from lakehouse.read.merge import DELETE, HELPER_COLUMNS, KEY, SEQ, UNCONDITIONAL
+from lakehouse.columns import BUCKET, DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
+from lakehouse.merge import HELPER_COLUMNS
 from lakehouse.timeline.commit_metadata import WriteStat
-from lakehouse.write.handles import HandleContext, append_log, create_base_file, merge_base_file
+from lakehouse.io.handles import HandleContext, append_log, create_base_file, merge_base_file
 from lakehouse.write.index.bucket import bucket_ids, existing_buckets, hash_columns
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
 
 if TYPE_CHECKING:
-    from lakehouse.write.client import WriteClient, _Target
-
-PARTITION = "__lh_partition"
+    from lakehouse.write.client import WriteClient
 
 
-def new_target(partition, file_id, slice_, base_instant, kind):
-    from lakehouse.write.client import _Target
-    return _Target(partition, file_id, slice_, base_instant, kind)
 
 
-def _records_per_file(avg_size: int, config: WriteConfig) -> int:
+@dataclass
+class Target:
+    """Records routed to one file group, and how they get there (create, merge or append)."""
+
+    partition: str
+    file_id: str
+    slice: FileSlice | None
+    base_instant: str | None  # for log writes
+    kind: str  # "create" | "merge" | "append"
+    rows: list[pa.Table] = field(default_factory=list)
+    inserts: int = 0
+
+
+def new_target(partition, file_id, slice_, base_instant, kind) -> "Target":
+    return Target(partition, file_id, slice_, base_instant, kind)
+
+
+def records_per_file(avg_size: int, config: WriteConfig) -> int:
     if not config.auto_split_inserts:
         return config.insert_split_size
     return max(1, config.max_file_size // max(1, avg_size))
 
 
-def bulk_targets(rows: pa.Table, avg_size: int, config: WriteConfig) -> list["_Target"]:
+def bulk_targets(rows: pa.Table, avg_size: int, config: WriteConfig) -> list["Target"]:
     """New file groups only, records grouped by partition and, unless the sort mode is NONE,
     sorted by key."""
     if rows.num_rows == 0:
         return []
     then = [] if config.bulk_insert_sort_mode is BulkInsertSortMode.NONE else [KEY]
-    per_file = _records_per_file(avg_size, config)
+    per_file = records_per_file(avg_size, config)
     targets = []
     for partition, part in split_lazily(rows, [PARTITION], then):
         n = part.num_rows
@@ -65,20 +78,20 @@ def bulk_targets(rows: pa.Table, avg_size: int, config: WriteConfig) -> list["_T
 
 
 def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending: dict, *,
-                   sort_keys: bool = False) -> list["_Target"]:
+                   sort_keys: bool = False) -> list["Target"]:
     """One target per (partition, bucket); ``sort_keys`` also orders each bucket's records by key
     (bulk insert's sort mode) in the same sort."""
     cfg = client.config
     complex_keys = len(cfg.record_key_fields) > 1 or cfg.key_generator_type.value == "COMPLEX"
     cols = hash_columns(rows, rows.column(KEY), cfg.bucket_hash_fields, cfg.record_key_fields, complex_keys)
     buckets = bucket_ids(cols, cfg.bucket_num)
-    rows = rows.append_column("__lh_bucket", pa.array(buckets))
+    rows = rows.append_column(BUCKET, pa.array(buckets))
     existing = existing_buckets(list(latest.values()))
     targets = []
-    for (partition, bucket), part in split_lazily(rows, [PARTITION, "__lh_bucket"],
+    for (partition, bucket), part in split_lazily(rows, [PARTITION, BUCKET],
                                                  then=[KEY] if sort_keys else []):
         fs = existing.get((partition, bucket))
-        part = part.drop_columns(["__lh_bucket"])
+        part = part.drop_columns([BUCKET])
         if fs is None:
             deletes = part.column(DELETE)
             live = part
@@ -184,7 +197,7 @@ def _split_order(rows: pa.Table, by: list[str], then: list[str]):
     return order, keys, starts.tolist(), ends.tolist()
 
 
-def _split(rows: pa.Table, by: list[str], then: list[str] = ()):
+def split_groups(rows: pa.Table, by: list[str], then: list[str] = ()):
     """(group key, rows) per distinct value of the ``by`` columns, in ascending order, each group
     ordered by the ``then`` columns (stable: equal records keep their batch order): one sort,
     one take, then slices."""
@@ -271,7 +284,7 @@ def plan_inserts(client: "WriteClient", counts: dict[str, int], latest: dict[tup
     cannot index logs: each candidate's base file is rewritten)."""
     cfg = client.config
     wc = client.write_config
-    per_file = _records_per_file(avg_size, wc)
+    per_file = records_per_file(avg_size, wc)
     plan: dict[str, list[InsertSlot]] = {}
     for partition, n in sorted(counts.items()):
         slots: list[InsertSlot] = []
@@ -302,7 +315,7 @@ def plan_inserts(client: "WriteClient", counts: dict[str, int], latest: dict[tup
 
 
 def update_target(client: "WriteClient", partition: str, fid: str, latest: dict, pending: dict,
-                  small: bool = False) -> "_Target":
+                  small: bool = False) -> "Target":
     """The handle for a file group that takes updates or deletes (and, if ``small``, inserts)."""
     fs = latest.get((partition, fid))
     if small and fs is not None:
@@ -314,7 +327,7 @@ def update_target(client: "WriteClient", partition: str, fid: str, latest: dict,
 
 
 def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest: dict[tuple[str, str], FileSlice],
-                   pending: dict, avg_size: int) -> list["_Target"]:
+                   pending: dict, avg_size: int) -> list["Target"]:
     rows = route(client, rows, loc)
     is_insert = pc.and_(pc.is_null(rows.column(FID)), pc.invert(rows.column(DELETE)))
     updates = rows.filter(pc.is_valid(rows.column(FID)))
@@ -323,12 +336,12 @@ def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest:
     plan = plan_inserts(client, {p: t.num_rows for p, t in by_partition.items()}, latest, pending, avg_size)
     small = {(p, s.file_id) for p, slots in plan.items() for s in slots if s.small}
 
-    targets: dict[tuple[str, str], "_Target"] = {}
+    targets: dict[tuple[str, str], "Target"] = {}
     for (partition, fid), part in split_lazily(updates, [PARTITION, FID]):
         targets[(partition, fid)] = tg = update_target(client, partition, fid, latest, pending,
                                                        (partition, fid) in small)
         tg.rows.append(part.drop_columns([FID]))
-    new_targets: list["_Target"] = []
+    new_targets: list["Target"] = []
     for partition, slots in plan.items():
         part, offset = by_partition[partition], 0
         for slot in slots:
@@ -347,7 +360,7 @@ def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest:
     return list(targets.values()) + new_targets
 
 
-def run_target(client: "WriteClient", ctx: HandleContext, tg: "_Target", rows: pa.Table,
+def run_target(client: "WriteClient", ctx: HandleContext, tg: "Target", rows: pa.Table,
                task: int) -> list[WriteStat]:
     data_cols = [c for c in rows.column_names if c not in HELPER_COLUMNS and c not in (PARTITION, FID)]
     if tg.kind == "create":

@@ -54,7 +54,7 @@ def settle(client: "WriteClient", prepared: "Prepared") -> None:
     """Fix the table's bucket count before ``prepared`` is written, if it is still provisional."""
     if not is_provisional(client.config):
         return
-    with client.table.exclusive():  # several writers: one of them decides, the others read it
+    with client.meta.exclusive():  # several writers: one of them decides, the others read it
         stored = read_table_config(client.storage)
         if is_provisional(stored):
             written = any(i.action in WRITE_ACTIONS or i.action is Action.COMPACTION

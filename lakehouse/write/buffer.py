@@ -32,15 +32,15 @@ import pyarrow as pa
 from lakehouse.config import BulkInsertSortMode
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName, LogFileName, bucket_file_id
-from lakehouse.read.merge import KEY
+from lakehouse.columns import BUCKET, KEY, PARTITION
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write.assign import Taken, materialize, new_target, run_target, split_lazily
 from lakehouse.write.index.bucket import bucket_ids, existing_buckets, hash_columns
-from lakehouse.write.prepare import PARTITION, Operation, Prepared
+from lakehouse.write.prepare import Operation, Prepared
 
 if TYPE_CHECKING:
     from lakehouse.write.client import WriteClient
-    from lakehouse.write.handles import HandleContext
+    from lakehouse.io.handles import HandleContext
 
 Key = tuple[str, int]  # (partition, bucket)
 
@@ -237,13 +237,13 @@ def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContex
                 continue
             cols = hash_columns(rows, rows.column(KEY), cfg.bucket_hash_fields, cfg.record_key_fields,
                                 complex_keys)
-            rows = rows.append_column("__lh_bucket", pa.array(bucket_ids(cols, cfg.bucket_num)))
+            rows = rows.append_column(BUCKET, pa.array(bucket_ids(cols, cfg.bucket_num)))
             # The whole batch in one go: each file group's rows are gathered by its flush, in
             # parallel. In chunks: gathered now, each group into buffers of its own (a slice of
             # one gathered chunk would keep the whole chunk alive until its last group is flushed).
-            for (partition, bucket), part in split_lazily(rows, [PARTITION, "__lh_bucket"],
+            for (partition, bucket), part in split_lazily(rows, [PARTITION, BUCKET],
                                                          then=[KEY] if sort_keys else []):
-                part = part.drop_columns(["__lh_bucket"])
+                part = part.drop_columns([BUCKET])
                 buffers.add((partition, bucket), part if whole else part.materialize())
         buffers.flush_all()
     return stats

@@ -12,94 +12,88 @@ import json
 import os
 import typing
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse.config import (TABLE_OPTION_KEYS, BucketEngine, BulkInsertSortMode, ConcurrencyConfig, IndexType,
-                              TableConfig, WriteConfig, merged_options, option_keys)
+                              TableConfig, WriteConfig, option_keys)
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.concurrency.conflict import START_KEY, check_conflicts, start_marker
-from lakehouse.concurrency.retry import publish_completed, retry_policy
+from lakehouse.commit import complete, hooks_deferred
+from lakehouse.concurrency.retry import retry_policy
 from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, ConfigError, CorruptFileError,
                               FileAlreadyExistsError, LockError,
                               LockTimeoutError, RecordKeyError, SchemaError, TimelineError,
                               UnsupportedTableError, WriteError)
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
-from lakehouse.iceberg.hook import after_commit
 from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_metadata_content
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.properties import read_table_config
-from lakehouse.read.merge import DELETE, KEY, MergeSpec
-from lakehouse.read.reader import TableReader
+from lakehouse.columns import DELETE, KEY, PARTITION, RECORD_KEY
+from lakehouse.meta_client import TableMetaClient, meta_client_of
+from lakehouse.merge import MergeSpec
+from lakehouse.read.reader import TableReader, with_meta_fields
 from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
-from lakehouse.services.rollback import rollback_expired_writes, rollback_failed_writes
+from lakehouse.services.rollback import (pending_rollback_plan, rollback_expired_writes, rollback_failed_writes,
+                                         rollback_instant)
+from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
 from lakehouse.write import assign, bucket_sizing, buffer
-from lakehouse.write.handles import HandleContext, schema_json, writes_bloom
+from lakehouse.write.assign import Target
+from lakehouse.io.handles import HandleContext, schema_json, writes_bloom
 from lakehouse.read.file_slice_reader import read_file_slice
 from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_PARTITION, ROW, base_file_keys, bloom_lookup,
                                          located, simple_lookup)
-from lakehouse.write.keygen import KeyGenerator
-from lakehouse.write.markers import Markers, delete_stale_markers
-from lakehouse.write.prepare import PARTITION, Operation, Prepared, prepare
+from lakehouse.keygen import KeyGenerator
+from lakehouse.io.markers import Markers, delete_stale_markers
+from lakehouse.write.prepare import Operation, Prepared, prepare
 from lakehouse.write.validate import check_table_options
 
-if TYPE_CHECKING:
-    from lakehouse.table import Table
 
 CONCURRENCY_OPTION_KEYS = option_keys(ConcurrencyConfig)
+# Writes the data files of phase 1: (instant time, timeline) -> (write stats, replaced file ids
+# per partition for a replacecommit).
+FileWriter = Callable[[str, Timeline], "tuple[list[WriteStat], dict[str, tuple[str, ...]] | None]"]
 RESULTS_KEY = "lakehouse.write.results"
 BUCKETS_KEY = "lakehouse.bucket.index.num.buckets"
 __all__ = ["Operation", "PARTITION", "Prepared", "RESULTS_KEY", "WriteClient", "phase_one_problem"]
 
 
-def phase_one_problem(table: "Table", instant_time: str) -> str:
+def phase_one_problem(meta: "TableMetaClient", instant_time: str) -> str:
     """Why ``instant_time`` cannot be committed ('' if its phase 1 recorded complete results)."""
-    inst = table.timeline.get(instant_time)
+    inst = meta.timeline.get(instant_time)
     if inst is None:
         return f"{instant_time} is not on the timeline"
     if not inst.is_inflight:
         return f"{instant_time} is {inst.state.name.lower()}, not inflight"
-    meta = CommitMetadata.from_bytes(table.active.read(inst), table.active.path(inst))
-    if meta.extra_metadata.get(RESULTS_KEY) != "complete":
+    recorded = CommitMetadata.from_bytes(meta.active.read(inst), meta.active.path(inst))
+    if recorded.extra_metadata.get(RESULTS_KEY) != "complete":
         return ("phase 1 has not recorded complete results (still writing, or crashed: the next "
                 "write rolls it back)")
     return ""
 
 
-@dataclass
-class _Target:
-    partition: str
-    file_id: str
-    slice: FileSlice | None
-    base_instant: str | None  # for log writes
-    kind: str  # "create" | "merge" | "append"
-    rows: list[pa.Table] = field(default_factory=list)
-    inserts: int = 0
-
-
 class WriteClient:
-    def __init__(self, table: "Table", options: Mapping[str, Any] | None = None) -> None:
-        self.table = table
-        self.config = table.config
-        if not table.config.populate_meta_fields:
+    def __init__(self, meta: "TableMetaClient", options: Mapping[str, Any] | None = None) -> None:
+        self.meta = meta = meta_client_of(meta)
+        self.config = meta.config
+        if not meta.config.populate_meta_fields:
             raise UnsupportedTableError(
-                f"{table.name} has hoodie.populate.meta.fields=false; lakehouse reads such tables "
+                f"{meta.name} has hoodie.populate.meta.fields=false; lakehouse reads such tables "
                 "but writes only tables that keep Hudi's meta fields",
                 help="write it with Apache Hudi, or copy its rows into a table with meta fields")
-        if (table.config.index_type is IndexType.BUCKET
-                and table.config.bucket_engine is not BucketEngine.SIMPLE):
+        if (meta.config.index_type is IndexType.BUCKET
+                and meta.config.bucket_engine is not BucketEngine.SIMPLE):
             raise UnsupportedTableError(
-                f"{table.name} uses the {table.config.bucket_engine} bucket index engine; lakehouse "
+                f"{meta.name} uses the {meta.config.bucket_engine} bucket index engine; lakehouse "
                 "reads such tables but writes only the SIMPLE engine (a fixed bucket count)",
                 help="write it with Apache Hudi")
-        self.storage = table.storage
-        self.active = table.active
+        self.storage = meta.storage
+        self.active = meta.active
         misplaced = sorted(k for k in (options or {}) if k in CONCURRENCY_OPTION_KEYS)
         if misplaced:
             raise ConfigError(f"{', '.join(misplaced)} cannot change for one write: every writer "
@@ -107,9 +101,9 @@ class WriteClient:
                               help="store it with the table (create_table options) or pass it to "
                                    "open_table(path, options)")
         # Table-level defaults stored at creation, then this write's own options.
-        merged = merged_options(self.config.extra, options, "a write")
+        merged = meta.options(options, "a write")
         check_table_options(self.config, options or {})
-        self.concurrency = table.concurrency
+        self.concurrency = meta.concurrency
         self.write_config = WriteConfig.from_options(
             {k: v for k, v in merged.items() if k not in TABLE_OPTION_KEYS})
         self.spec = MergeSpec(self.config.merge_mode, self.config.ordering_field)
@@ -139,20 +133,25 @@ class WriteClient:
 
     def _write(self, batch: pa.Table, op: Operation, commit: bool,
                extra_metadata: Mapping[str, str] | None) -> str:
+        return self.run(lambda: self.write_prepared(self.prepare(batch, op), extra_metadata=extra_metadata),
+                        commit=commit)
+
+    def run(self, phase_one: Callable[[], str], *, commit: bool = True) -> str:
+        """``phase_one()`` (which returns its instant), then with ``commit`` phase 2. With several
+        writers a conflict (or a lock not got) redoes the whole write on the new state, as Iceberg
+        re-applies a commit: lookups, routing and files are made again. The Python and the Spark
+        writers both write through here."""
         if not (commit and self.concurrency.multi_writer):
-            prepared = self.prepare(batch, op)
-            instant = self.write_prepared(prepared, extra_metadata=extra_metadata)
+            instant = phase_one()
             if commit:
                 self.commit(instant)
             return instant
 
-        # Several writers: a conflict (or a lock we could not get) redoes the whole write on the
-        # new state, as Iceberg re-applies a commit: lookups, routing and files are made again.
         def attempt() -> str:
             if self.config.index_type is IndexType.BUCKET:
                 # Another writer may have just fixed the table's bucket count (its first write).
                 self.adopt(read_table_config(self.storage))
-            t = self.write_prepared(self.prepare(batch, op), extra_metadata=extra_metadata)
+            t = phase_one()
             try:
                 retry_policy(self.concurrency, (LockError,))(self.commit)(t)
             except (CommitOutcomeUnknownError, CommitConflictError):
@@ -167,7 +166,8 @@ class WriteClient:
             return t
         return retry_policy(self.concurrency, (CommitConflictError, LockTimeoutError))(attempt)()
 
-    def _action(self, op: Operation) -> Action:
+    def action(self, op: Operation) -> Action:
+        """The timeline action of a write of ``op``."""
         if op.replaces:
             return Action.REPLACE_COMMIT
         return Action.DELTA_COMMIT if self.config.is_mor else Action.COMMIT
@@ -186,7 +186,7 @@ class WriteClient:
         return instant, timeline
 
     def _heartbeat_starter(self):
-        beats = self.table.heartbeats
+        beats = self.meta.heartbeats
         started: list[str] = []
 
         def start(t: str) -> None:
@@ -203,9 +203,9 @@ class WriteClient:
         if not writes and not rollbacks:
             return timeline
         if not self.concurrency.lazy_rollback:
-            rollback_failed_writes(self.active, timeline)
+            rollback_failed_writes(self.meta, timeline)
             return self.active.load()
-        return rollback_expired_writes(self.table, timeline)
+        return rollback_expired_writes(self.meta, timeline)
 
     def base_metadata(self, prepared: Prepared, timeline,
                       extra_metadata: Mapping[str, str] | None) -> CommitMetadata:
@@ -221,15 +221,21 @@ class WriteClient:
     def adopt(self, config: TableConfig) -> None:
         """Work with ``config`` from now on (the table's bucket count just fixed), as the table
         does."""
-        self.config = self.table.config = config
+        self.meta.adopt(config)
+        self.config = config
 
-    def write_prepared(self, prepared: Prepared, *, extra_metadata: Mapping[str, str] | None = None) -> str:
+    def write_prepared(self, prepared: Prepared, *, extra_metadata: Mapping[str, str] | None = None,
+                       files: FileWriter | None = None) -> str:
+        """Phase 1 of a write of ``prepared``: the bucket count settled, failed writes rolled
+        back, the instant requested and inflight, the data files written by ``files(instant
+        time, timeline)`` (default: this process writes them), the results recorded. A failure
+        rolls the instant back. Returns the instant time; :meth:`commit` is phase 2."""
         op = prepared.operation
         if not op.keys_only:
             bucket_sizing.settle(self, prepared)
         if op in (Operation.INSERT_OVERWRITE_TABLE, Operation.DELETE_PARTITION):
             self._check_no_pending_compaction(prepared)
-        action = self._action(op)
+        action = self.action(op)
         requested_content = b""
         if action is Action.REPLACE_COMMIT:
             requested_content = RequestedReplaceMetadata(operation_type=op.operation_type).to_bytes()
@@ -238,8 +244,9 @@ class WriteClient:
         fault_point("write.after_requested")
         base_meta = self.base_metadata(prepared, timeline, extra_metadata)
         inflight = self.active.transition(instant, State.INFLIGHT, base_meta.to_bytes())
+        write_files = files or (lambda t, timeline: self._write_files(prepared, t, timeline))
         try:
-            stats, replaced = self._write_files(prepared, t, timeline)
+            stats, replaced = write_files(t, timeline)
             fault_point("write.after_data_files")
         except InjectedFault:
             raise
@@ -296,14 +303,13 @@ class WriteClient:
 
     def rollback_own(self, inflight) -> None:
         """Roll back this client's failed instant (best effort: else the next writer does)."""
-        from lakehouse.services.rollback import rollback_instant
         try:
-            with self.table.exclusive():
-                rollback_instant(self.active, inflight)
+            with hooks_deferred(self.meta), self.meta.exclusive():
+                rollback_instant(self.meta, inflight)
         except Exception:  # noqa: BLE001 - the next writer rolls it back
             pass
         if self.concurrency.multi_writer:
-            self.table.heartbeats.stop(inflight.time)
+            self.meta.heartbeats.stop(inflight.time)
 
     def record_results(self, inflight, stats: list[WriteStat], base_meta: CommitMetadata,
                        replaced: dict | None = None) -> None:
@@ -331,7 +337,7 @@ class WriteClient:
             return self._commit(instant_time, extra_metadata)
         # The commit may run in another process than phase 1 (the Airflow commit step): it
         # shows life again, so that nobody takes the waiting write for a dead one meanwhile.
-        beats = self.table.heartbeats
+        beats = self.meta.heartbeats
         beats.start(instant_time)
         done = False
         try:
@@ -352,12 +358,12 @@ class WriteClient:
             return self.active.commit_metadata(inst)
         if not inst.is_inflight or inst.action not in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT):
             raise TimelineError(f"{inst} is not an inflight write", help="run phase 1 first")
-        meta = CommitMetadata.from_bytes(self.active.read(inst), self.active.path(inst))
-        if meta.extra_metadata.get(RESULTS_KEY) != "complete":
+        recorded = CommitMetadata.from_bytes(self.active.read(inst), self.active.path(inst))
+        if recorded.extra_metadata.get(RESULTS_KEY) != "complete":
             raise WriteError(f"instant {instant_time} has no complete write results; its writer "
                              "did not finish phase 1",
                              help="roll it back (the next write does so) and write the batch again")
-        for s in meta.write_stats():
+        for s in recorded.write_stats():
             size = self.storage.info(s.path)
             if size is None or size.size != s.file_size_in_bytes:
                 raise WriteError(f"instant {instant_time}: {s.path} is "
@@ -365,34 +371,39 @@ class WriteClient:
                                  help="roll the instant back and write the batch again")
         # Files this instant created that its results do not list (a retried task's first
         # attempt, say) would become visible with the commit: remove them while still invisible.
-        listed = {s.path for s in meta.write_stats()}
+        listed = {s.path for s in recorded.write_stats()}
         for m in Markers(self.storage, instant_time).all():
             if m.data_path not in listed:
                 self.storage.delete(m.data_path)
-        extra = {k: v for k, v in meta.extra_metadata.items() if k not in (RESULTS_KEY, START_KEY, BUCKETS_KEY)}
+        extra = {k: v for k, v in recorded.extra_metadata.items() if k not in (RESULTS_KEY, START_KEY, BUCKETS_KEY)}
         extra.update(extra_metadata or {})
-        final = CommitMetadata(meta.partition_to_write_stats, meta.operation_type, meta.compacted,
-                               extra, meta.partition_to_replace_file_ids)
+        final = CommitMetadata(recorded.partition_to_write_stats, recorded.operation_type, recorded.compacted,
+                               extra, recorded.partition_to_replace_file_ids)
         fault_point("commit.before_complete")
+        # The post-commit hooks (Iceberg) run at the end, outside the table lock.
+        with hooks_deferred(self.meta):
+            self._complete(inst, recorded, final)
+        return final
+
+    def _complete(self, inst, recorded: CommitMetadata, final: CommitMetadata) -> None:
+        instant_time = inst.time
         if self.concurrency.multi_writer:
-            txn = self.table.transactions
+            txn = self.meta.transactions
             with txn.lock():
                 now = self._still_ours(inst)
                 try:
-                    self._check_bucket_count(meta, instant_time)
-                    check_conflicts(self.active, now, instant_time, meta,
+                    self._check_bucket_count(recorded, instant_time)
+                    check_conflicts(self.active, now, instant_time, recorded,
                                     global_index=self.config.index_type.is_global)
                 except CommitConflictError:
                     self.rollback_own(inst)
                     raise
                 txn.check()  # a holder that stalled past its lease must not publish
-                publish_completed(self.active, inst, final)
+                complete(self.meta, inst, final.to_bytes())
         else:
-            publish_completed(self.active, inst, final)
+            complete(self.meta, inst, final.to_bytes())
         fault_point("commit.after_complete")
         Markers(self.storage, instant_time).delete_all()
-        after_commit(self.table)
-        return final
 
     def _check_bucket_count(self, meta: CommitMetadata, instant_time: str) -> None:
         """Under the table lock: the write hashed keys with the table's bucket count (a first
@@ -418,7 +429,6 @@ class WriteClient:
                                 "committed (its heartbeat had stopped for longer than "
                                 "hoodie.client.heartbeat.interval_in_ms x (tolerable.misses + 1))",
                                 help="nothing of it is visible; write the batch again")
-        from lakehouse.services.rollback import pending_rollback_plan
         for r in timeline.pending().filter(actions=[Action.ROLLBACK]):
             if pending_rollback_plan(self.active, r).instant_to_rollback.commit_time == inst.time:
                 raise TimelineError(f"instant {inst.time} is being rolled back by {r.time}",
@@ -483,7 +493,6 @@ class WriteClient:
                        attempt: int = 0, op: Operation | None = None) -> HandleContext:
         """What the file handles of ``instant_time`` share (``stage``/``attempt``: a Spark task's,
         for its write token; ``op``: the write's operation)."""
-        from lakehouse.read.reader import with_meta_fields
         avro = arrow_to_avro_schema(data_schema, self.config.name, with_meta_fields=True)
         return HandleContext(storage=self.storage, markers=Markers(self.storage, instant_time),
                              instant_time=instant_time, schema=with_meta_fields(data_schema),
@@ -508,7 +517,7 @@ class WriteClient:
                 return max(1, written // n)
         return wc.record_size_estimate
 
-    def _assign(self, rows, op, latest, base_files, pending, timeline, read_slices) -> list[_Target]:
+    def _assign(self, rows, op, latest, base_files, pending, timeline, read_slices) -> list[Target]:
         index = self.config.index_type
         n = rows.num_rows
         if n == 0:
@@ -539,8 +548,8 @@ class WriteClient:
         return assign.assign_targets(self, rows, loc, latest, pending, self.avg_record_size(timeline))
 
     def merged_keys(self, timeline, read_slices: dict, ordering: str | None):
-        reader = TableReader(self.storage, self.config, self.active, timeline, memory=self.table.memory)
-        cols = ["_hoodie_record_key"] + ([ordering] if ordering else [])
+        reader = TableReader(self.storage, self.config, self.active, timeline, memory=self.meta.memory)
+        cols = [RECORD_KEY] + ([ordering] if ordering else [])
         ctx = reader._context(reader.schema(), set(timeline.completed_write_times), cols, None,
                               read_logs=True)
 
@@ -568,9 +577,9 @@ class WriteClient:
             except FileAlreadyExistsError:
                 pass
 
-    def _run(self, ctx: HandleContext, targets: list[_Target]) -> list[WriteStat]:
+    def _run(self, ctx: HandleContext, targets: list[Target]) -> list[WriteStat]:
         self.ensure_partitions({tg.partition for tg in targets}, ctx.instant_time)
-        def run(item: tuple[int, _Target]) -> list[WriteStat]:
+        def run(item: tuple[int, Target]) -> list[WriteStat]:
             task, tg = item
             return assign.run_target(self, ctx, tg, assign.materialize(tg.rows), task)
 

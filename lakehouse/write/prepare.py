@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 
 from lakehouse.errors import RecordKeyError, SchemaError
 from lakehouse.config import MergeMode
-from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, delete_flags, resolve
+from lakehouse.columns import DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
+from lakehouse.merge import MergeSpec, delete_flags, resolve
 from lakehouse.read.reader import TableReader
 from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from lakehouse.write import bucket_sizing
@@ -34,7 +35,6 @@ from lakehouse.write.validate import data_schema as data_schema_of
 if TYPE_CHECKING:
     from lakehouse.write.client import WriteClient
 
-PARTITION = "__lh_partition"
 
 
 class Operation(enum.StrEnum):

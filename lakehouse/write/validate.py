@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from lakehouse.columns import META_FIELDS
+from lakehouse.config import TABLE_OPTION_KEYS, MergeMode, TableConfig
 from lakehouse.errors import ConfigError, SchemaError
-from lakehouse.schema import HOODIE_META_FIELDS
 
 _INT_RANK = {pa.int8(): 1, pa.int16(): 2, pa.int32(): 3, pa.int64(): 4,
              pa.uint8(): 2, pa.uint16(): 3, pa.uint32(): 4}
@@ -112,7 +113,7 @@ def _widened(table: pa.DataType, batch: pa.DataType) -> pa.DataType | None:
 def data_schema(batch: pa.Schema) -> pa.Schema:
     """The batch schema without meta fields, normalized, every field nullable."""
     return pa.schema([pa.field(f.name, _normalize_column(f), nullable=True)
-                      for f in batch if f.name not in HOODIE_META_FIELDS])
+                      for f in batch if f.name not in META_FIELDS])
 
 
 def _normalize_column(f: pa.Field) -> pa.DataType:
@@ -127,11 +128,11 @@ def reconcile(batch: pa.Schema, table: pa.Schema | None) -> pa.Schema:
     incoming = data_schema(batch)
     if table is None or len(table) == 0:
         return incoming
-    table = pa.schema([f for f in table if f.name not in HOODIE_META_FIELDS])
+    table = pa.schema([f for f in table if f.name not in META_FIELDS])
     fields = list(table)
     index = {name: i for i, name in enumerate(table.names)}
     for f in batch:
-        if f.name in HOODIE_META_FIELDS:
+        if f.name in META_FIELDS:
             continue
         if f.name in index:
             dst = fields[index[f.name]].type
@@ -172,7 +173,6 @@ def conform(batch: pa.Table, schema: pa.Schema) -> pa.Table:
 def check_table_options(config, options) -> None:
     """A table setting given to one write must be valid and equal to the stored one: it cannot
     change for one write, and ignoring it would write something else than asked."""
-    from lakehouse.config import TABLE_OPTION_KEYS, TableConfig
     asked = {k: str(v) for k, v in options.items() if k in TABLE_OPTION_KEYS}
     if not asked:
         return
@@ -189,12 +189,11 @@ def check_table_options(config, options) -> None:
 def check_missing_columns(batch: pa.Table, table_schema: pa.Schema | None, write_config, spec) -> None:
     """Hudi 0.14's rule: a batch lacking table columns is refused unless
     hoodie.write.set.null.for.missing.columns is set (partial updates keep what they omit)."""
-    from lakehouse.config import MergeMode
     if table_schema is None or write_config.set_null_for_missing_columns \
             or spec.mode is MergeMode.PARTIAL_UPDATE:
         return
     have = set(batch.column_names)
-    missing = [f.name for f in table_schema if f.name not in have and f.name not in HOODIE_META_FIELDS]
+    missing = [f.name for f in table_schema if f.name not in have and f.name not in META_FIELDS]
     if missing:
         raise SchemaError(f"the batch lacks table column(s) {', '.join(missing)}: writing it would "
                           "set them to null on every record it writes, updates included",

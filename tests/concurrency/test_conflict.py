@@ -320,7 +320,7 @@ def test_recovery_never_deletes_the_heartbeat_of_a_write_found_alive(tmp_path, m
 
 
 def test_rollback_never_deletes_a_log_file_another_writer_holds(tmp_path):
-    from lakehouse.write.markers import Markers, MarkerType
+    from lakehouse.io.markers import Markers, MarkerType
     t = make(tmp_path)
     t.upsert(rows(["k1"], v="base"))
     t.upsert(rows(["k1"], v="A"))  # a log file of A's, version 1 of the slice
@@ -344,7 +344,7 @@ def test_a_rollback_of_what_a_write_read_is_a_conflict(tmp_path):
     w = t.upsert(rows(["k0"], v="W"), commit=False)  # its merge copied k1 from T's base file
     with pytest.raises(TimelineError, match="pending"):
         t.rollback(undone)  # under the lock it sees the write and refuses
-    rollback_instant(t.active, seen_before.get(undone), seen_before)  # the race, forced
+    rollback_instant(t.meta_client, seen_before.get(undone), seen_before)  # the race, forced
     with pytest.raises(CommitConflictError, match="undid") as e:
         t.commit(w)
     assert e.value.winner != undone  # the rollback instant

@@ -88,12 +88,12 @@ def test_partition_filters_prune_and_filter(fixture_tables):
 def test_writing_into_a_table_written_by_hudi(tmp_path, fixture_tables, name):
     import shutil
 
-    from lakehouse.schema import HOODIE_META_FIELDS
+    from lakehouse.columns import META_FIELDS
 
     path = tmp_path / "t"
     shutil.copytree(fixture_tables[name], path)
     table = lakehouse.open_table(str(path))
-    rows = table.read().drop_columns(HOODIE_META_FIELDS)
+    rows = table.read().drop_columns(list(META_FIELDS))
     ordering = table.config.ordering_field
     changed = rows.slice(0, 2)
     if ordering:

@@ -200,3 +200,55 @@ def test_insert_overwrite_falls_back(tmp_path, spark):
         ref.write(batch, op)
         write_dataframe(ours, spark.createDataFrame(batch), op)
     assert_same_rows(tmp_path / "ours", tmp_path / "ref")
+
+
+def test_a_conflicting_write_is_redone_as_the_python_writer_does(tmp_path, spark, monkeypatch):
+    """The Spark writer goes through WriteClient.run: with several writers
+    (hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL) a conflict at commit redoes
+    the whole write under a new instant, up to hoodie.write.num.retries.on.conflict.failures."""
+    from lakehouse.spark.write import write_dataframe
+    from lakehouse.write.client import WriteClient
+
+    occ = {"hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL",
+           "hoodie.write.num.retries.on.conflict.failures": "2",
+           "hoodie.write.commit.retry.min_wait_ms": "1"}
+    lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="id", partition_by="city",
+                           ordering_field="ts", merge_mode="COMMIT_TIME_ORDERING", index="SIMPLE",
+                           options=occ)
+    t = lakehouse.open_table(str(tmp_path / "t"))
+
+    def batch(ids, v):
+        return pa.table({"id": ids, "city": ["sf"] * len(ids), "ts": [1] * len(ids), "v": [v] * len(ids)})
+    t.upsert(batch(["k1", "k2"], 0))
+    other = t.upsert(batch(["k1"], 1), commit=False)  # another writer, between its phases
+    phase_ones: list[str] = []
+    real = WriteClient.write_prepared
+
+    def other_commits_first(self, prepared, **kw):
+        inst = real(self, prepared, **kw)
+        if not phase_ones:
+            t.commit(other)  # same file group: our commit now conflicts
+        phase_ones.append(inst)
+        return inst
+    monkeypatch.setattr(WriteClient, "write_prepared", other_commits_first)
+    ours = write_dataframe(t, spark.createDataFrame(batch(["k2"], 2)), "upsert")
+    assert len(phase_ones) == 2 and ours == phase_ones[1] > other, "the write was not redone"
+    assert t.timeline.get(phase_ones[0]) is None  # the conflicting attempt was rolled back
+    assert sorted((r["id"], r["v"]) for r in t.read().to_pylist()) == [("k1", 1), ("k2", 2)]
+
+
+def test_a_first_write_sizes_the_bucket_count_as_the_python_writer_does(tmp_path, spark):
+    """A Merge-On-Read table created with defaults (lakehouse.write.bucket_sizing): the Spark
+    writer's first write fixes the provisional bucket count too, before any file is written."""
+    from lakehouse.properties import read_table_config
+    from lakehouse.spark.write import write_dataframe
+    from lakehouse.write import bucket_sizing
+
+    t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="id", partition_by="city",
+                               ordering_field="ts")
+    assert bucket_sizing.is_provisional(t.config)
+    op, b = history(n=2000)[0]
+    write_dataframe(t, spark.createDataFrame(b), op)
+    stored = read_table_config(t.storage)
+    assert not bucket_sizing.is_provisional(stored) and stored.bucket_num >= 1
+    assert {bucket_of_file_id(f) for _, f in bucket_groups(tmp_path / "t")} <= set(range(stored.bucket_num))

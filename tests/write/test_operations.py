@@ -241,7 +241,7 @@ def test_record_size_estimate_ignores_commits_below_the_threshold(tmp_path):
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
 def test_base_file_footers_are_what_hudi_writes(tmp_path, table_type):
-    from lakehouse.write.index.bloom_filter import footer_metadata
+    from lakehouse.io.bloom_filter import footer_metadata
     p = tmp_path / "t"
     # The SIMPLE index: tables whose index may read the filter carry it by default.
     t = lakehouse.create_table(str(p), name="f", record_key="id", ordering_field="ts", table_type=table_type,
@@ -356,6 +356,6 @@ def test_a_key_stored_twice_is_updated_and_deleted_everywhere(tmp_path, table_ty
 @pytest.mark.parametrize("n", [0, 1, 9, 10, 11, 999, 1000, 12345])
 def test_sequence_numbers_are_hudis_commit_seqno_format(n):
     """HoodieRecord.generateSequenceId: <instant>_<task partition>_<record index>."""
-    from lakehouse.write.handles import sequence_numbers
+    from lakehouse.io.handles import sequence_numbers
     assert sequence_numbers("20240101000000000_3_", n).to_pylist() == \
         [f"20240101000000000_3_{i}" for i in range(n)]

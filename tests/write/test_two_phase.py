@@ -39,7 +39,7 @@ def test_phase_one_then_commit_in_another_process(tmp_path):
 def test_commit_removes_files_its_results_do_not_list(tmp_path):
     """A retried task's first attempt leaves a file (with a marker) that the results omit: it
     must not become visible with the commit."""
-    from lakehouse.write.markers import Markers, MarkerType
+    from lakehouse.io.markers import Markers, MarkerType
     path = tmp_path / "t"
     t = lakehouse.create_table(str(path), name="c", table_type="COPY_ON_WRITE", record_key="id",
                                partition_by="city", ordering_field="ts")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
@@ -61,7 +62,7 @@ def _token(request: Request) -> str | None:
 
 def _api_base(request: Request) -> str:
     try:
-        from airflow.configuration import conf
+        from airflow.configuration import conf  # noqa: PLC0415
         base = conf.get("api", "base_url", fallback="") or ""
     except Exception:  # noqa: BLE001 - outside Airflow (tests): the request's own origin
         base = ""
@@ -72,7 +73,7 @@ def create_app(auth: bool = True) -> FastAPI:
     """The app; ``auth=False`` only for tests of the pages' content without an Airflow server."""
     deps = []
     if auth:
-        from airflow.api_fastapi.core_api.security import requires_authenticated
+        from airflow.api_fastapi.core_api.security import requires_authenticated  # noqa: PLC0415
         deps = [Depends(requires_authenticated())]
     app = FastAPI(title="Lakehouse", dependencies=deps,
                   description="Tables, timelines and table services of the lakehouse registry.")
@@ -118,7 +119,6 @@ def create_app(auth: bool = True) -> FastAPI:
         token = _token(request)
         if not token:
             raise HTTPException(status_code=401, detail="no Airflow token")
-        import httpx
         dag_id = t.dag_id(service)
         async with httpx.AsyncClient(timeout=30) as client:
             r = await client.post(f"{_api_base(request)}/api/v2/dags/{dag_id}/dagRuns",

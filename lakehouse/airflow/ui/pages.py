@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from functools import lru_cache
 from typing import Any
+
+from jinja2 import DictLoader, Environment, select_autoescape
+from markupsafe import Markup, escape
 
 _BASE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{% block title %}Lakehouse{% endblock %}</title>
@@ -88,13 +92,11 @@ def _size(n: Any) -> str:
 
 
 def _clock(t: Any) -> str:
-    import time
     return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
 
 
 @lru_cache(maxsize=1)
 def _env():
-    from jinja2 import DictLoader, Environment, select_autoescape
     env = Environment(loader=DictLoader({"base": _BASE, "tables": _TABLES, "table": _TABLE}),
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["size"] = _size
@@ -103,8 +105,6 @@ def _env():
 
 
 def render(page: str, **ctx: Any) -> str:
-    from markupsafe import Markup, escape
-
     def run_link(r: dict | None) -> Markup:
         if not r:
             return Markup('<span class="muted">-</span>')

@@ -9,17 +9,17 @@ from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.errors import TimelineError
 from lakehouse.faults import fault_point
-from lakehouse.iceberg.hook import after_commit
+from lakehouse.commit import complete
 from lakehouse.read.reader import TableReader
 from lakehouse.services.compaction.execute import undo_execution
 from lakehouse.services.compaction.plan import read_plan
 from lakehouse.services.compaction.results import delete_results, read_results
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
-from lakehouse.timeline.instant import Action, State
-from lakehouse.write.markers import Markers
+from lakehouse.timeline.instant import Action
+from lakehouse.io.markers import Markers
 
 if TYPE_CHECKING:
-    from lakehouse.table import Table
+    from lakehouse.meta_client import TableMetaClient
 
 
 @dataclass(frozen=True)
@@ -36,22 +36,22 @@ class CommitResult:
                 "reason": self.reason}
 
 
-def _problems(table: "Table", t: str, stats: list[WriteStat], failures: list[dict]) -> list[str]:
-    plan = read_plan(table, t)
+def _problems(meta: "TableMetaClient", t: str, stats: list[WriteStat], failures: list[dict]) -> list[str]:
+    plan = read_plan(meta, t)
     out = [f"{f['partitionPath']}/{f['fileId']}: {f['error']}" for f in failures]
     done = {(s.partition_path, s.file_id) for s in stats}
     out += [f"{o.partition_path}/{o.file_id}: no result" for o in plan.operations
             if (o.partition_path, o.file_id) not in done]
     for s in stats:
-        info = table.storage.info(s.path)
+        info = meta.storage.info(s.path)
         if info is None or info.size != s.file_size_in_bytes:
             out.append(f"{s.path}: {'missing' if info is None else 'size differs from its result'}")
     return out
 
 
-def commit_compaction(table: "Table", instant_time: str | None = None, *,
+def commit_compaction(meta: "TableMetaClient", instant_time: str | None = None, *,
                       extra_metadata: Mapping[str, str] | None = None) -> CommitResult:
-    timeline = table.timeline
+    timeline = meta.timeline
     if instant_time is None:
         inflight = [i for i in timeline.pending_compactions() if i.is_inflight]
         if not inflight:
@@ -65,22 +65,22 @@ def commit_compaction(table: "Table", instant_time: str | None = None, *,
             raise TimelineError(f"{instant_time} is not an inflight compaction",
                                 help="execute the compaction before committing it")
     t = inst.time
-    res = read_results(table.storage, t)
-    problems = ["the execution recorded no results"] if res is None else _problems(table, t, *res)
+    res = read_results(meta.storage, t)
+    problems = ["the execution recorded no results"] if res is None else _problems(meta, t, *res)
     if problems:
-        undo_execution(table, t)
+        undo_execution(meta, t)
         return CommitResult(t, False, reason="rolled back to requested: " + "; ".join(problems[:5]))
     stats, _ = res
     by_partition: dict[str, list[WriteStat]] = {}
     for s in stats:
         by_partition.setdefault(s.partition_path, []).append(s)
-    schema = TableReader(table.storage, table.config, table.active).avro_schema()
-    meta = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in by_partition.items()},
+    schema = TableReader(meta.storage, meta.config, meta.active).avro_schema()
+    done = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in by_partition.items()},
                           operation_type="COMPACT", compacted=True,
                           extra_metadata={**(extra_metadata or {}), **({"schema": schema} if schema else {})})
     fault_point("compaction.before_commit")
-    table.active.transition(inst, State.COMPLETED, meta.to_bytes())
-    Markers(table.storage, t).delete_all()
-    delete_results(table.storage, t)
-    after_commit(table)
+    # The results and markers go after the hooks ran; a crash before leaves garbage only.
+    complete(meta, inst, done.to_bytes())
+    Markers(meta.storage, t).delete_all()
+    delete_results(meta.storage, t)
     return CommitResult(t, True, len(stats), sum(s.num_writes for s in stats))

@@ -18,22 +18,23 @@ from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName, LogFileName, join
 from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
-from lakehouse.read.merge import MergeSpec
+from lakehouse.merge import MergeSpec
 from lakehouse.read.reader import TableReader
 import pyarrow as pa
 
-from lakehouse.schema import HOODIE_META_FIELDS, arrow_to_avro_schema
+from lakehouse.columns import META_FIELDS
+from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.services.compaction.plan import read_plan
 from lakehouse.services.compaction.results import delete_results, write_results
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.avro_files import CompactionOperation
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.timeline.instant import Action, Instant, State
-from lakehouse.write.handles import HandleContext, schema_json, write_compacted_base_file, writes_bloom
-from lakehouse.write.markers import Markers
+from lakehouse.io.handles import HandleContext, schema_json, write_compacted_base_file, writes_bloom
+from lakehouse.io.markers import Markers
 
 if TYPE_CHECKING:
-    from lakehouse.table import Table
+    from lakehouse.meta_client import TableMetaClient
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def compact_operation(task: _Task) -> WriteStat:
                                    f"recorded {size}: committed log blocks are missing")
     merged = read_file_slice(fs, ctx)
     wc = WriteConfig.from_options(merged_options(config.extra, None, "compaction"))
-    data_schema = pa.schema([f for f in schema if f.name not in HOODIE_META_FIELDS])
+    data_schema = pa.schema([f for f in schema if f.name not in META_FIELDS])
     avro = arrow_to_avro_schema(data_schema, config.name, with_meta_fields=True)
     hctx = HandleContext(storage=storage, markers=Markers(storage, t), instant_time=t,
                          schema=schema, avro_schema=avro, avro_schema_json=schema_json(avro),
@@ -133,12 +134,12 @@ def _log_paths(op: CompactionOperation) -> list[str]:
     return [join(op.partition_path, n) for n in op.delta_file_paths]
 
 
-def _committed_log_sizes(table: "Table", timeline, operations, before: str) -> dict[str, int]:
+def _committed_log_sizes(meta: "TableMetaClient", timeline, operations, before: str) -> dict[str, int]:
     """What committed writes before ``before`` recorded as the size of each planned log file."""
     wanted = {p for op in operations for p in _log_paths(op)}
     if not wanted:
         return {}
-    sizes = table.active.committed_file_sizes(i for i in timeline.completed_writes() if i.time < before)
+    sizes = meta.active.committed_file_sizes(i for i in timeline.completed_writes() if i.time < before)
     return {p: n for p, n in sizes.items() if p in wanted}
 
 
@@ -153,15 +154,15 @@ def run_operation(task: _Task) -> WriteStat | dict:
                 "error": f"{type(e).__name__}: {e}"}
 
 
-def undo_execution(table: "Table", instant_time: str) -> None:
+def undo_execution(meta: "TableMetaClient", instant_time: str) -> None:
     """Remove what an execution wrote and put the plan back to requested (idempotent)."""
-    storage = table.storage
+    storage = meta.storage
     markers = Markers(storage, instant_time)
     for m in markers.all():
         storage.delete(m.data_path)
     # Files written before their marker cannot exist, but a crash can leave data files whose
     # marker folder was already removed by a failed commit: sweep the plan's file groups too.
-    plan = read_plan(table, instant_time)
+    plan = read_plan(meta, instant_time)
     for op in plan.operations:
         for info in storage.list(op.partition_path):
             bn = BaseFileName.parse(info.name)
@@ -169,12 +170,12 @@ def undo_execution(table: "Table", instant_time: str) -> None:
                 storage.delete(info.path)
     delete_results(storage, instant_time)
     markers.delete_all()
-    storage.delete(table.active.path(Instant(instant_time, Action.COMPACTION, State.INFLIGHT)))
+    storage.delete(meta.active.path(Instant(instant_time, Action.COMPACTION, State.INFLIGHT)))
 
 
-def execute_compaction(table: "Table", instant_time: str | None = None, *,
+def execute_compaction(meta: "TableMetaClient", instant_time: str | None = None, *,
                        engine: Engine | None = None, parallelism: int | None = None) -> ExecuteResult:
-    timeline = table.timeline
+    timeline = meta.timeline
     pending = timeline.pending_compactions()
     if instant_time is None:
         if not pending.instants:
@@ -190,16 +191,16 @@ def execute_compaction(table: "Table", instant_time: str | None = None, *,
     t = inst.time
     redone = inst.is_inflight
     if redone:
-        undo_execution(table, t)
-    plan = read_plan(table, t)
-    table.active.transition(Instant(t, Action.COMPACTION, State.REQUESTED), State.INFLIGHT)
-    committed = frozenset(table.timeline.completed_write_times)
-    schema = TableReader(table.storage, table.config, table.active).schema()
-    timeline = table.timeline
+        undo_execution(meta, t)
+    plan = read_plan(meta, t)
+    meta.active.transition(Instant(t, Action.COMPACTION, State.REQUESTED), State.INFLIGHT)
+    committed = frozenset(meta.timeline.completed_write_times)
+    schema = TableReader(meta.storage, meta.config, meta.active).schema()
+    timeline = meta.timeline
     first = timeline.first
-    sizes = _committed_log_sizes(table, timeline, plan.operations, t)
-    tasks = [_Task(table.storage, t, i, op, committed, table.config, schema,
-                   first.time if first else None, table.memory.merge_max_size,
+    sizes = _committed_log_sizes(meta, timeline, plan.operations, t)
+    tasks = [_Task(meta.storage, t, i, op, committed, meta.config, schema,
+                   first.time if first else None, meta.memory.merge_max_size,
                    tuple((p, sizes[p]) for p in _log_paths(op) if p in sizes))
              for i, op in enumerate(plan.operations)]
     stats: list[WriteStat] = []
@@ -207,6 +208,6 @@ def execute_compaction(table: "Table", instant_time: str | None = None, *,
     for r in (engine or default_engine()).map(run_operation, tasks, parallelism):
         (stats if isinstance(r, WriteStat) else failures).append(r)
     fault_point("compaction.after_execute")
-    write_results(table.storage, t, stats, failures)
+    write_results(meta.storage, t, stats, failures)
     return ExecuteResult(t, len(plan.operations), len(failures), sum(s.num_writes for s in stats),
                          sum(s.file_size_in_bytes for s in stats), redone)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Mapping
 
-from lakehouse.config import CompactionConfig, merged_options
+from lakehouse.config import CompactionConfig
 from lakehouse.services.rollback import rollback_expired_writes
 from lakehouse.errors import ConfigError
 from lakehouse.file_group.file_slice import FileSlice
@@ -21,7 +21,7 @@ from lakehouse.timeline.instant import Action, Instant, State
 from lakehouse.timeline.instant_time import parse_instant_time
 
 if TYPE_CHECKING:
-    from lakehouse.table import Table
+    from lakehouse.meta_client import TableMetaClient
 
 STRATEGY_CLASS = "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy"
 MB = 1024 * 1024
@@ -96,27 +96,27 @@ def plan_operations(slices: list[FileSlice], cfg: CompactionConfig) -> list[Comp
     return ops
 
 
-def schedule_compaction(table: "Table", config: CompactionConfig | None = None, *,
+def schedule_compaction(meta: "TableMetaClient", config: CompactionConfig | None = None, *,
                         now: datetime | None = None, force: bool = False,
                         extra_metadata: Mapping[str, str] | None = None) -> ScheduleResult:
     """Write ``<t>.compaction.requested`` if the trigger fires (or ``force``); else say why not.
     ``extra_metadata`` (who asked, say) goes into the plan's extraMetadata."""
-    require_mor(table)
-    cfg = config or CompactionConfig.from_options(merged_options(table.config.extra, None, "compaction"))
-    if table.concurrency.lazy_rollback:
+    require_mor(meta)
+    cfg = config or CompactionConfig.from_options(meta.options(None, "compaction"))
+    if meta.concurrency.lazy_rollback:
         # A write whose writer died would hold the plan back until the next write rolled it
         # back (an earlier pending write's logs would be missed); roll it back now, as a clean
         # does under Hudi's LAZY failed-writes policy. Live writers' writes still hold it back.
-        rollback_expired_writes(table)
+        rollback_expired_writes(meta)
     # With several writers, the check "no earlier write pending" and the plan's instant must be
     # one step, or a writer could allocate an instant in between and write logs the plan misses.
-    with table.exclusive():
-        return _schedule(table, cfg, now, force, extra_metadata)
+    with meta.exclusive():
+        return _schedule(meta, cfg, now, force, extra_metadata)
 
 
-def _schedule(table: "Table", cfg: CompactionConfig, now: datetime | None, force: bool,
+def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | None, force: bool,
               extra_metadata: Mapping[str, str] | None) -> ScheduleResult:
-    timeline = table.timeline
+    timeline = meta.timeline
     pending_writes = timeline.pending().filter(
         actions=[Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT])
     if pending_writes.instants:
@@ -128,8 +128,8 @@ def _schedule(table: "Table", cfg: CompactionConfig, now: datetime | None, force
     last = max((i.time for i in compactions), default=None)
     deltas = [i for i in timeline.completed().filter(actions=[Action.DELTA_COMMIT])
               if last is None or i.time > last]
-    view = FileSystemView.load(table.storage, timeline, table.active)
-    in_plan = set(_pending_operations(table, timeline))
+    view = FileSystemView.load(meta.storage, timeline, meta.active)
+    in_plan = set(_pending_operations(meta, timeline))
     # File groups already in a pending plan wait for it; their new logs go to the next slice.
     slices = [s for s in view.latest_slices_for_write()
               if s.log_files and (s.partition, s.file_id) not in in_plan]
@@ -149,11 +149,11 @@ def _schedule(table: "Table", cfg: CompactionConfig, now: datetime | None, force
         extra_metadata={**(extra_metadata or {}),
                         "lakehouse.trigger": trig.reason if trig.fire else f"forced ({trig.reason})"},
         preserve_hoodie_metadata=True)
-    inst = table.active.create_requested(Action.COMPACTION, plan.to_bytes())
+    inst = meta.active.create_requested(Action.COMPACTION, plan.to_bytes())
     # Seed 000's rule: nothing may have completed at or after the compaction instant.
-    later = [i for i in table.timeline.completed() if i.time >= inst.time]
+    later = [i for i in meta.timeline.completed() if i.time >= inst.time]
     if later:
-        table.active.storage.delete(table.active.path(inst))
+        meta.active.storage.delete(meta.active.path(inst))
         return ScheduleResult(None, reason=f"{later[0].time} completed at or after the compaction "
                               "instant while it was being scheduled; try again")
     return ScheduleResult(inst.time, len(ops), sum(len(o.delta_file_paths) for o in ops),
@@ -161,23 +161,23 @@ def _schedule(table: "Table", cfg: CompactionConfig, now: datetime | None, force
                           reason=trig.reason if trig.fire else "forced")
 
 
-def require_mor(table: "Table") -> "Table":
-    """``table``, if it can compact at all (every compaction entry point checks this first)."""
-    if not table.config.is_mor:
-        raise ConfigError(f"{table.name} is a COPY_ON_WRITE table; only MERGE_ON_READ tables compact",
+def require_mor(meta: "TableMetaClient") -> "TableMetaClient":
+    """``meta``, if its table can compact at all (every compaction entry point checks this first)."""
+    if not meta.config.is_mor:
+        raise ConfigError(f"{meta.name} is a COPY_ON_WRITE table; only MERGE_ON_READ tables compact",
                           help="copy-on-write tables have no logs to compact")
-    return table
+    return meta
 
 
-def read_plan(table: "Table", instant_time: str) -> CompactionPlan:
+def read_plan(meta: "TableMetaClient", instant_time: str) -> CompactionPlan:
     inst = Instant(instant_time, Action.COMPACTION, State.REQUESTED)
-    return CompactionPlan.from_bytes(table.active.read(inst), table.storage.uri(table.active.path(inst)))
+    return CompactionPlan.from_bytes(meta.active.read(inst), meta.storage.uri(meta.active.path(inst)))
 
 
-def _pending_operations(table: "Table", timeline) -> dict[tuple[str, str], str]:
+def _pending_operations(meta: "TableMetaClient", timeline) -> dict[tuple[str, str], str]:
     out = {}
     for inst in timeline.pending_compactions():
-        for o in read_plan(table, inst.time).operations:
+        for o in read_plan(meta, inst.time).operations:
             out[(o.partition_path, o.file_id)] = inst.time
     return out
 

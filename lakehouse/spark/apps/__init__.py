@@ -19,6 +19,7 @@ itself is on the table's timeline, where the next step reads it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -71,8 +72,6 @@ def add_tag_arg(p: argparse.ArgumentParser) -> None:
 def parse_options(values: list[str], cls: type, app: str) -> dict[str, str]:
     """``KEY=VALUE`` pairs, each one an option of ``cls``: any other key would be ignored
     silently, a misspelt one included."""
-    import dataclasses
-
     out: dict[str, str] = {}
     for v in values:
         k, eq, val = v.partition("=")

@@ -20,8 +20,15 @@ import json
 import sys
 import time
 
+import pyarrow as pa
+
+import lakehouse
 from lakehouse.config import WRITE_OPTION_KEYS
 from lakehouse.errors import LakehouseError, TableNotFoundError
+from lakehouse.sources import demo
+from lakehouse.sources.files import ingest, read_file
+from lakehouse.spark.write import write_dataframe
+from lakehouse.timeline.tags import parse_tags
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -63,11 +70,6 @@ def _options(pairs: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace, spark=None) -> dict:
-    import lakehouse
-    from lakehouse.sources import demo
-    from lakehouse.sources.files import ingest
-    from lakehouse.timeline.tags import parse_tags
-
     options = _options(args.option)
     if args.demo_batches:
         demo.write_batches(args.source_dir, args.demo_batches,
@@ -101,8 +103,6 @@ def run(args: argparse.Namespace, spark=None) -> dict:
 def _spark_writer(spark, table, args, options):
     """Read the landed files with Spark and write them from the executors
     (:mod:`lakehouse.spark.write`)."""
-    from lakehouse.spark.write import write_dataframe
-
     def write(uris: list[str], extra: dict[str, str]) -> tuple[str, int]:
         paths = [u[len("file://"):] if u.startswith("file://") else u for u in uris]
         kinds = {p.rsplit(".", 1)[-1].lower() for p in paths}
@@ -126,9 +126,6 @@ def _spark_writer(spark, table, args, options):
 
 
 def _driver_write(table, uris, extra, args, options):
-    import pyarrow as pa
-
-    from lakehouse.sources.files import read_file
     batch = pa.concat_tables([read_file(u) for u in uris], promote_options="permissive")
     return table.write(batch, args.op, commit=args.commit, extra_metadata=extra, options=options), batch.num_rows
 

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import bucket_of_file_id
-from lakehouse.write.keygen import EMPTY_KEY, NULL_KEY
+from lakehouse.keygen import EMPTY_KEY, NULL_KEY
 
 
 def java_string_hash(values: pa.Array | pa.ChunkedArray) -> np.ndarray:

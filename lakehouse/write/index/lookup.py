@@ -17,9 +17,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakehouse.columns import RECORD_KEY
 from lakehouse.file_group.file_slice import BaseFile
 from lakehouse.storage.base import Storage
-from lakehouse.write.index.bloom_filter import BloomFilter
+from lakehouse.io.bloom_filter import BloomFilter
 
 LOC_PARTITION = "__lh_loc_partition"
 LOC_FILE_ID = "__lh_loc_file_id"
@@ -38,7 +39,7 @@ _FOOTERS_LOCK = threading.Lock()
 _FOOTER_CACHE_SIZE = 4096
 
 
-def _footer(storage: Storage, bf: BaseFile) -> _Footer:
+def read_footer(storage: Storage, bf: BaseFile) -> _Footer:
     uri = storage.uri(bf.path)
     with _FOOTERS_LOCK:
         hit = _FOOTERS.get(uri)
@@ -90,7 +91,7 @@ def base_file_keys(storage: Storage, ordering: str | None = None) -> KeySource:
         def one(bf: BaseFile) -> pa.Table:
             with storage.open_input(bf.path) as f:
                 pf = pq.ParquetFile(f)
-                cols = ["_hoodie_record_key"]
+                cols = [RECORD_KEY]
                 if ordering and ordering in pf.schema_arrow.names:
                     cols.append(ordering)
                 t = pf.read(columns=cols)
@@ -138,7 +139,7 @@ def bloom_lookup(source: KeySource, storage: Storage, base_files: list[BaseFile]
         base_files = [b for b in base_files if b.partition in wanted]
     candidates: list[BaseFile] = []
     for bf in base_files:
-        footer = _footer(storage, bf)
+        footer = read_footer(storage, bf)
         mask = None
         if not global_:
             mask = pc.equal(partitions, bf.partition)

@@ -1,20 +1,6 @@
-"""The ``lakehouse`` command: create, write, read and inspect tables from a shell.
-
-Every command but ``options`` takes the table path as its first argument. What a script consumes
-(instant times, JSON, rows) goes to stdout; progress notes and errors go to stderr, so
-``T=$(lakehouse write PATH batch.parquet)`` captures just the instant time.
-
-Exit codes, stable for scripts:
-
-* 0 success
-* 1 a lakehouse error; ``error: <message>`` and a ``Help:`` line are printed on stderr
-* 2 usage error: unknown flag, missing argument, malformed value
-* 3 the path holds no table
-* 4 commit conflict, or the commit outcome is unknown: check ``lakehouse timeline`` before retrying
-
-Run it as ``lakehouse ...`` or ``python -m lakehouse.cli ...``. The table-service commands
-(``compaction``, ``clean``, ``savepoint``, ``restore``, ``archive``) and ``timeline`` live in
-:mod:`lakehouse.cli_services`, imported at the end of this module to register them.
+"""The data commands of ``lakehouse``: ``create``, ``write``, ``delete-partitions``, ``commit``,
+``read``, ``rollback``, ``stats``, ``options`` and ``iceberg-sync``, and the reading and writing
+of the data files they take and give.
 """
 
 from __future__ import annotations
@@ -35,22 +21,13 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
-from lakehouse import __version__
+from lakehouse.cli.common import (console, human_bytes, instant_arg, note, options_arg, rich_table,
+                                  split_names)
+from lakehouse.columns import META_FIELDS
 from lakehouse.config import IndexType, MergeMode, TableType, option_docs
-from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, LakehouseError,
-                              SchemaError, TableNotFoundError)
-from lakehouse.schema import HOODIE_META_FIELDS
+from lakehouse.errors import LakehouseError, SchemaError
+from lakehouse.iceberg import sync_iceberg
 from lakehouse.table import Table, create_table, open_table
-
-EXIT_LAKEHOUSE_ERROR, EXIT_USAGE, EXIT_TABLE_NOT_FOUND, EXIT_COMMIT_UNCERTAIN = 1, 2, 3, 4
-
-_EPILOG = """\b
-Exit codes:
-  0  success
-  1  lakehouse error (message and a Help: line on stderr)
-  2  usage error (bad flag, argument or value)
-  3  table not found at PATH
-  4  commit conflict or unknown commit outcome (check `lakehouse timeline`)"""
 
 OPERATIONS = ("upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table",
               "delete_partition")
@@ -58,92 +35,6 @@ _INPUT_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", "
                    ".json": "jsonl", ".csv": "csv"}
 # Console print of a read without --limit stays short; --output or --limit get everything asked.
 DEFAULT_SHOWN_ROWS = 20
-
-
-def exit_code_for(err: LakehouseError) -> int:
-    if isinstance(err, (CommitConflictError, CommitOutcomeUnknownError)):
-        return EXIT_COMMIT_UNCERTAIN
-    return EXIT_TABLE_NOT_FOUND if isinstance(err, TableNotFoundError) else EXIT_LAKEHOUSE_ERROR
-
-
-class _LakehouseGroup(click.Group):
-    """Turns lakehouse errors into a two-line message and a documented exit code. Anything else
-    propagates with its traceback: an unexpected exception is a bug to see."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except LakehouseError as e:
-            if ctx.params.get("debug"):
-                raise
-            click.echo(f"error: {e.message}", err=True)
-            if e.help:
-                click.echo(f"Help: {e.help}", err=True)
-            raise click.exceptions.Exit(exit_code_for(e)) from None
-
-
-def _note(msg: str) -> None:
-    click.echo(msg, err=True)
-
-
-def _console():
-    from rich.console import Console
-    return Console()  # made per command: it must write to the sys.stdout of the moment
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, dt.datetime):
-        s = v.isoformat(sep=" ", timespec="milliseconds" if v.microsecond else "seconds")
-        return s.removesuffix("+00:00") + ("Z" if v.utcoffset() == dt.timedelta(0) else "")
-    return str(v)
-
-
-def _rich_table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[Any]],
-                caption: str | None = None, right: Sequence[str] = (), nowrap: Sequence[str] = ()):
-    from rich.table import Table as RichTable
-    from rich.text import Text
-    t = RichTable(title=title, caption=caption)
-    for h in headers:
-        t.add_column(h, justify="right" if h in right else "left", overflow="fold",
-                     no_wrap=h in nowrap)
-    for r in rows:
-        # Text() keeps values such as "[x]" from being read as rich markup.
-        t.add_row(*(Text("null", style="dim") if v is None else Text(_cell(v)) for v in r))
-    return t
-
-
-def _human_bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    exp = min(3, (n.bit_length() - 1) // 10)
-    return f"{n / 1024 ** exp:.1f} {('KiB', 'MiB', 'GiB')[exp - 1]}"
-
-
-def _split_names(value: str | None) -> list[str]:
-    return [x.strip() for x in (value or "").split(",") if x.strip()]
-
-
-def _instant_arg(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Instant times as the timeline shows them, or an ISO date-time taken as UTC."""
-    if value is None:
-        return None
-    v = value.strip()
-    if v.isdigit() and len(v) in (14, 17):
-        return v
-    try:
-        t = dt.datetime.fromisoformat(v)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is neither an instant time (17 digits, "
-                                 "yyyyMMddHHmmssSSS) nor an ISO date-time") from None
-    if t.tzinfo is not None:
-        t = t.astimezone(dt.timezone.utc)
-    return t.strftime("%Y%m%d%H%M%S") + f"{t.microsecond // 1000:03d}"
-
-
-def _options_arg(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> dict[str, str]:
-    if bad := [v for v in values if not v.partition("=")[0].strip() or "=" not in v]:
-        raise click.BadParameter(f"{bad[0]!r} is not KEY=VALUE")
-    return {k.strip(): v.strip() for k, _, v in (x.partition("=") for x in values)}
 
 
 # --- reading input files ------------------------------------------------------------------
@@ -179,7 +70,7 @@ def read_input(path: str, fmt: str, table_schema: pa.Schema | None = None) -> pa
     """One input file as Arrow. Text formats carry no (or few) types, so columns the table
     already has are read as the table's types: a CSV key "007" would otherwise become 7."""
     fmt = _input_format(path, fmt)
-    types = {f.name: f.type for f in table_schema or () if f.name not in HOODIE_META_FIELDS}
+    types = {f.name: f.type for f in table_schema or () if f.name not in META_FIELDS}
     try:
         if fmt == "parquet":
             return pq.read_table(path)
@@ -285,21 +176,7 @@ def write_output(data: pa.Table, path: str) -> None:
                                else o.hex() if isinstance(o, bytes) else str(o)) + "\n")
 
 
-# --- commands -----------------------------------------------------------------------------
-
-
-@click.group("lakehouse", cls=_LakehouseGroup, epilog=_EPILOG,
-             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="lakehouse")
-@click.option("--debug", is_flag=True, help="Show the traceback of lakehouse errors too.")
-def main(debug: bool) -> None:
-    """Apache Hudi (table version 6) tables, Copy-On-Write and Merge-On-Read, from the shell.
-
-    PATH is the table's root folder (a local path or file:// URI).
-    """
-
-
-@main.command()
+@click.command()
 @click.argument("path")
 @click.option("--name", help="Table name (letters, digits, underscores). Default: the folder name.")
 @click.option("--type", "table_type", default="MERGE_ON_READ", show_default=True,
@@ -316,7 +193,7 @@ def main(debug: bool) -> None:
               help="Partition folders as col=value.")
 @click.option("--schema-from", type=click.Path(exists=True, dir_okay=False),
               help="Take the column types from this data file (so CSV input is typed from the start).")
-@click.option("--option", "options", multiple=True, callback=_options_arg, metavar="KEY=VALUE",
+@click.option("--option", "options", multiple=True, callback=options_arg, metavar="KEY=VALUE",
               help="Any hoodie.* option (repeatable); `lakehouse options` lists them.")
 def create(path: str, name: str | None, table_type: str, record_key: tuple[str, ...],
            partition_by: tuple[str, ...], ordering_field: str | None, merge_mode: str, index: str | None,
@@ -330,14 +207,14 @@ def create(path: str, name: str | None, table_type: str, record_key: tuple[str, 
                          schema=schema, options=options)
     c = table.config
     parts = ", ".join(c.partition_fields) or "nothing (not partitioned)"
-    _note(f"created {c.table_type} table {c.name} at {table.path}\n"
-          f"  record key {', '.join(c.record_key_fields)}; partitioned by {parts}; "
-          f"{c.merge_mode}{f' on {c.ordering_field}' if c.ordering_field else ''}; "
-          f"{c.index_type} index")
+    note(f"created {c.table_type} table {c.name} at {table.path}\n"
+         f"  record key {', '.join(c.record_key_fields)}; partitioned by {parts}; "
+         f"{c.merge_mode}{f' on {c.ordering_field}' if c.ordering_field else ''}; "
+         f"{c.index_type} index")
     return table.path
 
 
-@main.command(short_help="Write parquet, JSON lines or CSV files as one instant.")
+@click.command(short_help="Write parquet, JSON lines or CSV files as one instant.")
 @click.argument("path")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--op", "operation", default="upsert", show_default=True,
@@ -348,7 +225,7 @@ def create(path: str, name: str | None, table_type: str, record_key: tuple[str, 
 @click.option("--no-commit", is_flag=True,
               help="Run phase 1 only (files written, instant left inflight); finish with "
                    "`lakehouse commit`. The next write rolls back an uncommitted instant.")
-@click.option("--option", "options", multiple=True, callback=_options_arg, metavar="KEY=VALUE",
+@click.option("--option", "options", multiple=True, callback=options_arg, metavar="KEY=VALUE",
               help="A hoodie.* write option for this write (repeatable).")
 def write(path: str, files: tuple[str, ...], operation: str, fmt: str, no_commit: bool,
           options: dict[str, str]) -> str:
@@ -360,16 +237,16 @@ def write(path: str, files: tuple[str, ...], operation: str, fmt: str, no_commit
     """
     table = open_table(path)
     current = table.schema()
-    batch = read_inputs(files, fmt.lower(), current if len(current) > len(HOODIE_META_FIELDS) else None)
+    batch = read_inputs(files, fmt.lower(), current if len(current) > len(META_FIELDS) else None)
     instant = table.write(batch, operation.lower(), commit=not no_commit, options=options or None)
     what = f"{operation.lower()} of {batch.num_rows:,} records from {len(files)} file(s)"
-    _note(f"{what}: phase 1 done, {instant} is inflight; complete it with `lakehouse commit "
-          f"{path} {instant}`" if no_commit else f"{what} committed as instant {instant}")
+    note(f"{what}: phase 1 done, {instant} is inflight; complete it with `lakehouse commit "
+         f"{path} {instant}`" if no_commit else f"{what} committed as instant {instant}")
     click.echo(instant)
     return instant
 
 
-@main.command("delete-partitions")
+@click.command("delete-partitions")
 @click.argument("path")
 @click.argument("partitions", nargs=-1, required=True)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
@@ -388,36 +265,36 @@ def delete_partitions(path: str, partitions: tuple[str, ...], yes: bool, no_comm
             raise LakehouseError("delete-partitions cancelled: nothing was changed",
                                  help="answer y to drop them, or pass --yes")
     instant = table.delete_partitions(list(partitions), commit=not no_commit)
-    _note(f"partition(s) {', '.join(partitions)} dropped as instant {instant}"
-          + (" (phase 1 only)" if no_commit else ""))
+    note(f"partition(s) {', '.join(partitions)} dropped as instant {instant}"
+         + (" (phase 1 only)" if no_commit else ""))
     click.echo(instant)
     return instant
 
 
-@main.command()
+@click.command()
 @click.argument("path")
-@click.argument("instant", callback=_instant_arg)
+@click.argument("instant", callback=instant_arg)
 def commit(path: str, instant: str) -> str:
     """Complete INSTANT, an inflight write left by `write --no-commit` (phase 2)."""
     table = open_table(path)
     meta = table.commit(instant)
-    _note(f"committed {instant}: {meta.operation_type.lower()}, "
-          f"{meta.total('num_writes'):,} records written, {meta.total('num_deletes'):,} deleted")
+    note(f"committed {instant}: {meta.operation_type.lower()}, "
+         f"{meta.total('num_writes'):,} records written, {meta.total('num_deletes'):,} deleted")
     click.echo(instant)
     return instant
 
 
-@main.command()
+@click.command()
 @click.argument("path")
-@click.option("--as-of", callback=_instant_arg, help="Time travel: the table as of this instant.")
+@click.option("--as-of", callback=instant_arg, help="Time travel: the table as of this instant.")
 @click.option("--columns", help="Comma list of columns to return.")
 @click.option("--filter", "filters", multiple=True, metavar='"COL OP VALUE"',
               help="Row filter (repeatable, all must hold); ops = != < <= > >= in 'not in'; "
                    "e.g. \"city = sf\", \"fare >= 10.5\", \"city in sf,nyc\".")
 @click.option("--read-optimized", is_flag=True, help="Base files only (MOR logs not merged).")
-@click.option("--changes-from", callback=_instant_arg,
+@click.option("--changes-from", callback=instant_arg,
               help="Incremental read: records written by commits after this instant.")
-@click.option("--changes-to", callback=_instant_arg, help="Incremental read up to this instant.")
+@click.option("--changes-to", callback=instant_arg, help="Incremental read up to this instant.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False),
               help="Write rows to FILE (.parquet, .csv or .jsonl) instead of printing them.")
 @click.option("--limit", type=click.IntRange(min=0), help="At most N rows.")
@@ -434,7 +311,7 @@ def read(path: str, as_of: str | None, columns: str | None, filters: tuple[str, 
     if output:
         _output_format(output)  # fail on a bad name before reading anything
     table = open_table(path)
-    cols = _split_names(columns) or None
+    cols = split_names(columns) or None
     schema = table.schema(changes_to if incremental else as_of)
     flts = [parse_filter(f, schema) for f in filters] or None
     if incremental:
@@ -443,9 +320,9 @@ def read(path: str, as_of: str | None, columns: str | None, filters: tuple[str, 
         data = table.read(as_of=as_of, columns=cols, filters=flts, read_optimized=read_optimized)
     if no_meta:
         data = data.drop_columns([c for c in data.column_names
-                                  if c in HOODIE_META_FIELDS and c not in (cols or ())])
+                                  if c in META_FIELDS and c not in (cols or ())])
     if sort_by:
-        keys = _split_names(sort_by)
+        keys = split_names(sort_by)
         if missing := [k for k in keys if k not in data.column_names]:
             raise click.BadParameter(f"{missing} not among the columns read", param_hint="--sort")
         data = data.sort_by([(k, "ascending") for k in keys])
@@ -453,20 +330,20 @@ def read(path: str, as_of: str | None, columns: str | None, filters: tuple[str, 
     if output:
         data = data if limit is None else data.slice(0, limit)
         write_output(data, output)
-        _note(f"wrote {data.num_rows:,} of {total:,} rows to {output}")
+        note(f"wrote {data.num_rows:,} of {total:,} rows to {output}")
         return data
     shown = data.slice(0, DEFAULT_SHOWN_ROWS if limit is None else limit)
     caption = f"{total:,} rows" if shown.num_rows == total else f"{shown.num_rows:,} of {total:,} rows"
     numeric = [f.name for f in shown.schema
                if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)]
-    _console().print(_rich_table(None, shown.column_names,
-                                 [tuple(r.values()) for r in shown.to_pylist()], caption, numeric))
+    console().print(rich_table(None, shown.column_names,
+                               [tuple(r.values()) for r in shown.to_pylist()], caption, numeric))
     return data
 
 
-@main.command()
+@click.command()
 @click.argument("path")
-@click.argument("instant", required=False, callback=_instant_arg)
+@click.argument("instant", required=False, callback=instant_arg)
 def rollback(path: str, instant: str | None) -> str:
     """Roll back INSTANT (default: the latest pending write, else the latest completed one).
 
@@ -474,8 +351,8 @@ def rollback(path: str, instant: str | None) -> str:
     """
     table = open_table(path)
     result = table.rollback(instant)
-    _note(f"rolled back {result.target} ({result.files_deleted} file(s) deleted) "
-          f"with rollback {result.rollback_instant}")
+    note(f"rolled back {result.target} ({result.files_deleted} file(s) deleted) "
+         f"with rollback {result.rollback_instant}")
     click.echo(result.rollback_instant)
     return result.rollback_instant
 
@@ -498,7 +375,7 @@ def table_stats(table: Table) -> dict[str, Any]:
             "by_partition": [{"partition": k, **v} for k, v in sorted(parts.items())]}
 
 
-@main.command()
+@click.command()
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of tables.")
 def stats(path: str, as_json: bool) -> dict[str, Any]:
@@ -508,24 +385,24 @@ def stats(path: str, as_json: bool) -> dict[str, Any]:
         click.echo(json.dumps(st, indent=2))
         return st
     summary = [("table", f"{st['table']} ({st['type']})"), ("file groups", f"{st['file_groups']:,}"),
-               ("base files", f"{st['base_files']:,} ({_human_bytes(st['base_bytes'])})"),
-               ("log files", f"{st['log_files']:,} ({_human_bytes(st['log_bytes'])})"),
+               ("base files", f"{st['base_files']:,} ({human_bytes(st['base_bytes'])})"),
+               ("log files", f"{st['log_files']:,} ({human_bytes(st['log_bytes'])})"),
                ("partitions", f"{st['partitions']:,}"),
                ("pending compactions", f"{st['pending_compactions']:,}"),
                ("last commit", st["last_commit"] or "none")]
-    con = _console()
-    con.print(_rich_table(f"stats of {st['table']}", ("", "value"), summary, nowrap=("", "value")))
+    con = console()
+    con.print(rich_table(f"stats of {st['table']}", ("", "value"), summary, nowrap=("", "value")))
     if st["by_partition"]:
         heads = [k.replace("_", " ") for k in _STAT_KEYS]
         body = [[p["partition"] or "(not partitioned)"] +
-                [_human_bytes(p[k]) if k.endswith("bytes") else f"{p[k]:,}" for k in _STAT_KEYS]
+                [human_bytes(p[k]) if k.endswith("bytes") else f"{p[k]:,}" for k in _STAT_KEYS]
                 for p in st["by_partition"]]
-        con.print(_rich_table("per partition", ["partition", *heads], body, right=heads,
-                              nowrap=("partition",)))
+        con.print(rich_table("per partition", ["partition", *heads], body, right=heads,
+                             nowrap=("partition",)))
     return st
 
 
-@main.command()
+@click.command()
 @click.option("--json", "as_json", is_flag=True, help="A JSON list instead of a table.")
 def options(as_json: bool) -> list[dict[str, str]]:
     """List every hoodie.* option with its default and what it does."""
@@ -535,20 +412,19 @@ def options(as_json: bool) -> list[dict[str, str]]:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
-        _console().print(_rich_table("hoodie.* options", ("option", "default", "description"),
-                                     [(r["key"], r["default"], r["doc"]) for r in rows],
-                                     nowrap=("option",)))
+        console().print(rich_table("hoodie.* options", ("option", "default", "description"),
+                                   [(r["key"], r["default"], r["doc"]) for r in rows],
+                                   nowrap=("option",)))
     return rows
 
 
-@main.command("iceberg-sync")
+@click.command("iceberg-sync")
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="A JSON document instead of a summary.")
 def iceberg_sync(path: str, as_json: bool) -> dict[str, Any]:
     """Publish Iceberg metadata for every completed instant not yet published (commits do it
     themselves; this catches up after hoodie.meta.sync.iceberg.enabled was off or a publish
     failed). Prints the current metadata file's URI."""
-    from lakehouse.iceberg import sync_iceberg
     res = sync_iceberg(open_table(path))
     doc = {"metadata_location": res.metadata_location, "versions_written": list(res.versions_written),
            "published": [{"instant": t, "snapshot_id": sid} for t, sid in res.published],
@@ -557,18 +433,11 @@ def iceberg_sync(path: str, as_json: bool) -> dict[str, Any]:
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     else:
-        _note(f"published {len(res.published)} snapshot(s) in {len(res.versions_written)} "
-              f"metadata version(s); current instant {res.current_instant or '-'}")
+        note(f"published {len(res.published)} snapshot(s) in {len(res.versions_written)} "
+             f"metadata version(s); current instant {res.current_instant or '-'}")
         if res.metadata_location:
             click.echo(res.metadata_location)
     return doc
 
 
-# The table-service commands and `timeline` live in cli_services; importing it registers them.
-from lakehouse import cli_services  # noqa: E402,F401  (needs main, defined above)
-
-if __name__ == "__main__":
-    # Run as `python -m lakehouse.cli` this module is __main__, a second copy of lakehouse.cli:
-    # the commands are registered on lakehouse.cli.main, so that is the one to run.
-    from lakehouse.cli import main as _registered_main
-    _registered_main(prog_name="lakehouse")
+COMMANDS = (create, write, delete_partitions, commit, read, rollback, stats, options, iceberg_sync)

@@ -21,14 +21,13 @@ from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import BaseFileName, LogFileName, join, write_token
 from lakehouse.log.block import encode_avro_data_block, encode_delete_block, encode_parquet_data_block
 from lakehouse.read.file_slice_reader import read_base_file
-from lakehouse.read.merge import DELETE, KEY, SEQ, UNCONDITIONAL, MergeSpec, drop_helpers, resolve
-from lakehouse.schema import HOODIE_META_FIELDS
+from lakehouse.columns import COMMIT_SEQNO, COMMIT_TIME, DELETE, FILE_NAME, KEY, PARTITION_PATH, RECORD_KEY, SEQ, UNCONDITIONAL
+from lakehouse.merge import MergeSpec, drop_helpers, resolve
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.commit_metadata import WriteStat
-from lakehouse.write.index.bloom_filter import BloomFilter
-from lakehouse.write.markers import Markers, MarkerType
+from lakehouse.io.bloom_filter import BloomFilter
+from lakehouse.io.markers import Markers, MarkerType
 
-COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME = HOODIE_META_FIELDS
 
 
 @dataclass
@@ -59,13 +58,13 @@ class HandleContext:
     def statistics_columns(self, schema: pa.Schema) -> list[str]:
         """Columns whose min/max the footer keeps: all but the sequence number and file name,
         which no reader filters by."""
-        return [f.name for f in schema if f.name not in (SEQNO, FILE_NAME)]
+        return [f.name for f in schema if f.name not in (COMMIT_SEQNO, FILE_NAME)]
 
     def dictionary_columns(self, schema: pa.Schema) -> list[str]:
         """Columns worth dictionary encoding: all but those unique in every file. A unique
         column's dictionary is built up to its page limit and then thrown away (measured ~15%
         of writing a trips base file)."""
-        unique = {SEQNO, RECORD_KEY, *self.key_fields}
+        unique = {COMMIT_SEQNO, RECORD_KEY, *self.key_fields}
         return [f.name for f in schema if f.name not in unique]
 
 
@@ -116,7 +115,7 @@ def with_meta(records: pa.Table, *, instant_time: str, task: int, partition: str
     seq = sequence_numbers(f"{instant_time}_{task}_", n)
     meta = {
         COMMIT_TIME: constant(instant_time, n, dictionary_constants),
-        SEQNO: seq,
+        COMMIT_SEQNO: seq,
         RECORD_KEY: keys,
         PARTITION_PATH: constant(partition, n, dictionary_constants),
         FILE_NAME: constant(file_name, n, dictionary_constants),

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakehouse.write.index import bloom_filter
-from lakehouse.write.index.bloom_filter import (
+from lakehouse.io import bloom_filter
+from lakehouse.io.bloom_filter import (
     BLOOM_FILTER_KEY,
     BLOOM_FILTER_TYPE_CODE_KEY,
     DYNAMIC_V0,

@@ -21,18 +21,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse.columns import DELETE, IS_DELETED, KEY, META_FIELDS, SEQ, UNCONDITIONAL
 from lakehouse.config import MergeMode
 
-KEY = "__lh_key"
-SEQ = "__lh_seq"
-DELETE = "__lh_delete"
-UNCONDITIONAL = "__lh_unconditional"
 RANK = "__lh_rank"
 AFTER_CUT = "__lh_after_cut"  # set on versions that follow an unconditional delete of their key
 HELPER_COLUMNS = (KEY, SEQ, DELETE, UNCONDITIONAL, AFTER_CUT)
-IS_DELETED_FIELD = "_hoodie_is_deleted"
-META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
-               "_hoodie_partition_path", "_hoodie_file_name")
+IS_DELETED_FIELD = IS_DELETED
 
 
 @dataclass(frozen=True)
@@ -135,37 +130,36 @@ def resolve(versions: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) 
     keys = table.column(KEY).chunk(0) if table.column(KEY).num_chunks else pa.array([], pa.string())
     last = _last_of_each_run(keys)
 
-    if spec.mode is MergeMode.PARTIAL_UPDATE:
-        starts = np.zeros(table.num_rows, dtype=np.int64)
-        first = np.concatenate([[0], last[:-1] + 1])
-        starts[first] = first
-        np.maximum.accumulate(starts, out=starts)
-        # Deleted versions break the chain: nothing before a delete may fill the record after it.
-        dele = table.column(DELETE).chunk(0).to_numpy(zero_copy_only=False).astype(bool)
-        group_first = starts.copy()
-        if dele.any():
-            brk = np.where(dele, np.arange(table.num_rows), -1)
-            np.maximum.accumulate(brk, out=brk)
-            starts = np.maximum(starts, brk)
-            # Versions after a delete of their key must not inherit fields from older layers
-            # either (the caller merges the base file under them).
-            after_delete = pa.array(brk >= group_first)
-            if AFTER_CUT in table.column_names:
-                after_delete = pc.or_(pc.fill_null(table.column(AFTER_CUT), False), after_delete)
-                table = table.drop_columns([AFTER_CUT])
-            table = table.append_column(AFTER_CUT, after_delete)
-        cols = []
-        for name in table.column_names:
-            col = table.column(name).chunk(0) if table.column(name).num_chunks else table.column(name)
-            if name in HELPER_COLUMNS or name in (ordering, RANK):
-                cols.append(col)
-            else:
-                cols.append(_forward_fill_in_groups(col, starts))
-        table = pa.Table.from_arrays(cols, schema=table.schema)
+    # Partial update (the other modes returned above): a null field of the winner takes the
+    # value of the latest version below it that has one.
+    starts = np.zeros(table.num_rows, dtype=np.int64)
+    first = np.concatenate([[0], last[:-1] + 1])
+    starts[first] = first
+    np.maximum.accumulate(starts, out=starts)
+    # Deleted versions break the chain: nothing before a delete may fill the record after it.
+    dele = table.column(DELETE).chunk(0).to_numpy(zero_copy_only=False).astype(bool)
+    group_first = starts.copy()
+    if dele.any():
+        brk = np.where(dele, np.arange(table.num_rows), -1)
+        np.maximum.accumulate(brk, out=brk)
+        starts = np.maximum(starts, brk)
+        # Versions after a delete of their key must not inherit fields from older layers
+        # either (the caller merges the base file under them).
+        after_delete = pa.array(brk >= group_first)
+        if AFTER_CUT in table.column_names:
+            after_delete = pc.or_(pc.fill_null(table.column(AFTER_CUT), False), after_delete)
+            table = table.drop_columns([AFTER_CUT])
+        table = table.append_column(AFTER_CUT, after_delete)
+    cols = []
+    for name in table.column_names:
+        col = table.column(name).chunk(0) if table.column(name).num_chunks else table.column(name)
+        if name in HELPER_COLUMNS or name in (ordering, RANK):
+            cols.append(col)
+        else:
+            cols.append(_forward_fill_in_groups(col, starts))
+    table = pa.Table.from_arrays(cols, schema=table.schema)
 
-    winners = table.take(pa.array(last))
-    if spec.mode is MergeMode.PARTIAL_UPDATE:
-        winners = _metadata_of_latest_arrival(table, winners)
+    winners = _metadata_of_latest_arrival(table, table.take(pa.array(last)))
     if not keep_deletes:
         winners = winners.filter(pc.invert(pc.fill_null(winners.column(DELETE), False)))
     return winners

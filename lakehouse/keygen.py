@@ -177,7 +177,6 @@ class _TimestampFormatter:
         if not config.timestamp_output_format:
             raise ConfigError("the timestamp-based key generator needs an output format",
                               help="set hoodie.keygen.timebased.output.dateformat, e.g. yyyy/MM/dd")
-        self.out_fmt = java_to_strftime(config.timestamp_output_format)
         self._out_parts = _java_format_parts(config.timestamp_output_format)
         self.in_fmt = (java_to_strftime(config.timestamp_input_format)
                        if config.timestamp_input_format else None)

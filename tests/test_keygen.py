@@ -11,7 +11,7 @@ import pytest
 from lakehouse.config import KeyGeneratorType, TableConfig
 from lakehouse.errors import ConfigError, RecordKeyError
 from lakehouse.properties import parse_properties
-from lakehouse.write.keygen import DEFAULT_PARTITION, KeyGenerator, escape_path_name
+from lakehouse.keygen import DEFAULT_PARTITION, KeyGenerator, escape_path_name
 
 K = KeyGeneratorType
 

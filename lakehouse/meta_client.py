@@ -1,0 +1,123 @@
+"""The table meta client: what the writer and every table service work on.
+
+As Hudi's ``HoodieTableMetaClient`` under its action executors (or hudi-rs's configs, timeline
+and file-system view, which never see its ``Table``): the store, the table's stored config, its
+active timeline, this process's concurrency and memory settings, the table lock and the writers'
+heartbeats, and the one recipe that merges the options stored with the table and those given to
+one call. :class:`lakehouse.table.Table` is a facade over it; nothing below the facade imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, ContextManager, Mapping
+
+from lakehouse.concurrency.heartbeat import Heartbeats
+from lakehouse.concurrency.transaction import TransactionManager
+from lakehouse.config import ConcurrencyConfig, MemoryConfig, TableConfig, merged_options, option_keys
+from lakehouse.errors import ConfigError
+from lakehouse.properties import read_table_config
+from lakehouse.storage import Storage, get_storage
+from lakehouse.timeline.active import ActiveTimeline, Timeline
+
+CONCURRENCY_KEYS = option_keys(ConcurrencyConfig)
+OPEN_KEYS = CONCURRENCY_KEYS | option_keys(MemoryConfig)
+
+
+def split_storage_options(options: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(storage options: ``s3.*``, the rest). Storage options reach the store and are never
+    stored with the table (they hold credentials)."""
+    opts = dict(options or {})
+    store = {k: v for k, v in opts.items() if k.startswith("s3.")}
+    return store, {k: v for k, v in opts.items() if k not in store}
+
+
+class TableMetaClient:
+    def __init__(self, storage: Storage, config: TableConfig,
+                 options: Mapping[str, Any] | None = None) -> None:
+        """``options``: this process's concurrency and memory settings over the table's stored ones."""
+        self.storage = storage
+        self.config = config
+        self.active = ActiveTimeline(storage, archive_folder=config.archive_folder)
+        extra = {k: v for k, v in config.extra.items() if k in OPEN_KEYS}
+        unknown = sorted(k for k in (options or {}) if k not in OPEN_KEYS)
+        if unknown:
+            raise ConfigError(f"option(s) {', '.join(unknown)} cannot be set when opening a table",
+                              help="pass write options to the write, service options to the service")
+        # Each config class reads its own keys of the stored settings and this process's.
+        settings = {**extra, **(options or {})}
+        self.concurrency = ConcurrencyConfig.from_options(settings)
+        self.memory = MemoryConfig.from_options(settings)
+        if not self.concurrency.multi_writer and ConcurrencyConfig.from_options(extra).multi_writer:
+            raise ConfigError(
+                f"{storage.uri()} is shared by several writers "
+                "(hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL in hoodie.properties); "
+                "one writer working without the lock would roll back the others' writes",
+                help="open it without overriding hoodie.write.concurrency.mode")
+        self._txn: TransactionManager | None = None
+        self._heartbeats: Heartbeats | None = None
+        if self.concurrency.multi_writer:
+            self.active.allocation_guard = self.transactions.lock
+            self.active.allocation_exclusive = True
+
+    @classmethod
+    def open(cls, path: str | Storage, options: Mapping[str, Any] | None = None) -> "TableMetaClient":
+        """``options``: the store's settings (``s3.*``) and this process's concurrency and memory
+        settings over those stored with the table."""
+        store, rest = split_storage_options(options)
+        storage = get_storage(path, store or None)
+        return cls(storage, read_table_config(storage), rest)
+
+    @property
+    def transactions(self) -> TransactionManager:
+        """The table lock of this process's writers (several writers only)."""
+        if self._txn is None:
+            self._txn = TransactionManager(self.storage, self.concurrency)
+        return self._txn
+
+    def exclusive(self) -> ContextManager[Any]:
+        """The table lock when several writers share the table, else nothing to take."""
+        if self.concurrency.multi_writer:
+            return self.transactions.lock()
+        return contextlib.nullcontext()
+
+    @property
+    def heartbeats(self) -> Heartbeats:
+        if self._heartbeats is None:
+            c = self.concurrency
+            self._heartbeats = Heartbeats(self.storage, interval_s=c.heartbeat_interval_ms / 1000.0,
+                                          misses=c.heartbeat_misses)
+        return self._heartbeats
+
+    @property
+    def path(self) -> str:
+        return self.storage.uri()
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.active.load()
+
+    def options(self, given: Mapping[str, Any] | None, where: str) -> dict[str, str]:
+        """The options of one call (a write, a service run, a reader): those stored with the
+        table, overridden by ``given``; ``where`` names the call in errors. The one recipe every
+        entry point uses (lakehouse.config.merged_options)."""
+        return merged_options(self.config.extra, given, where)
+
+    def adopt(self, config: TableConfig) -> None:
+        """Work with ``config`` from now on (hoodie.properties rewritten: the bucket count a
+        table's first write fixed)."""
+        self.config = config
+
+
+def meta_client_of(obj: Any) -> TableMetaClient:
+    """The meta client of ``obj``: itself, or that of a facade over one (a ``Table``)."""
+    if isinstance(obj, TableMetaClient):
+        return obj
+    meta = getattr(obj, "meta_client", None)
+    if isinstance(meta, TableMetaClient):
+        return meta
+    raise TypeError(f"expected a table or its meta client, got {type(obj).__name__}")

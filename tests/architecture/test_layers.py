@@ -1,0 +1,105 @@
+"""The house in layers (docs/architecture.md): import-linter's layer contract in pyproject.toml,
+no private name imported across modules, no import inside a function but optional dependencies."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "lakehouse"
+BIN = Path(sys.executable).parent
+# Imported lazily on purpose: a user without them still imports lakehouse (extras in pyproject).
+OPTIONAL = ("pyspark", "py4j", "airflow", "boto3", "botocore")
+
+
+def _lint_imports(cwd: Path) -> subprocess.CompletedProcess:
+    exe = BIN / "lint-imports"
+    if not exe.exists():
+        pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    return subprocess.run([str(exe), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_layer_contracts_hold():
+    res = _lint_imports(ROOT)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert "BROKEN" not in res.stdout and "KEPT" in res.stdout
+
+
+def test_an_upward_import_breaks_the_contracts(tmp_path):
+    """A service importing the Table facade (the circle the meta client broke) is refused."""
+    shutil.copytree(PACKAGE, tmp_path / "lakehouse", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    clean = tmp_path / "lakehouse" / "services" / "clean.py"
+    clean.write_text(clean.read_text() + "\nfrom lakehouse.table import Table  # an upward import\n")
+    res = _lint_imports(tmp_path)
+    assert res.returncode != 0 and "BROKEN" in res.stdout, res.stdout[-4000:]
+    assert "lakehouse.services.clean -> lakehouse.table" in res.stdout
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path, ast.parse(path.read_text(), str(path))
+
+
+def _is_module(dotted: str) -> bool:
+    p = ROOT.joinpath(*dotted.split("."))
+    return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """``from lakehouse.x import _y`` and ``x._y`` on an imported lakehouse module. (ruff's
+    PLC2701 skips first-party imports, so the suite checks them itself.)"""
+    found = []
+    for path, tree in _modules():
+        where = path.relative_to(ROOT)
+        modules: set[str] = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("lakehouse"):
+                for a in n.names:
+                    if _private(a.name):
+                        found.append(f"{where}:{n.lineno} imports {n.module}.{a.name}")
+                    elif _is_module(f"{n.module}.{a.name}"):
+                        modules.add(a.asname or a.name)
+            elif isinstance(n, ast.Import):
+                modules |= {a.asname or a.name.split(".")[0] for a in n.names if a.name.startswith("lakehouse")}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Attribute) and _private(n.attr):
+                base = n.value
+                while isinstance(base, ast.Attribute):
+                    base = base.value
+                if isinstance(base, ast.Name) and base.id in modules:
+                    found.append(f"{where}:{n.lineno} uses {ast.unparse(n)}")
+    assert not found, "\n".join(found)
+
+
+def test_no_import_inside_a_function_but_optional_dependencies():
+    """ruff's PLC0415 over the package; the lines it is told to skip import optional
+    dependencies only."""
+    ruff = BIN / "ruff"
+    if not ruff.exists():
+        pytest.skip("ruff is not installed (pip install -e '.[dev]')")
+    res = subprocess.run([str(ruff), "check", "--no-cache", "--preview", "--select", "PLC0415",
+                          "--output-format", "concise", str(PACKAGE)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-4000:]
+    misused = []
+    for path, tree in _modules():
+        lines = path.read_text().splitlines()
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.Import, ast.ImportFrom)) and "noqa: PLC0415" in lines[n.lineno - 1]:
+                names = [n.module or ""] if isinstance(n, ast.ImportFrom) else [a.name for a in n.names]
+                if not all(x.split(".")[0] in OPTIONAL for x in names):
+                    misused.append(f"{path.relative_to(ROOT)}:{n.lineno} {lines[n.lineno - 1].strip()}")
+    assert not misused, "lazy imports of required modules:\n" + "\n".join(misused)
