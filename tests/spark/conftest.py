@@ -115,6 +115,13 @@ def spark():
             session.stop()
 
 
+@pytest.fixture
+def spark_env() -> dict[str, str]:
+    """The environment of a Spark driver run as a subprocess (its own JVM)."""
+    _require_spark()
+    return _with_repo_path(_base_env())
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))

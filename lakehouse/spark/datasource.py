@@ -1,0 +1,364 @@
+"""``format("lakehouse")``: a table as a Spark data source (PySpark's Python Data Source API).
+
+Reads (``spark.read.format("lakehouse").load(path)``) take Hudi's read options::
+
+    hoodie.datasource.query.type           snapshot (default) | read_optimized | incremental
+    as.of.instant                          time travel (snapshot, read_optimized)
+    hoodie.datasource.read.begin.instanttime / .end.instanttime   an incremental range
+
+and are planned by the same planner as ``Table.read`` (:mod:`lakehouse.spark.reader`): one Spark
+partition per group of file slices, each merged whole on an executor.
+
+Writes (``df.write.format("lakehouse").option(...).mode("append").save(path)``) take
+``hoodie.datasource.write.operation`` (upsert by default; insert, bulk_insert, delete,
+insert_overwrite, insert_overwrite_table) and the write's ``hoodie.*`` options. A missing table
+is created from Hudi's datasource keys (``hoodie.table.name``, ``hoodie.datasource.write.
+recordkey.field``, ``.partitionpath.field``, ``.precombine.field``, ``.table.type``).
+``mode("overwrite")`` is ``insert_overwrite_table``: the table keeps its history and its
+settings (Hudi's Spark datasource drops and recreates the table; lakehouse never deletes a table
+a write names). Other save modes than append and overwrite are refused by Spark itself.
+
+How a write runs: the executors stage their rows as parquet under the table's
+``.hoodie/.aux/lakehouse/staging/<id>/``; the commit step, which PySpark runs once on the driver
+(in a Python worker with no Spark session), writes the staged rows as one instant with the
+Python writer and removes the staging folder. Staged files are invisible to every reader; a
+failed job leaves none behind (``abort``), a killed one leaves a folder the next write of the
+table sweeps once it is a day old.
+
+A streaming query (``writeStream.format("lakehouse")``) commits each micro-batch the same way,
+with the batch id in the commit's extra metadata under Hudi's streaming sink key
+(``_hudi_streaming_sink_checkpoint``: ``{"<batch id>": "<identifier>"}``, the identifier from
+``hoodie.datasource.write.streaming.checkpoint.identifier``). A batch replayed after a restart
+whose id the table already holds for that identifier is skipped, so each batch is applied once.
+``hoodie.compact.inline=true`` schedules and runs a compaction after a batch when its trigger
+(``hoodie.compact.inline.max.delta.commits``...) is met; else compaction is left to the
+Airflow DAGs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakehouse.errors import ConfigError, TableNotFoundError
+from lakehouse.meta_client import split_storage_options
+from lakehouse.spark.reader import SparkReadPlan, group_slices, plan_read, spark_schema
+from lakehouse.storage import get_storage
+from lakehouse.table import Table, create_table, open_table
+from lakehouse.timeline.instant import WRITE_ACTIONS
+from lakehouse.spark.write import arrow_schema
+from lakehouse.write.client import WriteClient
+from lakehouse.write.prepare import Operation
+
+try:  # the Python Data Source API: pyspark >= 4.0, an optional dependency
+    from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
+                                        DataSourceStreamArrowWriter, InputPartition, WriterCommitMessage)
+except ImportError:  # pragma: no cover - lakehouse without Spark
+    DataSource = DataSourceArrowWriter = DataSourceReader = DataSourceStreamArrowWriter = object
+    InputPartition = WriterCommitMessage = object
+
+FORMAT = "lakehouse"
+QUERY_TYPE = "hoodie.datasource.query.type"
+AS_OF = "as.of.instant"
+BEGIN = "hoodie.datasource.read.begin.instanttime"
+END = "hoodie.datasource.read.end.instanttime"
+OPERATION = "hoodie.datasource.write.operation"
+SINK_CHECKPOINT_KEY = "_hudi_streaming_sink_checkpoint"
+CHECKPOINT_IDENTIFIER = "hoodie.datasource.write.streaming.checkpoint.identifier"
+DEFAULT_IDENTIFIER = "default_single_writer"
+INLINE_COMPACTION = "hoodie.compact.inline"
+STAGING = ".hoodie/.aux/lakehouse/staging"
+STALE_STAGING_S = 24 * 3600
+# Hudi's datasource keys that create a table (read only when the table does not exist yet).
+CREATE_KEYS = {
+    "hoodie.table.name": "name", "hoodie.datasource.write.table.name": "name",
+    "hoodie.datasource.write.recordkey.field": "record_key",
+    "hoodie.datasource.write.partitionpath.field": "partition_by",
+    "hoodie.datasource.write.precombine.field": "ordering_field",
+    "hoodie.datasource.write.table.type": "table_type",
+    "hoodie.datasource.write.hive_style_partitioning": "hive_style_partitioning",
+}
+READ_KEYS = {QUERY_TYPE, AS_OF, BEGIN, END}
+# Options Spark itself reads and passes along (keys come lower-cased).
+SPARK_KEYS = {"path", "checkpointlocation"}
+SINK_KEYS = {OPERATION, CHECKPOINT_IDENTIFIER, INLINE_COMPACTION, "path", *CREATE_KEYS}
+WRITE_OPS = (Operation.UPSERT, Operation.INSERT, Operation.BULK_INSERT, Operation.DELETE,
+             Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE)
+
+
+def register(spark: Any) -> None:
+    """Make ``format("lakehouse")`` known to ``spark`` (once per session)."""
+    spark.dataSource.register(LakehouseDataSource)
+
+
+def _path(options: Mapping[str, str]) -> str:
+    path = options.get("path")
+    if not path:
+        raise ConfigError("no table path given to format('lakehouse')",
+                          help="pass it to load(path) / save(path) / start(path)")
+    return path
+
+
+def _store_options(options: Mapping[str, str]) -> dict[str, str]:
+    return split_storage_options(options)[0]
+
+
+def read_plan(options: Mapping[str, str]) -> SparkReadPlan:
+    """The read that Hudi's read options ask for, planned on the driver."""
+    path = _path(options)
+    qtype = str(options.get(QUERY_TYPE, "snapshot")).lower()
+    if qtype not in ("snapshot", "read_optimized", "incremental"):
+        raise ConfigError(f"{QUERY_TYPE}={qtype!r} is not snapshot, read_optimized or incremental",
+                          help="pick one of those")
+    unknown = sorted(k for k in options if k.startswith(("hoodie.", "as.of")) and k not in READ_KEYS)
+    if unknown:
+        raise ConfigError(f"read option(s) {', '.join(unknown)} are not read by format('lakehouse')",
+                          help=f"reads take {', '.join(sorted(READ_KEYS))}")
+    store = _store_options(options)
+    target = get_storage(path, store or None) if store else path
+    if qtype == "incremental":
+        if not options.get(BEGIN):
+            raise ConfigError(f"an incremental read needs {BEGIN}",
+                              help="pass the instant after which changes are read ('000' for all)")
+        if options.get(AS_OF):
+            raise ConfigError(f"an incremental read takes {END}, not {AS_OF}", help=f"drop {AS_OF}")
+        return plan_read(target, changes_from=options[BEGIN], changes_to=options.get(END))
+    if options.get(BEGIN) or options.get(END):
+        raise ConfigError(f"{BEGIN} / {END} are read by incremental queries only",
+                          help=f"set {QUERY_TYPE}=incremental")
+    return plan_read(target, as_of=options.get(AS_OF), read_optimized=qtype == "read_optimized")
+
+
+class LakehouseDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self):
+        return spark_schema(read_plan(self.options).output_schema)
+
+    def reader(self, schema) -> "LakehouseReader":
+        return LakehouseReader(read_plan(self.options), schema)
+
+    def writer(self, schema, overwrite: bool) -> "LakehouseWriter":
+        return LakehouseWriter(Sink.of(dict(self.options), schema, overwrite))
+
+    def streamWriter(self, schema, overwrite: bool) -> "LakehouseStreamWriter":
+        return LakehouseStreamWriter(Sink.of(dict(self.options), schema, overwrite, streaming=True))
+
+
+class LakehouseReader(DataSourceReader):
+    def __init__(self, plan: SparkReadPlan, schema) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415 - optional: pyspark
+        self.plan = plan
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+
+    def partitions(self) -> Sequence[InputPartition]:
+        if not self.plan.slices:
+            return []
+        return [InputPartition(g) for g in group_slices(self.plan.slices, len(self.plan.slices))]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        ctx = self.plan.context()
+        for i in partition.value:
+            # Spark accepts only its own Arrow types (microsecond timestamps, ...).
+            yield from self.plan.read_slice(i, ctx).cast(self.arrow_schema).to_batches()
+
+
+@dataclass(frozen=True)
+class Staged(WriterCommitMessage):
+    """What one write task staged: a parquet file of its rows (none for an empty task)."""
+
+    path: str | None
+    rows: int
+
+
+@dataclass
+class Sink:
+    """A write (or a streaming query's batches) into one table; pickled to the executors."""
+
+    path: str
+    store: dict[str, str]
+    op: Operation
+    write_options: dict[str, str]
+    arrow_schema: pa.Schema
+    staging: str
+    identifier: str = DEFAULT_IDENTIFIER
+    inline_compaction: bool = False
+    create: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, options: dict[str, str], schema, overwrite: bool, *, streaming: bool = False) -> "Sink":
+        """Checks everything that can be checked before a row is staged."""
+        path = _path(options)
+        store, rest = split_storage_options(options)
+        rest = {k: v for k, v in rest.items() if k not in SPARK_KEYS}
+        foreign = sorted(k for k in rest if not k.startswith(("hoodie.", "write.")))
+        if foreign:
+            raise ConfigError(f"option(s) {', '.join(foreign)} are not read by format('lakehouse')",
+                              help="writes take hoodie.* options (and s3.* for the store)")
+        op_name = str(rest.get(OPERATION, "upsert")).lower()
+        try:
+            op = Operation.INSERT_OVERWRITE_TABLE if overwrite else Operation(op_name)
+        except ValueError:
+            op = None
+        if op not in WRITE_OPS:
+            raise ConfigError(f"{OPERATION}={op_name!r} is not a write format('lakehouse') takes",
+                              help="one of " + ", ".join(o.value for o in WRITE_OPS))
+        if overwrite and OPERATION in rest and op_name != op.value:
+            raise ConfigError(f"mode('overwrite') is insert_overwrite_table, but {OPERATION}={op_name}",
+                              help="use mode('append') with that operation, or drop the option")
+        if streaming and op.replaces:
+            raise ConfigError(f"a streaming query cannot {op.value} the table on every batch",
+                              help="stream with upsert, insert, bulk_insert or delete")
+        create = {CREATE_KEYS[k]: v for k, v in rest.items() if k in CREATE_KEYS}
+        sink = cls(path=path, store=store, op=op,
+                   write_options={k: str(v) for k, v in rest.items() if k not in SINK_KEYS},
+                   arrow_schema=arrow_schema(schema),
+                   staging=f"{STAGING}/{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:12]}",
+                   identifier=str(rest.get(CHECKPOINT_IDENTIFIER, DEFAULT_IDENTIFIER)),
+                   inline_compaction=str(rest.get(INLINE_COMPACTION, "false")).lower() == "true",
+                   create=create)
+        table = sink.table(create_missing=True)
+        # The batch's schema goes through the Python writer's own checks now, before anything
+        # is staged: the same typed errors as Table.write.
+        WriteClient(table.meta_client, sink.write_options).prepare(sink.arrow_schema.empty_table(), op)
+        return sink
+
+    def table(self, *, create_missing: bool = False) -> Table:
+        options = self.store or None
+        try:
+            return open_table(self.path, options)
+        except TableNotFoundError:
+            if not create_missing:
+                raise
+        if not self.create.get("name") or not self.create.get("record_key"):
+            raise TableNotFoundError(f"there is no table at {self.path} to write into",
+                                     help="create it (lakehouse create, create_table), or pass "
+                                          "hoodie.table.name and hoodie.datasource.write.recordkey."
+                                          "field so that the write creates it")
+        args = dict(self.create)
+        if "hive_style_partitioning" in args:
+            args["hive_style_partitioning"] = str(args["hive_style_partitioning"]).lower() == "true"
+        if not args.get("ordering_field"):
+            args["merge_mode"] = "COMMIT_TIME_ORDERING"
+        return create_table(self.path, **args, options={**self.store, **self.write_options})
+
+    def storage(self):
+        return get_storage(self.path, self.store or None)
+
+    def stage(self, batches: Iterator[pa.RecordBatch], task: str) -> Staged:
+        """On an executor: the task's rows as one parquet file under the staging folder."""
+        writer = None
+        sink = io.BytesIO()
+        rows = 0
+        for b in batches:
+            if b.num_rows == 0:
+                continue
+            if writer is None:
+                writer = pq.ParquetWriter(sink, self.arrow_schema)
+            writer.write_table(pa.Table.from_batches([b]).cast(self.arrow_schema))
+            rows += b.num_rows
+        if writer is None:
+            return Staged(None, 0)
+        writer.close()
+        path = f"{self.staging}/part-{task}-{uuid.uuid4().hex[:8]}.parquet"
+        self.storage().write(path, sink.getvalue())
+        return Staged(path, rows)
+
+    def staged_rows(self, messages: Sequence[Staged | None]) -> pa.Table:
+        storage = self.storage()
+        parts = [pq.read_table(storage.open_input(m.path)) for m in messages if m is not None and m.path]
+        if not parts:
+            return self.arrow_schema.empty_table()
+        return pa.concat_tables(parts).cast(self.arrow_schema)
+
+    def discard(self) -> None:
+        storage = self.storage()
+        storage.delete_dir(self.staging)
+        now = time.time()
+        for info in storage.list(STAGING):
+            # Folders of killed jobs: never committed, never read.
+            if info.is_dir and info.name != self.staging.rsplit("/", 1)[-1] and \
+                    info.mtime_ns and now - info.mtime_ns / 1e9 > STALE_STAGING_S:
+                storage.delete_dir(f"{STAGING}/{info.name}")
+
+    def commit(self, messages: Sequence[Staged | None], extra_metadata: Mapping[str, str] | None = None) -> str:
+        """On the driver: the staged rows as one instant; then the staging folder goes."""
+        table = self.table()
+        try:
+            instant = table.write(self.staged_rows(messages), self.op.value, options=self.write_options,
+                                  extra_metadata=extra_metadata)
+        finally:
+            self.discard()
+        if self.inline_compaction and table.config.is_mor:
+            table.compact()
+        return instant
+
+    def last_batch(self, table: Table) -> int | None:
+        """The id of the newest batch this sink's identifier committed to ``table``."""
+        timeline = table.timeline
+        for inst in reversed(timeline.completed_writes().filter(actions=WRITE_ACTIONS).instants):
+            value = table.active.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY)
+            if not value:
+                continue
+            checkpoint = json.loads(value)
+            ours = [int(b) for b, who in checkpoint.items() if who == self.identifier]
+            if ours:
+                return max(ours)
+        return None
+
+
+def _task_id() -> str:
+    try:
+        from pyspark import TaskContext  # noqa: PLC0415 - optional: pyspark
+        ctx = TaskContext.get()
+        if ctx is not None:
+            return f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}"
+    except ImportError:  # pragma: no cover
+        pass
+    return "0-0-0"
+
+
+class LakehouseWriter(DataSourceArrowWriter):
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
+        return self.sink.stage(iterator, _task_id())
+
+    def commit(self, messages: list) -> None:
+        self.sink.commit(messages)
+
+    def abort(self, messages: list) -> None:
+        self.sink.discard()
+
+
+class LakehouseStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
+        # Each micro-batch stages into its own folder (a replayed batch never meets the files
+        # of the attempt it replays).
+        return self.sink.stage(iterator, _task_id())
+
+    def commit(self, messages: list, batchId: int) -> None:
+        table = self.sink.table()
+        last = self.sink.last_batch(table)
+        if last is not None and last >= batchId:
+            # Hudi's HoodieStreamingSink.canSkipBatch: already in the table (the query died
+            # between our commit and its own checkpoint).
+            self.sink.discard()
+            return
+        self.sink.commit(messages, {SINK_CHECKPOINT_KEY: json.dumps({str(batchId): self.sink.identifier})})
+
+    def abort(self, messages: list, batchId: int) -> None:
+        self.sink.discard()

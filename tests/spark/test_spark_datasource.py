@@ -1,0 +1,210 @@
+"""format("lakehouse"): reads equal Table.read, writes equal the Python writer, a streaming query
+applies every batch once across restarts."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pyarrow as pa
+import pytest
+
+import lakehouse
+from lakehouse.spark.datasource import SINK_CHECKPOINT_KEY
+from tests.spark.spark_tables import COLS, batch, write_history
+
+pytestmark = pytest.mark.spark
+
+
+def _rows(table: pa.Table, cols=("id", "city", "ts", "v")) -> list[tuple]:
+    return sorted(tuple(r[c] for c in cols) for r in table.select(list(cols)).to_pylist())
+
+
+def _spark_rows(df, cols=("id", "city", "ts", "v")) -> list[tuple]:
+    return sorted(tuple(r[c] for c in cols) for r in df.select(*cols).collect())
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_reads_equal_the_python_reads(tmp_path, spark, table_type):
+    t = write_history(tmp_path / "t", table_type=table_type)
+    times = [i.time for i in t.timeline.completed_writes()]
+    def read():  # a DataFrameReader keeps the options set on it: a fresh one per query
+        return spark.read.format("lakehouse")
+    assert _spark_rows(read().load(t.path)) == _rows(t.read())
+    assert sorted(read().load(t.path).columns) == sorted(t.read().column_names)
+    ro = read().option("hoodie.datasource.query.type", "read_optimized").load(t.path)
+    assert _spark_rows(ro) == _rows(t.read(read_optimized=True))
+    as_of = read().option("as.of.instant", times[1]).load(t.path)
+    assert _spark_rows(as_of) == _rows(t.read(as_of=times[1]))
+    inc = (read().option("hoodie.datasource.query.type", "incremental")
+           .option("hoodie.datasource.read.begin.instanttime", times[0])
+           .option("hoodie.datasource.read.end.instanttime", times[2]).load(t.path))
+    assert _spark_rows(inc) == _rows(t.read_changes(times[0], times[2]))
+
+
+def test_bad_read_options_are_refused_naming_the_option(tmp_path, spark):
+    t = write_history(tmp_path / "t")
+    with pytest.raises(Exception, match="hoodie.datasource.query.type"):
+        spark.read.format("lakehouse").option("hoodie.datasource.query.type", "fast").load(t.path).collect()
+    with pytest.raises(Exception, match="hoodie.datasource.read.begin.instanttime"):
+        spark.read.format("lakehouse").option("hoodie.datasource.query.type", "incremental").load(t.path)
+
+
+def _create(path):
+    return lakehouse.create_table(str(path), name="trips", record_key="id", partition_by="city",
+                                  ordering_field="ts")
+
+
+@pytest.mark.parametrize("op", ["upsert", "insert", "bulk_insert", "delete", "insert_overwrite",
+                                "insert_overwrite_table"])
+def test_each_write_operation_equals_the_python_writer(tmp_path, spark, op):
+    ours, ref = _create(tmp_path / "ours"), _create(tmp_path / "ref")
+    first = batch([f"k{i:03d}" for i in range(60)], 1)
+    ours.upsert(first)
+    ref.upsert(first)
+    second = batch([f"k{i:03d}" for i in range(40, 90)], 2)
+    if op == "delete":
+        second = second.select(["id", "city"])
+    ref.write(second, op)
+    (spark.createDataFrame(second.to_pandas()).write.format("lakehouse")
+     .option("hoodie.datasource.write.operation", op).mode("append").save(ours.path))
+    ours = lakehouse.open_table(ours.path)
+    assert _rows(ours.read()) == _rows(ref.read())
+    last = ours.timeline.completed_writes().last
+    assert ours.active.commit_metadata(last).operation_type == ref.active.commit_metadata(
+        ref.timeline.completed_writes().last).operation_type
+    assert not list((tmp_path / "ours" / ".hoodie" / ".aux" / "lakehouse" / "staging").glob("*/*"))
+
+
+def test_a_write_creates_a_missing_table_from_hudis_datasource_keys(tmp_path, spark):
+    path = str(tmp_path / "new")
+    b = batch([f"k{i:03d}" for i in range(30)], 1)
+    (spark.createDataFrame(b.to_pandas()).write.format("lakehouse")
+     .option("hoodie.table.name", "trips").option("hoodie.datasource.write.recordkey.field", "id")
+     .option("hoodie.datasource.write.partitionpath.field", "city")
+     .option("hoodie.datasource.write.precombine.field", "ts").mode("append").save(path))
+    t = lakehouse.open_table(path)
+    assert t.config.record_key_fields == ("id",) and t.config.partition_fields == ("city",)
+    assert _rows(t.read()) == _rows(b)
+    # mode("overwrite") replaces the rows, keeping the table and its history.
+    b2 = batch([f"k{i:03d}" for i in range(100, 105)], 2)
+    spark.createDataFrame(b2.to_pandas()).write.format("lakehouse").mode("overwrite").save(path)
+    t = lakehouse.open_table(path)
+    assert _rows(t.read()) == _rows(b2) and len(t.timeline.completed_writes()) == 2
+
+
+def test_a_bad_write_fails_before_anything_is_written(tmp_path, spark):
+    t = _create(tmp_path / "t")
+    df = spark.createDataFrame(pa.table({"id": ["a"], "ts": [1], "v": [1]}).to_pandas())  # no city
+    with pytest.raises(Exception, match="city"):
+        df.write.format("lakehouse").mode("append").save(t.path)
+    with pytest.raises(Exception, match="hoodie.datasource.write.operation"):
+        (spark.createDataFrame(batch(["k1"], 1).to_pandas()).write.format("lakehouse")
+         .option("hoodie.datasource.write.operation", "merge_everything").mode("append").save(t.path))
+    assert len(lakehouse.open_table(t.path).timeline) == 0
+
+
+def _checkpoints(t) -> list[int]:
+    out = []
+    for inst in t.timeline.completed_writes():
+        v = t.active.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY)
+        if v:
+            out.extend(int(b) for b in json.loads(v))
+    return out
+
+
+def test_a_streaming_query_applies_each_batch_once_and_skips_a_replayed_batch(tmp_path, spark):
+    """Hudi's HoodieStreamingSink: the batch id goes into the commit's extra metadata
+    (_hudi_streaming_sink_checkpoint); a batch the table already holds is skipped."""
+    from lakehouse.spark.datasource import LakehouseStreamWriter, Sink, Staged
+
+    t = _create(tmp_path / "t")
+    src = tmp_path / "src"
+    src.mkdir()
+    schema = "id string, city string, ts long, v long"
+    query = (spark.readStream.schema(schema).json(str(src)).writeStream.format("lakehouse")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds")
+             .start(t.path))
+    try:
+        for n in range(3):
+            b = batch([f"k{i:03d}" for i in range(n * 10, n * 10 + 15)], n + 1)
+            (src / f"b{n}.json").write_text("\n".join(json.dumps(r) for r in b.to_pylist()))
+            deadline = time.time() + 120
+            while len(_checkpoints(lakehouse.open_table(t.path))) < n + 1:
+                assert time.time() < deadline, "the stream did not commit the batch"
+                time.sleep(0.2)
+    finally:
+        query.stop()
+    t = lakehouse.open_table(t.path)
+    assert _checkpoints(t) == [0, 1, 2]
+    expected = {}
+    for n in range(3):
+        for r in batch([f"k{i:03d}" for i in range(n * 10, n * 10 + 15)], n + 1).to_pylist():
+            expected[r["id"]] = (r["id"], r["city"], r["ts"], r["v"])
+    assert _rows(t.read()) == sorted(expected.values())
+    # The query restarted after its commit but before its own checkpoint replays batch 2:
+    writes = len(t.timeline.completed_writes())
+    sink = Sink.of({"path": t.path}, spark.createDataFrame([], schema).schema, False, streaming=True)
+    replay = LakehouseStreamWriter(sink)
+    replay.commit([Staged(None, 0)], 2)
+    assert len(lakehouse.open_table(t.path).timeline.completed_writes()) == writes
+    replay.commit([Staged(None, 0)], 3)  # a new batch id commits
+    assert _checkpoints(lakehouse.open_table(t.path)) == [0, 1, 2, 3]
+
+
+def _land(src, batches):
+    src.mkdir()
+    for n, b in enumerate(batches):
+        (src / f"b{n:02d}.json").write_text("\n".join(json.dumps(r) for r in b.to_pylist()))
+
+
+def _driver(src, t, ck, env):
+    import subprocess
+    import sys
+    return subprocess.Popen([sys.executable, "-m", "tests.spark.stream_driver", str(src), t.path, str(ck)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+@pytest.mark.parametrize("crash", ["commit_worker_killed_after_commit", "driver_sigkilled"])
+def test_a_streaming_query_killed_and_restarted_applies_every_row_once(tmp_path, spark_env, crash):
+    """SIGKILL mid-batch, then the query restarted from its checkpoint: Spark replays the batch it
+    had not recorded; the table holds each batch once (its batch id once among the commits),
+    equal to a model of the upserts, and hudi-rs reads it identically."""
+    import os
+    import signal
+
+    from tests.interop.hudi_oracle import canonical, hudi_read
+
+    t = lakehouse.create_table(str(tmp_path / "t"), name="trips", record_key="id", partition_by="city",
+                               ordering_field="ts")
+    batches = [batch([f"k{i:03d}" for i in range(n * 7, n * 7 + 12)], n + 1) for n in range(5)]
+    _land(tmp_path / "src", batches)
+    ck = tmp_path / "ck"
+    env = dict(spark_env)
+    if crash == "commit_worker_killed_after_commit":
+        # The process committing batch 0 dies once the instant is complete, before Spark
+        # records the batch: the restarted query replays it.
+        env["LAKEHOUSE_FAULTS"] = f"commit.after_complete:kill@{tmp_path / 'fired'}"
+        first = _driver(tmp_path / "src", t, ck, env)
+        assert first.wait(timeout=300) != 0
+    else:
+        first = _driver(tmp_path / "src", t, ck, env)
+        deadline = time.time() + 300
+        while not _checkpoints(lakehouse.open_table(t.path)):
+            assert first.poll() is None and time.time() < deadline, first.stderr.read()[-3000:]
+            time.sleep(0.05)
+        os.killpg(first.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
+        first.wait(timeout=60)
+    env.pop("LAKEHOUSE_FAULTS", None)
+    again = _driver(tmp_path / "src", t, ck, env)
+    assert again.wait(timeout=300) == 0, again.stderr.read()[-3000:]
+    t = lakehouse.open_table(t.path)
+    assert sorted(_checkpoints(t)) == list(range(5)), _checkpoints(t)
+    model = {}
+    for b in batches:
+        for r in b.to_pylist():
+            model[r["id"]] = (r["id"], r["city"], r["ts"], r["v"])
+    assert _rows(t.read()) == sorted(model.values())
+    cols = ["id", "city", "ts", "v"]
+    assert canonical(hudi_read(t.path.removeprefix("file://")), cols) == canonical(t.read(), cols)
