@@ -49,11 +49,11 @@ import pyarrow.parquet as pq
 
 from lakehouse.errors import ConfigError, TableNotFoundError
 from lakehouse.meta_client import split_storage_options
-from lakehouse.spark.reader import SparkReadPlan, group_slices, plan_read, spark_schema
+from lakehouse.spark.reader import SparkReadPlan, group_slices, plan_read
+from lakehouse.spark.types import arrow_schema, spark_schema
 from lakehouse.storage import get_storage
 from lakehouse.table import Table, create_table, open_table
 from lakehouse.timeline.instant import WRITE_ACTIONS
-from lakehouse.spark.write import arrow_schema
 from lakehouse.write.client import WriteClient
 from lakehouse.write.prepare import Operation
 

@@ -24,6 +24,7 @@ from lakehouse.errors import ConfigError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
 from lakehouse.read.reader import Filter, ReadPlan, TableReader
+from lakehouse.spark.types import spark_schema
 from lakehouse.storage import Storage, get_storage
 from lakehouse.table import open_table
 from lakehouse.timeline.active import ActiveTimeline, Timeline
@@ -123,11 +124,6 @@ class _ReadGroups:
                     table = self.plan.read_slice(i, ctx)
                     # Spark accepts only its own Arrow types (microsecond timestamps, ...).
                     yield from table.cast(self.arrow_schema).to_batches()
-
-
-def spark_schema(schema: pa.Schema):
-    from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
-    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
 
 
 def read_table(spark: "SparkSession", path: str | Storage, *, as_of: str | None = None,

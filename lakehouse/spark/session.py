@@ -21,6 +21,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Mapping
 
+from lakehouse.spark import datasource
+
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -76,7 +78,11 @@ def build_session(app_name: str = "lakehouse", **kw) -> "SparkSession":
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    return SparkSession.builder.config(conf=spark_conf(app_name, **kw)).getOrCreate()
+    session = SparkSession.builder.config(conf=spark_conf(app_name, **kw)).getOrCreate()
+    # Spark finds format("lakehouse") in an installed pyspark_lakehouse package; an editable
+    # install (a path hook Spark's lookup does not see) needs it registered.
+    datasource.register(session)
+    return session
 
 
 def build_context(app_name: str = "lakehouse", **kw) -> "SparkContext":

@@ -45,6 +45,7 @@ from lakehouse.file_group.view import FileSystemView
 from lakehouse.columns import DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
 from lakehouse.io.bloom_filter import murmur_hash
 from lakehouse.merge import delete_flags
+from lakehouse.spark.types import arrow_schema
 from lakehouse.spark.engine import Failure, Guarded, SparkTaskError, java_failure_summary
 from lakehouse.spark.index import LOC_KEY, IndexJob, tag
 from lakehouse.timeline.commit_metadata import WriteStat
@@ -94,27 +95,6 @@ def write_dataframe(table: "Table", df: "DataFrame", operation: str = "upsert", 
     # The same phase 1, commit and retries on a conflict as the Python writer.
     return client.run(lambda: client.write_prepared(prepared, extra_metadata=extra_metadata, files=files),
                       commit=commit)
-
-
-def arrow_schema(schema) -> pa.Schema:
-    """The Arrow schema of a Spark schema, with the plain (not large) string/binary/list types
-    that a batch built in Python has, so the reconciled table schema is the same."""
-    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415
-
-    def plain(t: pa.DataType) -> pa.DataType:
-        if pa.types.is_large_string(t):
-            return pa.string()
-        if pa.types.is_large_binary(t):
-            return pa.binary()
-        if pa.types.is_large_list(t) or pa.types.is_list(t):
-            return pa.list_(pa.field(t.value_field.name, plain(t.value_type), t.value_field.nullable))
-        if pa.types.is_struct(t):
-            return pa.struct([pa.field(f.name, plain(f.type), f.nullable) for f in t])
-        if pa.types.is_map(t):
-            return pa.map_(plain(t.key_type), plain(t.item_type))
-        return t
-    s = to_arrow_schema(schema, timezone="UTC")
-    return pa.schema([pa.field(f.name, plain(f.type), f.nullable) for f in s])
 
 
 @dataclass
