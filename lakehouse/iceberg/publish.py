@@ -26,6 +26,7 @@ snapshot is the state once it completed.
 
 from __future__ import annotations
 
+import logging
 import random
 import secrets
 import time
@@ -65,6 +66,8 @@ MAX_ATTEMPTS = 25
 # Iceberg's default for write.metadata.previous-versions-max.
 METADATA_LOG_MAX = 100
 
+
+log = logging.getLogger("lakehouse.iceberg")
 
 @dataclass(frozen=True)
 class SyncResult:
@@ -415,12 +418,23 @@ class _Attempt:
                           current_instant=current.instant if current else None)
 
 
+def _moved(metadata: TableMetadata, meta: "TableMetaClient") -> bool:
+    return metadata.location.rstrip("/") != meta.storage.uri().rstrip("/")
+
+
 def sync_iceberg(meta: "TableMetaClient") -> SyncResult:
     """Publish Iceberg metadata for every completed instant of ``table`` not yet published."""
     _check_supported(meta.config)
     store = MetadataStore(meta.storage)
     for attempt in range(MAX_ATTEMPTS):
         version, metadata = store.load()
+        if metadata is not None and _moved(metadata, meta):
+            # The table was copied or moved after publishing: its metadata still names the
+            # files at the old place, so readers would get the original's rows (or missing
+            # files). Publish the whole history afresh for this location, as a new version.
+            log.info("%s: the Iceberg metadata names %s (the table was copied or moved): "
+                     "publishing it afresh", meta.storage.uri(), metadata.location)
+            metadata = None
         work = _Attempt(meta, store, version, metadata, meta.active.load())
         try:
             new_md, result = work.prepare()

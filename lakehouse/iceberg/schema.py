@@ -291,7 +291,10 @@ def name_mapping(schemas: Iterable[Schema]) -> str:
     def render(node: dict[str, Any]) -> list[dict[str, Any]]:
         out = []
         for name, entry in node.items():
-            item: dict[str, Any] = {"field-id": entry["id"], "names": [name]}
+            # A list's element is "element" in files pyarrow writes and "array" in files Hudi
+            # 0.14 writes (parquet-avro's old list layout): readers that match names need both.
+            names = [name, "array"] if name == "element" else [name]
+            item: dict[str, Any] = {"field-id": entry["id"], "names": names}
             if entry["children"]:
                 item["fields"] = render(entry["children"])
             out.append(item)
