@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from lakehouse.config.options import parse_bool, parse_int, service_config, opt
+from lakehouse.config.options import opt, parse_bool, parse_int, parse_str, service_config
 from lakehouse.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -98,6 +98,17 @@ class IcebergConfig:
     enabled: bool = opt("hoodie.meta.sync.iceberg.enabled", True, parse_bool,
                         "publish Iceberg v2 metadata (the read-optimized view) under "
                         ".hoodie/iceberg after every commit, compaction, clean and rollback")
+    catalog_uri: str = opt("hoodie.meta.sync.iceberg.catalog.uri", "", parse_str,
+                           "register the table in an Iceberg SQL catalog (Iceberg's JDBC catalog "
+                           "tables, as pyiceberg's SqlCatalog keeps them) at this SQLAlchemy URL "
+                           "(sqlite:///..., postgresql+psycopg2://...), its pointer moved after every "
+                           "publish; env:NAME reads the URL from the environment variable NAME "
+                           "(keep passwords out of hoodie.properties); empty: no catalog")
+    catalog_name: str = opt("hoodie.meta.sync.iceberg.catalog.name", "lakehouse", parse_str,
+                            "the catalog's name (the catalog_name column of its tables)")
+    catalog_namespace: str = opt("hoodie.meta.sync.iceberg.catalog.namespace", "", parse_str,
+                                 "the namespace the table is registered under (empty: the "
+                                 "table's hoodie.database.name)")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "IcebergConfig":

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 from lakehouse.config import IcebergConfig
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.iceberg.errors import IcebergSyncError
-from lakehouse.iceberg import publish
+from lakehouse.iceberg import catalog, publish
 from lakehouse.timeline.instant import Instant
 
 if TYPE_CHECKING:
@@ -23,23 +23,39 @@ if TYPE_CHECKING:
 log = logging.getLogger("lakehouse.iceberg")
 
 
+def _config(meta: "TableMetaClient") -> IcebergConfig:
+    return IcebergConfig.from_options(meta.options(None, "iceberg"))
+
+
 def enabled(meta: "TableMetaClient") -> bool:
-    return IcebergConfig.from_options(meta.options(None, "iceberg")).enabled
+    return _config(meta).enabled
 
 
 def after_commit(meta: "TableMetaClient", instants: Sequence[Instant] = ()) -> None:
     """Bring the Iceberg metadata up to date with every instant completed so far (so
     ``instants``, the ones just completed, need no separate treatment); never raises (but for
     injected faults). A post-commit hook of lakehouse.commit."""
-    if not enabled(meta):
+    config = _config(meta)
+    if not config.enabled:
         return
     try:
         fault_point("iceberg.before_publish")
-        publish.sync_iceberg(meta)
+        result = publish.sync_iceberg(meta)
     except InjectedFault:
         raise
     except IcebergSyncError as e:
         log.info("%s: no Iceberg metadata: %s", meta.storage.uri(), e.message)
+        return
     except Exception:  # noqa: BLE001 - the commit is durable; the next sync catches up
         log.warning("%s: publishing Iceberg metadata failed; the next commit retries",
                     meta.storage.uri(), exc_info=True)
+        return
+    if result.metadata_location is None:
+        return
+    try:
+        entry = catalog.catalog_entry(config, meta.config.name, meta.config.database_name)
+        if entry is not None:
+            catalog.register(entry, meta.storage.uri(), result.metadata_location)
+    except Exception:  # noqa: BLE001 - the commit is durable; the next publish moves the pointer
+        log.warning("%s: registering the table in the Iceberg catalog failed; the next commit "
+                    "retries", meta.storage.uri(), exc_info=True)

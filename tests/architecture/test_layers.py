@@ -15,8 +15,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "lakehouse"
 BIN = Path(sys.executable).parent
-# Imported lazily on purpose: a user without them still imports lakehouse (extras in pyproject).
-OPTIONAL = ("pyspark", "py4j", "airflow", "boto3", "botocore")
+# Imported lazily on purpose: a user without them still imports lakehouse (extras in pyproject;
+# pyiceberg and SQLAlchemy only for tables registered in an Iceberg catalog).
+OPTIONAL = ("pyspark", "py4j", "airflow", "boto3", "botocore", "pyiceberg", "sqlalchemy")
 
 
 def _lint_imports(cwd: Path) -> subprocess.CompletedProcess:
