@@ -14,6 +14,7 @@ leaves the catalog alone (the commit is durable either way; hooks never fail it)
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -66,14 +67,21 @@ def _same_table(location: str, table_uri: str) -> bool:
     return location.startswith(f"{table_uri.rstrip('/')}/{METADATA_DIR}/")
 
 
+@functools.lru_cache(maxsize=16)
+def _catalog(name: str, uri: str):
+    """One catalog object per catalog and process: building one opens an engine and checks
+    (or creates) the catalog's tables, which every publish would otherwise repeat."""
+    from pyiceberg.catalog.sql import SqlCatalog  # noqa: PLC0415 - optional: pyiceberg
+    return SqlCatalog(name, uri=uri)
+
+
 def register(entry: CatalogEntry, table_uri: str, metadata_location: str) -> str:
     """Point ``entry`` at ``metadata_location``; returns what was done (for logs and tests)."""
     # pyiceberg (and SQLAlchemy) are needed only by tables that name a catalog.
-    from pyiceberg.catalog.sql import SqlCatalog  # noqa: PLC0415 - optional: pyiceberg
-    from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError  # noqa: PLC0415
+    from pyiceberg.exceptions import TableAlreadyExistsError  # noqa: PLC0415
     from sqlalchemy import text  # noqa: PLC0415 - optional: comes with pyiceberg[sql-*]
 
-    catalog = SqlCatalog(entry.catalog, uri=entry.uri)
+    catalog = _catalog(entry.catalog, entry.uri)
     for _ in range(3):
         with catalog.engine.connect() as con:
             row = con.execute(text(
@@ -107,4 +115,4 @@ def register(entry: CatalogEntry, table_uri: str, metadata_location: str) -> str
                            help="other publishers keep committing: the next commit moves it")
 
 
-__all__ = ["CatalogEntry", "catalog_entry", "register", "NoSuchTableError"]
+__all__ = ["CatalogEntry", "catalog_entry", "register"]

@@ -27,10 +27,6 @@ def _config(meta: "TableMetaClient") -> IcebergConfig:
     return IcebergConfig.from_options(meta.options(None, "iceberg"))
 
 
-def enabled(meta: "TableMetaClient") -> bool:
-    return _config(meta).enabled
-
-
 def after_commit(meta: "TableMetaClient", instants: Sequence[Instant] = ()) -> None:
     """Bring the Iceberg metadata up to date with every instant completed so far (so
     ``instants``, the ones just completed, need no separate treatment); never raises (but for

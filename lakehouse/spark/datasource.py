@@ -249,7 +249,10 @@ class Sink:
             args["hive_style_partitioning"] = str(args["hive_style_partitioning"]).lower() == "true"
         if not args.get("ordering_field"):
             args["merge_mode"] = "COMMIT_TIME_ORDERING"
-        return create_table(self.path, **args, options={**self.store, **self.write_options})
+        # The batch schema goes with it: a key, partition or ordering column it lacks is refused
+        # before the table is created.
+        return create_table(self.path, **args, schema=self.arrow_schema,
+                            options={**self.store, **self.write_options})
 
     def storage(self):
         return get_storage(self.path, self.store or None)
@@ -290,9 +293,10 @@ class Sink:
                     info.mtime_ns and now - info.mtime_ns / 1e9 > STALE_STAGING_S:
                 storage.delete_dir(f"{STAGING}/{info.name}")
 
-    def commit(self, messages: Sequence[Staged | None], extra_metadata: Mapping[str, str] | None = None) -> str:
+    def commit(self, messages: Sequence[Staged | None], extra_metadata: Mapping[str, str] | None = None,
+               table: Table | None = None) -> str:
         """On the driver: the staged rows as one instant; then the staging folder goes."""
-        table = self.table()
+        table = table or self.table()
         try:
             instant = table.write(self.staged_rows(messages), self.op.value, options=self.write_options,
                                   extra_metadata=extra_metadata)
@@ -358,7 +362,8 @@ class LakehouseStreamWriter(DataSourceStreamArrowWriter):
             # between our commit and its own checkpoint).
             self.sink.discard()
             return
-        self.sink.commit(messages, {SINK_CHECKPOINT_KEY: json.dumps({str(batchId): self.sink.identifier})})
+        self.sink.commit(messages, {SINK_CHECKPOINT_KEY: json.dumps({str(batchId): self.sink.identifier})},
+                         table)
 
     def abort(self, messages: list, batchId: int) -> None:
         self.sink.discard()

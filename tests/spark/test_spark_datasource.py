@@ -208,3 +208,12 @@ def test_a_streaming_query_killed_and_restarted_applies_every_row_once(tmp_path,
     assert _rows(t.read()) == sorted(model.values())
     cols = ["id", "city", "ts", "v"]
     assert canonical(hudi_read(t.path.removeprefix("file://")), cols) == canonical(t.read(), cols)
+
+
+def test_a_table_the_write_would_create_is_not_created_for_a_batch_lacking_its_key(tmp_path, spark):
+    path = tmp_path / "new"
+    with pytest.raises(Exception, match="uuid"):
+        (spark.createDataFrame(batch(["k1"], 1).to_pandas()).write.format("lakehouse")
+         .option("hoodie.table.name", "trips").option("hoodie.datasource.write.recordkey.field", "uuid")
+         .mode("append").save(str(path)))
+    assert not (path / ".hoodie" / "hoodie.properties").exists()
