@@ -48,7 +48,8 @@ from lakehouse.iceberg.partition import PartitionMapper, PartitionSpec, choose_s
 from lakehouse.iceberg.replay import (BaseFileWrite, InstantChanges, archived_base_files,
                                       existing_data_files, instant_changes, read_footer,
                                       removal_fingerprint, rolled_back)
-from lakehouse.iceberg.schema import Schema, arrow_to_iceberg, name_mapping
+from lakehouse.iceberg import field_ids
+from lakehouse.iceberg.schema import Schema, arrow_to_iceberg, check_evolution, name_mapping
 from lakehouse.iceberg.store import MetadataStore, metadata_file
 from lakehouse.read.reader import TableReader
 from lakehouse.timeline.active import Timeline
@@ -142,6 +143,7 @@ class _Attempt:
         self._described: dict[str, tuple[int, DataFile]] = {}
         self.writer = SnapshotWriter(store, self.specs, metadata.schema() if metadata else None,
                                      self._describe)
+        self.known_ids = field_ids.known(meta, timeline, published=lambda: metadata)
 
     @property
     def written(self) -> list[str]:
@@ -153,8 +155,21 @@ class _Attempt:
         arrow = self.reader.schema(t)
         latest = next((s for s in self.schemas if s.schema_id == self.schema_id), None)
         next_id = max((s.schema_id for s in self.schemas), default=-1) + 1
-        candidate, last = arrow_to_iceberg(arrow, schema_id=next_id, previous=latest,
-                                           last_column_id=self.last_column_id)
+        known = self.known_ids
+        floor = max(self.last_column_id, known.last_column_id)
+        stored = field_ids.stored_as_of(self.meta, self.timeline, t)
+        if stored is not None:
+            # The writer numbered the columns (its files carry the ids): its numbering is the
+            # schema's, checked against what was published.
+            candidate, last = arrow_to_iceberg(arrow, schema_id=next_id, previous=stored.ids.schema,
+                                               last_column_id=max(floor, stored.ids.last_column_id),
+                                               known=known.ids, check_types=False)
+            check_evolution(latest, candidate, f"instant {stored.instant}")
+        else:
+            # Written before columns were numbered (or by another Hudi writer): numbered here,
+            # by the ids the timeline knows where the published schema lacks the column.
+            candidate, last = arrow_to_iceberg(arrow, schema_id=next_id, previous=latest,
+                                               last_column_id=floor, known=known.ids)
         schema = next((s for s in self.schemas if s.same_columns(candidate)), None)
         if schema is None:
             schema = candidate

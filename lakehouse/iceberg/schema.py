@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Union
+from typing import Any, Iterable, Mapping, Union
 
 import pyarrow as pa
 
@@ -199,12 +199,59 @@ def _compatible(old: IcebergType, new: IcebergType) -> bool:
     return type(old) is type(new) and not isinstance(old, str)
 
 
+Path = tuple[str, ...]
+Known = Mapping[Path, tuple[int, IcebergType]]
+
+
+def known_ids(schema: Schema) -> dict[Path, tuple[int, IcebergType]]:
+    """Path (a list's element is ``element``, a map's ``key``/``value``) -> (id, type)."""
+    return {path: (fid, t) for fid, path, t in _ids(schema.fields)}
+
+
+def path_ids(schema: Schema) -> dict[Path, int]:
+    return {path: fid for fid, path, _ in _ids(schema.fields)}
+
+
+def _type_change(path: Path, old: IcebergType, new: IcebergType) -> IcebergSyncError:
+    # Files already published hold the old type under this name; Iceberg readers can only widen
+    # int to long, float to double and decimal precision.
+    return IcebergSyncError(
+        f"column {'.'.join(path)!r} changed type from {_show(old)} to {_show(new)}, "
+        "which Iceberg cannot read from the files written before the change",
+        help="Iceberg only widens int to long, float to double and decimal precision; "
+             "rewrite the table (or drop and re-add the column under a new name) to "
+             "publish it as Iceberg")
+
+
+def check_evolution(previous: Schema | None, new: Schema, where: str) -> None:
+    """``new`` (numbered by a writer, ``where``) may follow ``previous``: every column both have
+    keeps its id, and its type changes only as Iceberg readers can follow."""
+    if previous is None:
+        return
+    old = known_ids(previous)
+    for path, (fid, t) in known_ids(new).items():
+        had = old.get(path)
+        if had is None:
+            continue
+        if had[0] != fid:
+            raise IcebergSyncError(
+                f"column {'.'.join(path)!r} has field id {fid} in the files of {where}, but "
+                f"{had[0]} in the published Iceberg schema",
+                help="the Iceberg metadata was published with another numbering (published "
+                     "before lakehouse numbered columns, from a timeline since archived): delete "
+                     "the table's .hoodie/iceberg folder to publish it afresh")
+        if not _compatible(had[1], t):
+            raise _type_change(path, had[1], t)
+
+
 class _IdAssigner:
-    def __init__(self, previous: Schema | None, last_column_id: int) -> None:
+    def __init__(self, previous: Schema | None, last_column_id: int, known: Known | None = None,
+                 check_types: bool = True) -> None:
         self.last = last_column_id
-        self.known: dict[tuple[str, ...], tuple[int, IcebergType]] = {}
+        self.check_types = check_types
+        self.known: dict[Path, tuple[int, IcebergType]] = dict(known or {})
         if previous is not None:
-            self.known = {path: (fid, t) for fid, path, t in _ids(previous.fields)}
+            self.known.update(known_ids(previous))
 
     def reserve(self, path: tuple[str, ...]) -> int:
         """The id of ``path``: its old one, or the next free one (parents before children)."""
@@ -216,15 +263,8 @@ class _IdAssigner:
 
     def check(self, path: tuple[str, ...], new_type: IcebergType) -> None:
         old = self.known.get(path)
-        if old is not None and not _compatible(old[1], new_type):
-            # Files already published hold the old type under this name; Iceberg readers can
-            # only widen int to long, float to double and decimal precision.
-            raise IcebergSyncError(
-                f"column {'.'.join(path)!r} changed type from {_show(old[1])} to {_show(new_type)}, "
-                "which Iceberg cannot read from the files written before the change",
-                help="Iceberg only widens int to long, float to double and decimal precision; "
-                     "rewrite the table (or drop and re-add the column under a new name) to "
-                     "publish it as Iceberg")
+        if self.check_types and old is not None and not _compatible(old[1], new_type):
+            raise _type_change(path, old[1], new_type)
 
     def nested(self, path: tuple[str, ...], t: pa.DataType) -> tuple[int, IcebergType]:
         fid = self.reserve(path)
@@ -252,10 +292,12 @@ class _IdAssigner:
 
 
 def arrow_to_iceberg(arrow: pa.Schema, *, schema_id: int, previous: Schema | None,
-                     last_column_id: int) -> tuple[Schema, int]:
-    """The Iceberg schema of ``arrow`` with ids carried over from ``previous``; returns it and the
-    new ``last-column-id``."""
-    assigner = _IdAssigner(previous, last_column_id)
+                     last_column_id: int, known: Known | None = None,
+                     check_types: bool = True) -> tuple[Schema, int]:
+    """The Iceberg schema of ``arrow`` with ids carried over from ``previous`` (and, for paths it
+    lacks, from ``known``); returns it and the new ``last-column-id``. ``check_types``: refuse
+    a type change Iceberg readers cannot follow (the publisher does; writers only number)."""
+    assigner = _IdAssigner(previous, last_column_id, known, check_types)
     fields = tuple(assigner.field(f, ()) for f in arrow)
     return Schema(schema_id, fields), assigner.last
 

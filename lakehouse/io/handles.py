@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +27,7 @@ from lakehouse.merge import MergeSpec, drop_helpers, resolve
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.io.bloom_filter import BloomFilter
+from lakehouse.io.field_ids import with_field_ids
 from lakehouse.io.markers import Markers, MarkerType
 
 
@@ -51,6 +53,9 @@ class HandleContext:
     key_fields: tuple[str, ...] = ()
     # Merges of this write keep both versions of a key (see merge_base_file's ``concat``).
     concat_inserts: bool = False
+    # The Iceberg field id of each column path (lakehouse.iceberg.field_ids), put on the base
+    # files' columns so that Iceberg readers without name mapping find them.
+    field_ids: Mapping[tuple[str, ...], int] | None = None
 
     def token(self, task: int) -> str:
         return write_token(task, self.stage, self.attempt)
@@ -143,6 +148,8 @@ def _parquet_bytes(table: pa.Table, ctx: HandleContext) -> bytes:
                                 max_entries=ctx.config.bloom_max_entries)
         meta.update(bf_footer(bf, keys))
     table = table.replace_schema_metadata(None)
+    if ctx.field_ids:
+        table = with_field_ids(table, ctx.field_ids)
     sink = io.BytesIO()
     # The footer gets Hudi's key/values directly, and no Arrow schema copy: that copy would
     # carry the (large) bloom filter a second time.

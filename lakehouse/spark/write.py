@@ -111,6 +111,7 @@ class _Job:
     mode: str = "bucket"  # "bucket" | "bulk" | "indexed": how a write task finds its targets
     avg_size: int = 0
     plan: dict = field(default_factory=dict)  # partition -> [(file id, inserts, small)]
+    field_ids: dict = field(default_factory=dict)  # column path -> Iceberg field id
 
     def client(self) -> WriteClient:
         return WriteClient(lakehouse.open_table(self.path), self.options)
@@ -297,7 +298,8 @@ def _write_task(job: _Job):
             client = job.client()
             tc = TaskContext.get()
             ctx = client.handle_context(job.data_schema, job.instant, stage=tc.stageId(),
-                                        attempt=tc.attemptNumber(), op=job.op)
+                                        attempt=tc.attemptNumber(), op=job.op,
+                                        field_ids=job.field_ids)
             helpers = table.select([c for c in (KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL, assign.FID)
                                     if c in table.column_names])
             data = job.rows(client, table.drop_columns(
@@ -460,6 +462,7 @@ def _file_writer(client: WriteClient, df: "DataFrame", job: _Job, counts: dict[s
     of phase 1, as for a batch written in this process)."""
     def write_files(t: str, timeline) -> tuple[list[WriteStat], None]:
         job.instant = t
+        job.field_ids = client.instant_field_ids[t].paths
         view = FileSystemView.load(client.storage, timeline, client.active)
         job.pending = client.pending_compaction_fgs(timeline)
         if not counts:

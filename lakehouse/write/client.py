@@ -45,6 +45,8 @@ from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
 from lakehouse.write import assign, bucket_sizing, buffer
 from lakehouse.write.assign import Target
 from lakehouse.io.handles import HandleContext, schema_json, writes_bloom
+from lakehouse.iceberg import field_ids
+from lakehouse.iceberg.field_ids import FieldIds
 from lakehouse.read.file_slice_reader import read_file_slice
 from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_PARTITION, ROW, base_file_keys, bloom_lookup,
                                          located, simple_lookup)
@@ -107,6 +109,8 @@ class WriteClient:
         self.write_config = WriteConfig.from_options(
             {k: v for k, v in merged.items() if k not in TABLE_OPTION_KEYS})
         self.spec = MergeSpec(self.config.merge_mode, self.config.ordering_field)
+        # The field ids each instant of this client writes its base files with (set in phase 1).
+        self.instant_field_ids: dict[str, FieldIds] = {}
         self.keygen = KeyGenerator(self.config)
 
     # --- phase 0: validation (lakehouse.write.prepare) ------------------------------------
@@ -207,10 +211,16 @@ class WriteClient:
             return self.active.load()
         return rollback_expired_writes(self.meta, timeline)
 
+    def assign_field_ids(self, data_schema: pa.Schema, timeline) -> FieldIds:
+        """The Iceberg field ids of ``data_schema``'s columns (lakehouse.iceberg.field_ids)."""
+        return field_ids.assign(field_ids.known(self.meta, timeline), with_meta_fields(data_schema))
+
     def base_metadata(self, prepared: Prepared, timeline,
-                      extra_metadata: Mapping[str, str] | None) -> CommitMetadata:
+                      extra_metadata: Mapping[str, str] | None, ids: FieldIds | None = None) -> CommitMetadata:
         avro = arrow_to_avro_schema(prepared.data_schema, self.config.name, with_meta_fields=False)
         extra = {"schema": schema_json(avro)} if prepared.record_schema else {}
+        if prepared.record_schema and ids is not None:
+            extra.update(ids.extra_metadata())
         if self.config.index_type is IndexType.BUCKET:
             extra[BUCKETS_KEY] = str(self.config.bucket_num)  # what the commit checks under the lock
         if self.concurrency.multi_writer:
@@ -242,7 +252,8 @@ class WriteClient:
         instant, timeline = self.begin(action, requested_content)
         t = instant.time
         fault_point("write.after_requested")
-        base_meta = self.base_metadata(prepared, timeline, extra_metadata)
+        ids = self.instant_field_ids[t] = self.assign_field_ids(prepared.data_schema, timeline)
+        base_meta = self.base_metadata(prepared, timeline, extra_metadata, ids)
         inflight = self.active.transition(instant, State.INFLIGHT, base_meta.to_bytes())
         write_files = files or (lambda t, timeline: self._write_files(prepared, t, timeline))
         try:
@@ -393,6 +404,7 @@ class WriteClient:
                 now = self._still_ours(inst)
                 try:
                     self._check_bucket_count(recorded, instant_time)
+                    self._check_field_ids(recorded, instant_time, now)
                     check_conflicts(self.active, now, instant_time, recorded,
                                     global_index=self.config.index_type.is_global)
                 except CommitConflictError:
@@ -416,6 +428,18 @@ class WriteClient:
             raise CommitConflictError(
                 f"instant {instant_time} hashed its keys into {used} buckets per partition, but "
                 f"the table's first write fixed its bucket count at {stored.bucket_num}",
+                help="nothing of it is visible; write the batch again (Table.write retries by itself)")
+
+    def _check_field_ids(self, meta: CommitMetadata, instant_time: str, timeline) -> None:
+        """Under the table lock: the field ids this write numbered its new columns with are still
+        free (another writer adding a column at the same time may have taken them)."""
+        mine = FieldIds.of_commit(meta, f"instant {instant_time}")
+        if mine is None:
+            return
+        why = field_ids.conflict(field_ids.known(self.meta, timeline), mine)
+        if why is not None:
+            raise CommitConflictError(
+                f"instant {instant_time}: {why} (two writers added columns at the same time)",
                 help="nothing of it is visible; write the batch again (Table.write retries by itself)")
 
     def _still_ours(self, inst):
@@ -457,7 +481,8 @@ class WriteClient:
             latest[(g.partition, g.file_id)] = g.slices[-1]
             if g.latest_base_file is not None:
                 base_files[(g.partition, g.file_id)] = g.latest_base_file
-        ctx = self.handle_context(prepared.data_schema, t, op=op)
+        ids = self.instant_field_ids.get(t)
+        ctx = self.handle_context(prepared.data_schema, t, op=op, field_ids=ids.paths if ids else None)
         replaced: dict[str, tuple[str, ...]] = {}
         if self.buffered(op):
             return buffer.write_buffered(self, prepared, ctx, latest, pending), replaced
@@ -490,9 +515,11 @@ class WriteClient:
         return self._run(ctx, targets), replaced
 
     def handle_context(self, data_schema: pa.Schema, instant_time: str, *, stage: int = 0,
-                       attempt: int = 0, op: Operation | None = None) -> HandleContext:
+                       attempt: int = 0, op: Operation | None = None,
+                       field_ids: Mapping[tuple[str, ...], int] | None = None) -> HandleContext:
         """What the file handles of ``instant_time`` share (``stage``/``attempt``: a Spark task's,
-        for its write token; ``op``: the write's operation)."""
+        for its write token; ``op``: the write's operation; ``field_ids``: the Iceberg field id
+        of each column path, for base files)."""
         avro = arrow_to_avro_schema(data_schema, self.config.name, with_meta_fields=True)
         return HandleContext(storage=self.storage, markers=Markers(self.storage, instant_time),
                              instant_time=instant_time, schema=with_meta_fields(data_schema),
@@ -502,7 +529,8 @@ class WriteClient:
                              key_fields=self.config.record_key_fields,
                              # Hudi's HoodieMergeHandleFactory: an operation that does not change
                              # records (insert) with allow.duplicate.on.inserts gets a concat handle.
-                             concat_inserts=op is Operation.INSERT and self.write_config.allow_duplicates_on_insert)
+                             concat_inserts=op is Operation.INSERT and self.write_config.allow_duplicates_on_insert,
+                             field_ids=field_ids)
 
     def avg_record_size(self, timeline) -> int:
         """Bytes per record from the newest commit big enough to tell (as Hudi estimates it)."""

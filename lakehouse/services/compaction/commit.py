@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Mapping
 from lakehouse.errors import TimelineError
 from lakehouse.faults import fault_point
 from lakehouse.commit import complete
+from lakehouse.iceberg import field_ids
 from lakehouse.read.reader import TableReader
 from lakehouse.services.compaction.execute import undo_execution
 from lakehouse.services.compaction.plan import read_plan
@@ -74,10 +75,15 @@ def commit_compaction(meta: "TableMetaClient", instant_time: str | None = None, 
     by_partition: dict[str, list[WriteStat]] = {}
     for s in stats:
         by_partition.setdefault(s.partition_path, []).append(s)
-    schema = TableReader(meta.storage, meta.config, meta.active).avro_schema()
+    reader = TableReader(meta.storage, meta.config, meta.active)
+    schema = reader.avro_schema()
+    # Ids for the schema recorded: the columns the execution numbered its files with keep the
+    # ids the timeline knows them by (lakehouse.iceberg.field_ids).
+    ids = field_ids.assign(field_ids.known(meta, meta.timeline), reader.schema()).extra_metadata() if schema else {}
     done = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in by_partition.items()},
                           operation_type="COMPACT", compacted=True,
-                          extra_metadata={**(extra_metadata or {}), **({"schema": schema} if schema else {})})
+                          extra_metadata={**(extra_metadata or {}), **({"schema": schema} if schema else {}),
+                                          **ids})
     fault_point("compaction.before_commit")
     # The results and markers go after the hooks ran; a crash before leaves garbage only.
     complete(meta, inst, done.to_bytes())

@@ -30,6 +30,7 @@ from lakehouse.storage.base import Storage
 from lakehouse.timeline.avro_files import CompactionOperation
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.timeline.instant import Action, Instant, State
+from lakehouse.iceberg import field_ids
 from lakehouse.io.handles import HandleContext, schema_json, write_compacted_base_file, writes_bloom
 from lakehouse.io.markers import Markers
 
@@ -76,6 +77,8 @@ class _Task:
     # Bytes the committed write stats record for this operation's log files: a log file found
     # shorter lost committed blocks, maybe cut at a block boundary (which reads cannot tell).
     committed_log_sizes: tuple[tuple[str, int], ...] = ()
+    # The Iceberg field id of each column path (lakehouse.iceberg.field_ids).
+    field_ids: tuple[tuple[tuple[str, ...], int], ...] = ()
 
     def is_visible(self, instant: str) -> bool:
         if instant >= self.instant_time:
@@ -118,7 +121,7 @@ def compact_operation(task: _Task) -> WriteStat:
     hctx = HandleContext(storage=storage, markers=Markers(storage, t), instant_time=t,
                          schema=schema, avro_schema=avro, avro_schema_json=schema_json(avro),
                          config=wc, spec=ctx.spec, bloom=writes_bloom(wc, config.index_type),
-                         key_fields=config.record_key_fields)
+                         key_fields=config.record_key_fields, field_ids=dict(task.field_ids))
     stat = write_compacted_base_file(hctx, partition=fs.partition, file_id=fs.file_id, table=merged,
                                      task=task.index, prev_commit=fs.base_instant)
     if task.index == 0:
@@ -199,9 +202,10 @@ def execute_compaction(meta: "TableMetaClient", instant_time: str | None = None,
     timeline = meta.timeline
     first = timeline.first
     sizes = _committed_log_sizes(meta, timeline, plan.operations, t)
+    ids = tuple(field_ids.assign(field_ids.known(meta, timeline), schema).paths.items())
     tasks = [_Task(meta.storage, t, i, op, committed, meta.config, schema,
                    first.time if first else None, meta.memory.merge_max_size,
-                   tuple((p, sizes[p]) for p in _log_paths(op) if p in sizes))
+                   tuple((p, sizes[p]) for p in _log_paths(op) if p in sizes), ids)
              for i, op in enumerate(plan.operations)]
     stats: list[WriteStat] = []
     failures: list[dict] = []
