@@ -14,7 +14,7 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
 WORKDIR /opt/lakehouse
 COPY pyproject.toml README.md ./
 COPY lakehouse ./lakehouse
-RUN pip install ".[airflow,deploy,s3]"
+RUN pip install ".[airflow,catalog,deploy,s3]"
 COPY dags ./dags
 COPY plugins ./plugins
 COPY deploy ./deploy

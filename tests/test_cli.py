@@ -99,7 +99,7 @@ def test_group_help_documents_every_command_and_the_exit_codes():
 def test_every_command_has_help(command):
     res = run(command, "--help")
     assert res.stdout.startswith(f"Usage: lakehouse {command} [OPTIONS]")
-    if command != "options":
+    if command not in ("options", "catalog"):  # neither works on one table
         assert "PATH" in res.stdout
 
 

@@ -21,6 +21,10 @@ an import error naming the file, the entry and the field, not a DAG that fails a
           compaction: {after_commits: 4}  # or {cron: "0 * * * *"}; null: manual only
           clean: "@daily"
 
+A ``catalog: {uri: sqlite:///catalog.db, namespace: lakehouse}`` section registers every table in
+that Iceberg SQL catalog (``<namespace>.<table>``), which the Airflow plugin also serves over
+Iceberg's REST protocol at ``/lakehouse-catalog``.
+
 Each table gets three DAGs (:mod:`lakehouse.airflow.dags`): ``<name>_ingest``,
 ``<name>_compaction`` and ``<name>_clean``.
 """
@@ -94,9 +98,24 @@ class TableEntry:
 
 
 @dataclass(frozen=True)
+class Catalog:
+    """The Iceberg SQL catalog the registry's tables register in."""
+
+    uri: str  # SQLAlchemy URL, or env:NAME
+    name: str = "lakehouse"
+    namespace: str = "lakehouse"
+
+    def options(self) -> dict[str, str]:
+        return {"hoodie.meta.sync.iceberg.catalog.uri": self.uri,
+                "hoodie.meta.sync.iceberg.catalog.name": self.name,
+                "hoodie.meta.sync.iceberg.catalog.namespace": self.namespace}
+
+
+@dataclass(frozen=True)
 class Registry:
     path: str
     tables: tuple[TableEntry, ...]
+    catalog: Catalog | None = None
 
     def table(self, name: str) -> TableEntry:
         for t in self.tables:
@@ -134,6 +153,18 @@ def _resolve(base: str, path: str) -> str:
     return os.path.normpath(os.path.join(base, path))
 
 
+def _catalog(doc: Mapping[str, Any] | None, base_dir: str) -> Catalog | None:
+    if not doc:
+        return None
+    uri = doc["uri"]
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/") and uri != prefix + ":memory:":
+        # Relative to the registry file, as table paths are (SQLAlchemy's would be the cwd's,
+        # which differs between Airflow's components and the Spark driver).
+        uri = prefix + os.path.normpath(os.path.join(os.path.abspath(base_dir), uri[len(prefix):]))
+    return Catalog(uri, doc.get("name", "lakehouse"), doc.get("namespace", "lakehouse"))
+
+
 def _fields(v: Any) -> tuple[str, ...]:
     if v is None:
         return ()
@@ -147,13 +178,15 @@ def _strs(m: Mapping[str, Any] | None) -> dict[str, str]:
 def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
     validate(doc, origin)
     defaults = doc.get("defaults") or {}
+    catalog = _catalog(doc.get("catalog"), base_dir)
     tables = []
     for name, t in doc["tables"].items():
         rt = {**defaults, **{k: t[k] for k in _RUNTIME_KEYS if k in t}}
         src = t["source"]
         sched = t.get("schedule") or {}
         comp = sched.get("compaction", {"after_commits": DEFAULT_AFTER_COMMITS})
-        opts = _strs(t.get("options"))
+        # The registry's catalog, unless the entry names its own (stored at the table's creation).
+        opts = {**(catalog.options() if catalog else {}), **_strs(t.get("options"))}
         # An entry may name the table type or index as hoodie.* options only (Hudi style): then
         # those are its table_type and index, not the registry's defaults, which would contradict them.
         table_type = t.get("table_type", opts.get("hoodie.table.type", "MERGE_ON_READ")).upper()
@@ -181,7 +214,7 @@ def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
             spark_conn_id=rt.get("spark_conn_id", DEFAULT_CONN), spark_conf=_strs(rt.get("spark_conf")),
             retries=rt.get("retries", 2), retry_delay_s=float(rt.get("retry_delay_s", 60)),
             ship_package=bool(rt.get("ship_package", False))))
-    return Registry(origin, tuple(tables))
+    return Registry(origin, tuple(tables), catalog)
 
 
 def load(path: str | None = None) -> Registry:

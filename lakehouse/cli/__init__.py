@@ -1,6 +1,6 @@
 """The ``lakehouse`` command: create, write, read and inspect tables from a shell.
 
-Every command but ``options`` takes the table path as its first argument. What a script consumes
+Every command but ``options`` and ``catalog serve`` takes the table path as its first argument. What a script consumes
 (instant times, JSON, rows) goes to stdout; progress notes and errors go to stderr, so
 ``T=$(lakehouse write PATH batch.parquet)`` captures just the instant time.
 
@@ -15,7 +15,7 @@ Exit codes, stable for scripts:
 Run it as ``lakehouse ...`` or ``python -m lakehouse.cli ...``. This module only builds the group:
 the data commands live in :mod:`lakehouse.cli.data`, the table-service commands (``compaction``,
 ``clean``, ``savepoint``, ``restore``, ``archive``) in :mod:`lakehouse.cli.services`, ``timeline``
-in :mod:`lakehouse.cli.timeline`, and what they share in :mod:`lakehouse.cli.common`.
+in :mod:`lakehouse.cli.timeline`, ``catalog serve`` in :mod:`lakehouse.cli.catalog`, and what they share in :mod:`lakehouse.cli.common`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import click
 
 from lakehouse import __version__
-from lakehouse.cli import data, services, timeline
+from lakehouse.cli import catalog, data, services, timeline
 from lakehouse.cli.common import (EPILOG, EXIT_COMMIT_UNCERTAIN, EXIT_LAKEHOUSE_ERROR,
                                   EXIT_TABLE_NOT_FOUND, EXIT_USAGE, LakehouseGroup, exit_code_for)
 
@@ -42,5 +42,5 @@ def main(debug: bool) -> None:
     """
 
 
-for _command in (*data.COMMANDS, *services.COMMANDS, *timeline.COMMANDS):
+for _command in (*data.COMMANDS, *services.COMMANDS, *timeline.COMMANDS, *catalog.COMMANDS):
     main.add_command(_command)

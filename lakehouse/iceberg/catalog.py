@@ -46,6 +46,14 @@ def catalog_entry(config: IcebergConfig, table_name: str, database: str) -> Cata
     uri = config.catalog_uri.strip()
     if not uri:
         return None
+    return CatalogEntry(config.catalog_name, config.catalog_namespace or database, table_name,
+                        resolve_uri(uri))
+
+
+def resolve_uri(uri: str) -> str:
+    """The catalog's SQLAlchemy URL from ``hoodie.meta.sync.iceberg.catalog.uri`` (``env:NAME``
+    reads it from the environment), checked."""
+    uri = uri.strip()
     if uri.startswith("env:"):
         var = uri.removeprefix("env:")
         uri = os.environ.get(var, "").strip()
@@ -55,7 +63,7 @@ def catalog_entry(config: IcebergConfig, table_name: str, database: str) -> Cata
     if not re.match(r"^[a-z0-9+]+://", uri):
         raise IcebergSyncError(f"the Iceberg catalog URL {uri!r} is not a SQLAlchemy URL",
                                help="use sqlite:////abs/path/catalog.db or postgresql+psycopg2://user@host/db")
-    return CatalogEntry(config.catalog_name, config.catalog_namespace or database, table_name, uri)
+    return uri
 
 
 def _version(location: str) -> int:
@@ -68,7 +76,7 @@ def _same_table(location: str, table_uri: str) -> bool:
 
 
 @functools.lru_cache(maxsize=16)
-def _catalog(name: str, uri: str):
+def sql_catalog(name: str, uri: str):
     """One catalog object per catalog and process: building one opens an engine and checks
     (or creates) the catalog's tables, which every publish would otherwise repeat."""
     from pyiceberg.catalog.sql import SqlCatalog  # noqa: PLC0415 - optional: pyiceberg
@@ -81,7 +89,7 @@ def register(entry: CatalogEntry, table_uri: str, metadata_location: str) -> str
     from pyiceberg.exceptions import TableAlreadyExistsError  # noqa: PLC0415
     from sqlalchemy import text  # noqa: PLC0415 - optional: comes with pyiceberg[sql-*]
 
-    catalog = _catalog(entry.catalog, entry.uri)
+    catalog = sql_catalog(entry.catalog, entry.uri)
     for _ in range(3):
         with catalog.engine.connect() as con:
             row = con.execute(text(
@@ -115,4 +123,4 @@ def register(entry: CatalogEntry, table_uri: str, metadata_location: str) -> str
                            help="other publishers keep committing: the next commit moves it")
 
 
-__all__ = ["CatalogEntry", "catalog_entry", "register"]
+__all__ = ["CatalogEntry", "catalog_entry", "register", "resolve_uri", "sql_catalog"]

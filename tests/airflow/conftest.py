@@ -65,6 +65,7 @@ def free_port() -> int:
 
 DEMO_REGISTRY = """
 defaults: {{retries: 1, retry_delay_s: 5}}
+catalog: {{uri: "sqlite:///catalog.db", namespace: lakehouse}}
 tables:
   trips:
     path: tables/trips

@@ -62,3 +62,22 @@ def test_a_second_start_is_refused_while_running(platform):
     layout, _, _ = platform
     with pytest.raises(plat.PlatformError, match="already running"):
         plat.start(layout, cycle=False)
+
+
+def test_the_registrys_catalog_finds_the_table_by_name_behind_airflows_login(platform):
+    """The registry's catalog (lakehouse.trips in SQLite), served by Airflow's api-server over
+    Iceberg's REST protocol: DuckDB attaches it with an Airflow token and reads the table by name
+    as lakehouse's read-optimized read does; without a token the catalog answers 401."""
+    import httpx
+    from lakehouse.airflow import platform as plat
+    from tests.iceberg.duckdb_judge import attach
+    layout, _, work = platform
+    endpoint = f"{layout.url}/lakehouse-catalog"
+    assert httpx.get(f"{endpoint}/v1/config").status_code == 401
+    token = plat.Api(layout).http.headers["Authorization"].removeprefix("Bearer ")
+    con = attach(endpoint, token)
+    theirs = con.execute("SELECT _hoodie_record_key, _hoodie_commit_time FROM lake.lakehouse.trips").fetchall()
+    ours = lakehouse.open_table(str(work / "tables" / "trips")).read(
+        read_optimized=True, columns=["_hoodie_record_key", "_hoodie_commit_time"])
+    assert sorted(theirs) == sorted(zip(*ours.to_pydict().values()))
+    assert len(theirs) > 0

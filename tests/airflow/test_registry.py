@@ -46,6 +46,24 @@ def test_the_shipped_registry_loads():
     t = reg.tables[0]
     assert t.path == os.path.normpath(REPO / "var" / "tables" / "trips")
     assert t.schedule.compaction_after_commits == 3
+    assert reg.catalog == registry.Catalog(f"sqlite:///{os.path.normpath(REPO / 'var' / 'catalog.db')}",
+                                           "lakehouse", "lakehouse")
+    assert t.options["hoodie.meta.sync.iceberg.catalog.namespace"] == "lakehouse"
+
+
+def test_the_catalog_section_registers_every_table_unless_an_entry_names_its_own(tmp_path):
+    text = GOOD.replace("tables:\n", "catalog: {uri: sqlite:///cat/catalog.db, namespace: sales}\ntables:\n", 1)
+    text = text.replace("index: BLOOM\n", "index: BLOOM\n    options: {hoodie.meta.sync.iceberg.catalog.uri: 'env:ORDERS_CATALOG'}\n")
+    reg = registry.load(write(tmp_path, text))
+    # A relative SQLite path is relative to the registry file (Airflow's components and the
+    # Spark driver run in different working directories).
+    assert reg.catalog.uri == f"sqlite:///{tmp_path / 'cat' / 'catalog.db'}"
+    trips, orders = reg.table("trips"), reg.table("orders")
+    assert trips.options["hoodie.meta.sync.iceberg.catalog.uri"] == reg.catalog.uri
+    assert trips.options["hoodie.meta.sync.iceberg.catalog.namespace"] == "sales"
+    assert orders.options["hoodie.meta.sync.iceberg.catalog.uri"] == "env:ORDERS_CATALOG"
+    with pytest.raises(ConfigError, match="catalog"):
+        registry.load(write(tmp_path, GOOD.replace("tables:\n", "catalog: {namespace: x}\ntables:\n", 1)))
 
 
 def test_entries_are_typed_with_defaults_and_paths_resolved(tmp_path):

@@ -65,7 +65,7 @@ def test_the_services_and_their_health_checks(compose):
         assert svc["image"] == "lakehouse:latest" and svc["build"]["context"] == "."
         assert (REPO / svc["build"]["dockerfile"]).exists()
     dockerfile = (REPO / "Dockerfile").read_text()
-    assert re.search(r'pip install "\.\[airflow,deploy,s3\]"', dockerfile) and "openjdk-17" in dockerfile
+    assert re.search(r'pip install "\.\[airflow,catalog,deploy,s3\]"', dockerfile) and "openjdk-17" in dockerfile
     for vol in ("postgres-data", "object-store-data", "tables"):
         assert vol in compose["volumes"]
 

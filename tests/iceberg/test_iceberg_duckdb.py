@@ -4,9 +4,6 @@ must be mapped under Hudi 0.14's name for it (``array``) as well as pyarrow's (`
 
 from __future__ import annotations
 
-import glob
-import os
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -15,10 +12,7 @@ import pytest
 
 import lakehouse
 from lakehouse.iceberg import sync_iceberg
-
-duckdb = pytest.importorskip("duckdb", reason="DuckDB is the second Iceberg judge (pip install -e '.[dev]')")
-ext_iceberg = pytest.importorskip("duckdb_extension_iceberg", reason="DuckDB's iceberg extension package")
-ext_avro = pytest.importorskip("duckdb_extension_avro", reason="DuckDB's avro extension package")
+from tests.iceberg.duckdb_judge import connect
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "hudi"
 
@@ -26,12 +20,7 @@ FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / 
 def duckdb_read(metadata_location: str) -> pa.Table:
     """The table's current snapshot as DuckDB's iceberg_scan reads it, extensions loaded from
     their PyPI packages (no download)."""
-    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-    for pkg in (ext_avro, ext_iceberg):
-        found = glob.glob(os.path.join(os.path.dirname(pkg.__file__), "extensions", "*", "*.duckdb_extension"))
-        if not found:
-            pytest.skip(f"{pkg.__name__} holds no extension for this platform")
-        con.execute(f"LOAD '{found[0]}'")
+    con = connect()
     return con.execute(f"SELECT * FROM iceberg_scan('{metadata_location.removeprefix('file://')}')").arrow().read_all()
 
 
