@@ -51,56 +51,21 @@ S3_TEST_CREDENTIALS = {"s3.access-key-id": "testing", "s3.secret-access-key": "t
                        "s3.region": "us-east-1"}
 
 
-def _free_loopback_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """The endpoint URL of a moto S3 server started for this session and stopped by its PID."""
-    import os
-    import signal
-    import subprocess
     import sys
-    import time
-    import urllib.error
-    import urllib.request
+
+    from tests.servers import free_port, http_server
 
     pytest.importorskip("moto.server", reason="moto[server] is not installed (the s3:// tests "
                         "need it: pip install 'moto[server]')")
     pytest.importorskip("boto3", reason="boto3 is not installed: pip install 'lakehouse[s3]'")
-    port = _free_loopback_port()
-    log = tmp_path_factory.mktemp("moto") / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT)
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"moto server exited with {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).close()
-                break
-            except urllib.error.HTTPError:
-                break  # any HTTP answer means it is serving
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"moto server on {endpoint} did not answer within 60 s")
-                time.sleep(0.1)
+    with http_server([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                     f"{endpoint}/moto-api/", tmp_path_factory.mktemp("moto") / "server.log", "moto server"):
         yield endpoint
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
 
 
 @pytest.fixture

@@ -109,7 +109,7 @@ class WriteClient:
         self.write_config = WriteConfig.from_options(
             {k: v for k, v in merged.items() if k not in TABLE_OPTION_KEYS})
         self.spec = MergeSpec(self.config.merge_mode, self.config.ordering_field)
-        # The field ids each instant of this client writes its base files with (set in phase 1).
+        # The field ids of the instant whose phase 1 is writing its files (read by its writers).
         self.instant_field_ids: dict[str, FieldIds] = {}
         self.keygen = KeyGenerator(self.config)
 
@@ -263,6 +263,8 @@ class WriteClient:
             raise
         except Exception as e:
             self.abort(inflight, e)
+        finally:
+            self.instant_field_ids.pop(t, None)
         self.record_results(inflight, stats, base_meta,
                             replaced if action is Action.REPLACE_COMMIT else None)
         return t

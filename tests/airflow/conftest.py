@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 _HOME = tempfile.mkdtemp(prefix="lakehouse-airflow-")
 # Airflow reads its configuration when first imported: this must come first.
@@ -54,13 +56,6 @@ def spark_submit_ready():
         pytest.skip("spark-submit is not installed beside the interpreter (pip install pyspark)")
     # The Spark hook runs `spark-submit` from PATH: the venv's own.
     os.environ["PATH"] = os.pathsep.join([str(sub.parent), os.environ.get("PATH", "")])
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 DEMO_REGISTRY = """

@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
@@ -20,45 +16,28 @@ import pytest
 
 import lakehouse
 from tests.iceberg.iceberg_oracle import assert_same_table
+from tests.servers import free_port, http_server
 
 pytest.importorskip("fastapi", reason="the REST catalog is a FastAPI app (pip install -e '.[catalog]')")
 pytest.importorskip("uvicorn", reason="the REST catalog is served by uvicorn (pip install -e '.[catalog]')")
-from tests.iceberg.duckdb_judge import attach  # noqa: E402
 from pyiceberg.catalog.rest import RestCatalog  # noqa: E402
 from pyiceberg.exceptions import NoSuchTableError  # noqa: E402
 
+from tests.iceberg.duckdb_judge import attach  # noqa: E402
+
 COLS = ["id", "city", "ts", "tags"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def server(tmp_path):
     """``lakehouse catalog serve`` over a SQLite catalog; yields (catalog URL, REST endpoint)."""
     uri = f"sqlite:///{tmp_path / 'catalog.db'}"
-    port = _free_port()
+    port = free_port()
     cli = os.path.join(os.path.dirname(sys.executable), "lakehouse")
-    proc = subprocess.Popen([cli, "catalog", "serve", "--uri", uri, "--port", str(port)],
-                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/v1/config", timeout=2).read()
-                break
-            except (urllib.error.URLError, ConnectionError):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"the catalog server did not start: {proc.stdout.read().decode()}")
-                time.sleep(0.1)
+    with http_server([cli, "catalog", "serve", "--uri", uri, "--port", str(port)], f"{endpoint}/v1/config",
+                     tmp_path / "catalog-server.log", "the catalog server"):
         yield uri, endpoint
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def _rows(table: pa.Table) -> list[tuple]:

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1"
@@ -120,12 +121,6 @@ def spark_env() -> dict[str, str]:
     """The environment of a Spark driver run as a subprocess (its own JVM)."""
     _require_spark()
     return _with_repo_path(_base_env())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
 
 
 @dataclass

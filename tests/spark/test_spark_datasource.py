@@ -11,7 +11,7 @@ import pytest
 
 import lakehouse
 from lakehouse.spark.datasource import SINK_CHECKPOINT_KEY
-from tests.spark.spark_tables import COLS, batch, write_history
+from tests.spark.spark_tables import batch, write_history
 
 pytestmark = pytest.mark.spark
 
