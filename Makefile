@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run stop status demo test bench bench-backlog bench-spark reliability venv clean
+.PHONY: run stop status demo demo-api test bench bench-backlog bench-spark reliability venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,13 @@ stop:
 status: $(STAMP)
 	$(PY) -m lakehouse.airflow.platform status
 
-# The Python API walk-through (no Airflow) on a local table under ./demo-tables.
+# A streaming query (format("lakehouse")) writes trips_live while Airflow's compaction DAG compacts
+# it; starts the platform of `make run` if it is not running, and leaves it running.
 demo: $(STAMP)
+	$(PY) -m lakehouse.airflow.stream_demo
+
+# The Python API walk-through (no Airflow) on a local table under ./demo-tables.
+demo-api: $(STAMP)
 	$(PY) -m lakehouse.demo
 
 test: $(STAMP)

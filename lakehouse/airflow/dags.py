@@ -2,7 +2,9 @@
 application submitted by :class:`~lakehouse.airflow.operators.LakehouseSparkSubmitOperator`.
 
 * ``<table>_ingest`` (cron, or manual): ingest (phase 1) → commit. The commit task updates the
-  table's Asset, so data-aware DAGs can follow it.
+  table's Asset, so data-aware DAGs can follow it. A source in ``mode: stream``: one task, a
+  Structured Streaming query into ``format("lakehouse")`` with ``trigger(availableNow)`` (the
+  ``stream`` application), which commits each micro-batch and updates the Asset.
 * ``<table>_compaction`` (Merge-On-Read only): compaction-plan → compaction-execute → commit.
   Scheduled by the Asset (``after_commits: K``: it runs after ingest commits, and its plan step
   fires once K delta commits are waiting: hoodie.compact.inline.max.delta.commits=K, Hudi's own
@@ -46,13 +48,32 @@ def ingest_args(t: TableEntry) -> list[str]:
         args += ["--max-files", str(s.max_files)]
     if s.kind == "demo":
         args += ["--demo-batches", str(s.demo_batches), "--demo-rows", str(s.demo_rows)]
-    if t.record_key:
-        args += ["--record-key", ",".join(t.record_key)]
-        if t.partition_by:
-            args += ["--partition-by", ",".join(t.partition_by)]
-        if t.ordering_field:
-            args += ["--ordering-field", t.ordering_field]
-    return args + _options(dict(t.options))
+    return args + _fields_args(t) + _options(dict(t.options))
+
+
+def stream_args(t: TableEntry) -> list[str]:
+    """The stream application's arguments for a ``mode: stream`` source (availableNow)."""
+    s = t.source
+    args = ["--source-dir", s.dir, "--op", s.operation, "--format", s.format, "--create",
+            "--table-type", t.table_type, "--index", t.index]
+    if s.max_files:
+        args += ["--max-files-per-trigger", str(s.max_files)]
+    if s.checkpoint:
+        args += ["--checkpoint", s.checkpoint]
+    if s.kind == "demo":
+        args += ["--demo-batches", str(s.demo_batches), "--demo-rows", str(s.demo_rows)]
+    return args + _fields_args(t) + _options(dict(t.options))
+
+
+def _fields_args(t: TableEntry) -> list[str]:
+    if not t.record_key:
+        return []
+    args = ["--record-key", ",".join(t.record_key)]
+    if t.partition_by:
+        args += ["--partition-by", ",".join(t.partition_by)]
+    if t.ordering_field:
+        args += ["--ordering-field", t.ordering_field]
+    return args
 
 
 #: A run triggered with conf {"force": true} plans whether or not the trigger fired.
@@ -84,10 +105,16 @@ def table_dags(t: TableEntry) -> dict[str, DAG]:
             ship_package=t.ship_package, **kw)
 
     out: dict[str, DAG] = {}
-    with DAG(t.dag_id("ingest"), schedule=t.schedule.ingest,
-             doc_md=_doc(t, f"ingest new files from `{t.source.dir}`, then commit."), **common) as d:
-        op("ingest", "ingest", ingest_args(t)) >> op(
-            "commit", "commit", instant="{{ ti.xcom_pull(task_ids='ingest') }}", outlets=[commits_asset(t)])
+    if t.source.mode == "stream":
+        with DAG(t.dag_id("ingest"), schedule=t.schedule.ingest,
+                 doc_md=_doc(t, f"stream the files landed in `{t.source.dir}` through format(\"lakehouse\") "
+                                "(availableNow), a commit per micro-batch."), **common) as d:
+            op("ingest", "stream", stream_args(t), outlets=[commits_asset(t)])
+    else:
+        with DAG(t.dag_id("ingest"), schedule=t.schedule.ingest,
+                 doc_md=_doc(t, f"ingest new files from `{t.source.dir}`, then commit."), **common) as d:
+            op("ingest", "ingest", ingest_args(t)) >> op(
+                "commit", "commit", instant="{{ ti.xcom_pull(task_ids='ingest') }}", outlets=[commits_asset(t)])
     out[d.dag_id] = d
 
     if t.is_mor:
@@ -117,4 +144,4 @@ def build_dags(registry: Registry) -> dict[str, DAG]:
     return out
 
 
-__all__ = ["build_dags", "table_dags", "commits_asset", "ingest_args"]
+__all__ = ["build_dags", "table_dags", "commits_asset", "ingest_args", "stream_args"]

@@ -36,6 +36,7 @@ COMMIT_TAG_PREFIX = "airflow.commit."
 #: What each application makes, looked up on the timeline after it ran.
 MAKES: dict[str, tuple[Action, ...]] = {
     "ingest": (Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT),
+    "stream": (Action.DELTA_COMMIT, Action.COMMIT),
     "compaction-plan": (Action.COMPACTION,),
     "clean": (Action.CLEAN,),
 }
@@ -62,7 +63,7 @@ def _identity(tags: dict[str, str]) -> dict[str, str]:
 class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     """Submit ``submit.py <app> <table_path> <app_args...>`` with the task run's tags.
 
-    :param app: ingest, compaction-plan, compaction-execute, commit or clean.
+    :param app: ingest, stream, compaction-plan, compaction-execute, commit or clean.
     :param table_path: the table's path or URI, as the Spark driver and executors reach it.
     :param app_args: (templated) the application's own arguments; one rendering empty is dropped.
     :param instant: (templated) for compaction-execute and commit: the instant an upstream task
@@ -115,6 +116,10 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         return table, find_tagged(table.active, _identity(tags), MAKES[self.app])
 
     def _resumable(self, table, inst) -> bool:
+        if self.app == "stream":
+            # An earlier try may have stopped between micro-batches: run again, the query's
+            # checkpoint and the sink's batch ids apply nothing twice.
+            return False
         if inst.is_completed or self.app == "compaction-plan":
             return True
         return self.app == "ingest" and inst.is_inflight and table.write_ready(inst.time) == ""

@@ -15,7 +15,7 @@ an import error naming the file, the entry and the field, not a DAG that fails a
         partition_by: city
         ordering_field: event_ts
         options: {hoodie.bucket.index.num.buckets: 4}
-        source: {kind: files, dir: landing/trips, format: parquet}
+        source: {kind: files, dir: landing/trips, format: parquet}   # mode: stream (see below)
         schedule:
           ingest: "*/10 * * * *"
           compaction: {after_commits: 4}  # or {cron: "0 * * * *"}; null: manual only
@@ -24,6 +24,10 @@ an import error naming the file, the entry and the field, not a DAG that fails a
 A ``catalog: {uri: sqlite:///catalog.db, namespace: lakehouse}`` section registers every table in
 that Iceberg SQL catalog (``<namespace>.<table>``), which the Airflow plugin also serves over
 Iceberg's REST protocol at ``/lakehouse-catalog``.
+
+A source in ``mode: stream`` is applied by a Structured Streaming query through
+``format("lakehouse")`` (the ``stream`` Spark application with ``trigger(availableNow)``; Spark's
+checkpoint in ``checkpoint``, by default inside the table) instead of the ``ingest`` application.
 
 Each table gets three DAGs (:mod:`lakehouse.airflow.dags`): ``<name>_ingest``,
 ``<name>_compaction`` and ``<name>_clean``.
@@ -54,6 +58,8 @@ _RUNTIME_KEYS = ("spark_conn_id", "spark_conf", "retries", "retry_delay_s", "shi
 class Source:
     kind: str  # "files" | "demo"
     dir: str
+    mode: str = "batch"  # "batch": the ingest app; "stream": a Structured Streaming query (stream app)
+    checkpoint: str | None = None  # stream mode: Spark's checkpoint (default: inside a local table)
     format: str = "auto"
     operation: str = "upsert"
     max_files: int | None = None
@@ -199,7 +205,8 @@ def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
                                    "only the demo source has fields of its own")
         tables.append(TableEntry(
             name=name, path=_resolve(base_dir, t["path"]),
-            source=Source(kind=src["kind"], dir=_resolve(base_dir, src["dir"]),
+            source=Source(kind=src["kind"], dir=_resolve(base_dir, src["dir"]), mode=src.get("mode", "batch"),
+                          checkpoint=_resolve(base_dir, src["checkpoint"]) if src.get("checkpoint") else None,
                           format=src.get("format", "auto"), operation=src.get("operation", "upsert"),
                           max_files=src.get("max_files"), demo_batches=src.get("demo_batches", 1),
                           demo_rows=src.get("demo_rows", 1000)),

@@ -30,7 +30,9 @@ with the batch id in the commit's extra metadata under Hudi's streaming sink key
 (``_hudi_streaming_sink_checkpoint``: ``{"<batch id>": "<identifier>"}``, the identifier from
 ``hoodie.datasource.write.streaming.checkpoint.identifier``). A batch replayed after a restart
 whose id the table already holds for that identifier is skipped, so each batch is applied once.
-``hoodie.compact.inline=true`` schedules and runs a compaction after a batch when its trigger
+Options whose keys start with ``hoodie.datasource.write.commitmeta.key.prefix`` (default ``_``)
+go into the commit's extra metadata, as in Hudi's ``HoodieSparkSqlWriter`` (Spark lower-cases
+option keys). ``hoodie.compact.inline=true`` schedules and runs a compaction after a batch when its trigger
 (``hoodie.compact.inline.max.delta.commits``...) is met; else compaction is left to the
 Airflow DAGs.
 """
@@ -74,6 +76,8 @@ SINK_CHECKPOINT_KEY = "_hudi_streaming_sink_checkpoint"
 CHECKPOINT_IDENTIFIER = "hoodie.datasource.write.streaming.checkpoint.identifier"
 DEFAULT_IDENTIFIER = "default_single_writer"
 INLINE_COMPACTION = "hoodie.compact.inline"
+COMMIT_META_PREFIX = "hoodie.datasource.write.commitmeta.key.prefix"
+DEFAULT_COMMIT_META_PREFIX = "_"
 STAGING = ".hoodie/.aux/lakehouse/staging"
 STALE_STAGING_S = 24 * 3600
 # Hudi's datasource keys that create a table (read only when the table does not exist yet).
@@ -88,7 +92,7 @@ CREATE_KEYS = {
 READ_KEYS = {QUERY_TYPE, AS_OF, BEGIN, END}
 # Options Spark itself reads and passes along (keys come lower-cased).
 SPARK_KEYS = {"path", "checkpointlocation"}
-SINK_KEYS = {OPERATION, CHECKPOINT_IDENTIFIER, INLINE_COMPACTION, "path", *CREATE_KEYS}
+SINK_KEYS = {OPERATION, CHECKPOINT_IDENTIFIER, INLINE_COMPACTION, COMMIT_META_PREFIX, "path", *CREATE_KEYS}
 WRITE_OPS = (Operation.UPSERT, Operation.INSERT, Operation.BULK_INSERT, Operation.DELETE,
              Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE)
 
@@ -193,6 +197,7 @@ class Sink:
     identifier: str = DEFAULT_IDENTIFIER
     inline_compaction: bool = False
     create: dict[str, Any] = field(default_factory=dict)
+    extra_metadata: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, options: dict[str, str], schema, overwrite: bool, *, streaming: bool = False) -> "Sink":
@@ -200,10 +205,18 @@ class Sink:
         path = _path(options)
         store, rest = split_storage_options(options)
         rest = {k: v for k, v in rest.items() if k not in SPARK_KEYS}
+        prefix = str(rest.get(COMMIT_META_PREFIX, DEFAULT_COMMIT_META_PREFIX))
+        if not prefix:
+            raise ConfigError(f"{COMMIT_META_PREFIX} is empty: every option would go into the commit metadata",
+                              help=f"give it a prefix (Hudi's default is {DEFAULT_COMMIT_META_PREFIX!r})")
+        # Hudi's HoodieSparkSqlWriter: options under the prefix are the commit's extra metadata.
+        extra = {k: str(v) for k, v in rest.items() if k.startswith(prefix) and k not in SINK_KEYS}
+        rest = {k: v for k, v in rest.items() if k not in extra}
         foreign = sorted(k for k in rest if not k.startswith(("hoodie.", "write.")))
         if foreign:
             raise ConfigError(f"option(s) {', '.join(foreign)} are not read by format('lakehouse')",
-                              help="writes take hoodie.* options (and s3.* for the store)")
+                              help=f"writes take hoodie.* options (and s3.* for the store); keys starting "
+                                   f"with {prefix!r} ({COMMIT_META_PREFIX}) go into the commit metadata")
         op_name = str(rest.get(OPERATION, "upsert")).lower()
         try:
             op = Operation.INSERT_OVERWRITE_TABLE if overwrite else Operation(op_name)
@@ -225,7 +238,7 @@ class Sink:
                    staging=f"{STAGING}/{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:12]}",
                    identifier=str(rest.get(CHECKPOINT_IDENTIFIER, DEFAULT_IDENTIFIER)),
                    inline_compaction=str(rest.get(INLINE_COMPACTION, "false")).lower() == "true",
-                   create=create)
+                   create=create, extra_metadata=extra)
         table = sink.table(create_missing=True)
         # The batch's schema goes through the Python writer's own checks now, before anything
         # is staged: the same typed errors as Table.write.
@@ -299,7 +312,7 @@ class Sink:
         table = table or self.table()
         try:
             instant = table.write(self.staged_rows(messages), self.op.value, options=self.write_options,
-                                  extra_metadata=extra_metadata)
+                                  extra_metadata={**self.extra_metadata, **(extra_metadata or {})})
         finally:
             self.discard()
         if self.inline_compaction and table.config.is_mor:
@@ -318,6 +331,21 @@ class Sink:
             if ours:
                 return max(ours)
         return None
+
+
+def sink_commits(table: Table, identifier: str = DEFAULT_IDENTIFIER,
+                 after: str | None = None) -> list[tuple[str, int]]:
+    """(instant, batch id) of every completed write a streaming query of ``identifier`` committed
+    to ``table`` (only instants after ``after``, when given), oldest first."""
+    out = []
+    for inst in table.timeline.completed_writes().filter(actions=WRITE_ACTIONS).instants:
+        if after is not None and inst.time <= after:
+            continue
+        value = table.active.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY)
+        for batch, who in (json.loads(value).items() if value else ()):
+            if who == identifier:
+                out.append((inst.time, int(batch)))
+    return out
 
 
 def _task_id() -> str:

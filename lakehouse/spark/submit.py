@@ -8,6 +8,7 @@
     compaction-execute TABLE [--instant T] [--parallelism N]
     commit             TABLE [--instant T]
     clean              TABLE [--dry-run] [--option hoodie.clean...=V ...]
+    stream             TABLE --source-dir DIR [--processing-time S --run-for S] ...
     ingest             TABLE ...   (see lakehouse.spark.apps.ingest)
 
 ``<submit.py>`` is this file: ``python -c 'from lakehouse.spark.submit import submit_path;
@@ -85,6 +86,7 @@ APPS = {
     "compaction-execute": "lakehouse.spark.apps.compaction_execute",
     "commit": "lakehouse.spark.apps.commit",
     "clean": "lakehouse.spark.apps.clean",
+    "stream": "lakehouse.spark.apps.stream",
 }
 INGEST = "lakehouse.spark.apps.ingest"
 

@@ -68,13 +68,18 @@ tables:
     source: {{kind: demo, dir: landing/trips, demo_rows: 500}}
     schedule: {{ingest: null, compaction: {{after_commits: 3}}, clean: null}}
     clean_options: {{hoodie.cleaner.policy: KEEP_LATEST_FILE_VERSIONS, hoodie.cleaner.fileversions.retained: 1}}
+  live:
+    path: tables/live
+    options: {{hoodie.bucket.index.num.buckets: 2}}
+    source: {{kind: demo, mode: stream, dir: landing/live, demo_rows: 300}}
+    schedule: {{ingest: null, compaction: {{after_commits: 3}}, clean: null}}
 """
 
 
 @pytest.fixture(scope="session")
 def platform(spark_submit_ready, tmp_path_factory):
     """`make run`'s platform, started once per session on a free port with a registry of its own
-    (one demo MOR table) and its first cycle run; stopped by its process group at the end."""
+    (a demo MOR table ingested in batches, one streamed) and its first cycle run; stopped by its process group at the end."""
     _require_airflow()
     from lakehouse.airflow import platform as plat
     work = tmp_path_factory.mktemp("platform")

@@ -166,3 +166,68 @@ def test_retried_tasks_do_not_duplicate_data(tmp_path, dagbag_for, monkeypatch):
     assert len(keys) == len(set(keys))
     # The killed try's files were rolled back: every data file on disk is a committed one.
     assert _data_files(path) == _committed_files(table)
+
+
+def write_stream_registry(tmp_path: Path, *, retries: int = 0) -> Path:
+    reg = tmp_path / "tables.yaml"
+    reg.write_text(f"""
+defaults: {{retries: {retries}, retry_delay_s: 0}}
+tables:
+  live:
+    path: tables/live
+    options: {{hoodie.bucket.index.num.buckets: 2}}
+    source: {{kind: demo, mode: stream, dir: landing/live, demo_rows: 300, max_files: 1}}
+    schedule: {{ingest: null, compaction: {{after_commits: 2}}, clean: null}}
+""")
+    return reg
+
+
+def test_a_stream_source_is_ingested_by_a_streaming_query_retried_without_duplicates(
+        tmp_path, dagbag_for, monkeypatch):
+    """mode: stream: the ingest DAG is one task, the stream application (a Structured Streaming
+    query into format("lakehouse"), availableNow), updating the Asset that schedules compaction.
+    The Python worker committing its first micro-batch dies right after the commit: Airflow
+    retries the task, the query replays that batch, the sink skips it (its batch id is in the
+    table) and goes on; every landed file is applied once."""
+    from lakehouse.spark.apps.stream import checkpoint_location, source_files
+    from lakehouse.spark.datasource import DEFAULT_IDENTIFIER, sink_commits
+
+    bag = dagbag_for(write_stream_registry(tmp_path, retries=1))
+    dag = bag.dags["live_ingest"]
+    assert [t.task_id for t in dag.topological_sort()] == ["ingest"]
+    task = dag.get_task("ingest")
+    assert task.app == "stream" and [a.name for a in task.outlets] == ["lakehouse_live_commits"]
+    assert "lakehouse_live_commits" in repr(bag.dags["live_compaction"].timetable.asset_condition)
+
+    monkeypatch.setenv("LAKEHOUSE_FAULTS", f"commit.after_complete:kill@{tmp_path}/once")
+    run, tis = _run(dag)
+    assert run.state == "success" and tis["ingest"].try_number == 2
+    path = tmp_path / "tables" / "live"
+    table = lakehouse.open_table(str(path))
+    # Each try landed one demo batch: two micro-batches, batch 0 committed once.
+    assert [b for _, b in sink_commits(table)] == [0, 1]
+    tags = [_tags(table, table.timeline.get(t)) for t, _ in sink_commits(table)]
+    assert [(t["airflow.dag_id"], t["airflow.try_number"]) for t in tags] == [("live_ingest", "1"),
+                                                                             ("live_ingest", "2")]
+    assert str(tis["ingest"].xcom_pull(task_ids="ingest")) == sink_commits(table)[-1][0]
+    monkeypatch.delenv("LAKEHOUSE_FAULTS")
+
+    run, tis = _run(bag.dags["live_compaction"])
+    assert run.state == "success"
+    _run(dag)
+    table = lakehouse.open_table(str(path))
+    assert [b for _, b in sink_commits(table)] == [0, 1, 2]
+    assert sum(1 for i in table.timeline.completed_writes() if table.timeline.is_compaction(i.time)) == 1
+
+    # The same files, in the same micro-batches, through the Python API; hudi-rs agrees.
+    files = source_files(checkpoint_location(str(path), None, DEFAULT_IDENTIFIER))
+    assert sorted(len(f) for f in files.values()) == [1, 1, 1]
+    ref = reference_table(tmp_path / "ref")
+    for inst in table.timeline.completed_writes():
+        if table.timeline.is_compaction(inst.time):
+            ref.compact(force=True)
+        else:
+            ingest(ref, str(tmp_path / "landing" / "live"), max_files=1)
+    got = canonical(table.read(), COLS)
+    assert got == canonical(ref.read(), COLS)
+    assert canonical(hudi_read(path), COLS) == got

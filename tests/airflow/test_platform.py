@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 def test_first_cycle_completes_and_leaves_its_instants(platform):
     layout, started, work = platform
     assert started["runs"] == {"trips_ingest": ["success", "success"], "trips_compaction": ["success"],
-                               "trips_clean": ["success"]}
+                               "trips_clean": ["success"], "live_ingest": ["success", "success"],
+                               "live_compaction": ["success"], "live_clean": ["success"]}
     assert started["url"] == f"http://127.0.0.1:{layout.port}" and started["password"]
     table = lakehouse.open_table(str(work / "tables" / "trips"))
     tl = table.timeline
@@ -81,3 +82,23 @@ def test_the_registrys_catalog_finds_the_table_by_name_behind_airflows_login(pla
         read_optimized=True, columns=["_hoodie_record_key", "_hoodie_commit_time"])
     assert sorted(theirs) == sorted(zip(*ours.to_pydict().values()))
     assert len(theirs) > 0
+
+
+def test_make_demo_streams_while_the_compaction_dag_compacts(platform):
+    """`make demo`: a streaming query (the stream application, format("lakehouse")) writes the
+    streamed table while the compaction DAG, scheduled by Airflow from the Asset events of its
+    commits, compacts it; the table equals its history replayed with the Python API and hudi-rs
+    reads it identically."""
+    from lakehouse.airflow import stream_demo
+    layout, _, work = platform
+    lines: list[str] = []
+    r = stream_demo.run(layout, seconds=45, every=3, echo=lines.append)
+    assert r.table == str(work / "tables" / "live")
+    assert len(r.streamed) >= 5 and r.stream_status.startswith("ok"), lines
+    # Compactions by the DAG (tagged with its runs, asset-triggered), between streaming commits.
+    assert r.compactions and all(c["dag_id"] == "live_compaction" for c in r.compactions), lines
+    assert any(c["run_id"].startswith("asset_triggered") for c in r.compactions), r.compactions
+    assert r.interleaved, (r.streamed, r.compactions)
+    assert r.model_equal and r.hudi_rs_equal, lines
+    batches = [b for _, b in r.streamed]
+    assert batches == sorted(set(batches))  # each micro-batch committed once

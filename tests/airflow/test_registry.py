@@ -42,8 +42,11 @@ def write(tmp_path, text: str):
 
 def test_the_shipped_registry_loads():
     reg = registry.load(str(REPO / "dags" / "tables.yaml"))
-    assert [t.name for t in reg.tables] == ["trips"]
+    assert [t.name for t in reg.tables] == ["trips", "trips_live"]
     t = reg.tables[0]
+    live = reg.table("trips_live")  # what `make demo` streams into
+    assert (t.source.mode, live.source.mode, live.source.kind, live.is_mor) == ("batch", "stream", "demo", True)
+    assert live.source.checkpoint is None and live.schedule.compaction_after_commits == 3
     assert t.path == os.path.normpath(REPO / "var" / "tables" / "trips")
     assert t.schedule.compaction_after_commits == 3
     assert reg.catalog == registry.Catalog(f"sqlite:///{os.path.normpath(REPO / 'var' / 'catalog.db')}",
@@ -70,6 +73,11 @@ def test_entries_are_typed_with_defaults_and_paths_resolved(tmp_path):
     reg = registry.load(write(tmp_path, GOOD))
     trips, orders = reg.table("trips"), reg.table("orders")
     assert trips.path == str(tmp_path / "data" / "trips") and trips.source.dir == str(tmp_path / "landing")
+    assert trips.source.mode == "batch"
+    streamed = registry.load(write(tmp_path, GOOD.replace("source: {kind: demo, dir: landing}",
+                                                          "source: {kind: demo, dir: landing, mode: stream, "
+                                                          "checkpoint: ck/trips}"))).table("trips")
+    assert (streamed.source.mode, streamed.source.checkpoint) == ("stream", str(tmp_path / "ck" / "trips"))
     assert trips.options == {"hoodie.bucket.index.num.buckets": "4", "hoodie.parquet.small.file.limit": "0"}
     assert (trips.spark_conn_id, trips.retries, trips.table_type, trips.index) == ("my_spark", 3, "MERGE_ON_READ", "BUCKET")
     assert trips.schedule.compaction_after_commits == registry.DEFAULT_AFTER_COMMITS
@@ -91,6 +99,7 @@ def test_entries_are_typed_with_defaults_and_paths_resolved(tmp_path):
     ("tables: {trips: {path: x, source: {kind: demo, dir: d}, schedule: {compaction: {after_commits: 0}}}}",
      "tables/trips/schedule/compaction"),
     ("tables: {trips: {path: x, source: {kind: demo, dir: d}, retries: -1}}", "tables/trips/retries"),
+    ("tables: {trips: {path: x, source: {kind: demo, dir: d, mode: streaming}}}", "tables/trips/source/mode"),
     ("tables: {}", "tables"),
     ("defaults: {retries: 1}", "(top level)"),
 ])

@@ -17,7 +17,8 @@ PACKAGE = ROOT / "lakehouse"
 BIN = Path(sys.executable).parent
 # Imported lazily on purpose: a user without them still imports lakehouse (extras in pyproject;
 # pyiceberg and SQLAlchemy only for tables registered in an Iceberg catalog).
-OPTIONAL = ("pyspark", "py4j", "airflow", "boto3", "botocore", "pyiceberg", "sqlalchemy", "fastapi", "uvicorn")
+OPTIONAL = ("pyspark", "py4j", "airflow", "boto3", "botocore", "pyiceberg", "sqlalchemy", "fastapi", "uvicorn",
+            "hudi")
 
 
 def _lint_imports(cwd: Path) -> subprocess.CompletedProcess:

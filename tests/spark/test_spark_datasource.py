@@ -93,6 +93,30 @@ def test_a_write_creates_a_missing_table_from_hudis_datasource_keys(tmp_path, sp
     assert _rows(t.read()) == _rows(b2) and len(t.timeline.completed_writes()) == 2
 
 
+def test_options_under_the_commit_metadata_prefix_go_into_the_commit(tmp_path, spark):
+    """HoodieSparkSqlWriter: option keys starting with hoodie.datasource.write.commitmeta.key.prefix
+    (default "_") are the commit's extra metadata; other unknown keys are still refused."""
+    t = _create(tmp_path / "t")
+    df = spark.createDataFrame(batch(["k1", "k2"], 1).to_pandas())
+    df.write.format("lakehouse").option("_source", "landing/2026-11-24").mode("append").save(t.path)
+    (df.write.format("lakehouse").option("hoodie.datasource.write.commitmeta.key.prefix", "job.")
+     .option("job.id", "42").mode("append").save(t.path))
+    t = lakehouse.open_table(t.path)
+    first, second = [t.active.commit_metadata(i).extra_metadata for i in t.timeline.completed_writes()]
+    assert first["_source"] == "landing/2026-11-24" and "job.id" not in first
+    assert second["job.id"] == "42" and "_source" not in second
+    assert "hoodie.datasource.write.commitmeta.key.prefix" not in second
+    with pytest.raises(Exception, match="job.id"):  # not under the (default) prefix: refused
+        df.write.format("lakehouse").option("job.id", "42").mode("append").save(t.path)
+    with pytest.raises(Exception, match="_source"):  # nor under another prefix
+        (df.write.format("lakehouse").option("hoodie.datasource.write.commitmeta.key.prefix", "job.")
+         .option("_source", "x").mode("append").save(t.path))
+    with pytest.raises(Exception, match="commitmeta.key.prefix is empty"):
+        df.write.format("lakehouse").option("hoodie.datasource.write.commitmeta.key.prefix", "").mode(
+            "append").save(t.path)
+    assert len(lakehouse.open_table(t.path).timeline.completed_writes()) == 2
+
+
 def test_a_bad_write_fails_before_anything_is_written(tmp_path, spark):
     t = _create(tmp_path / "t")
     df = spark.createDataFrame(pa.table({"id": ["a"], "ts": [1], "v": [1]}).to_pandas())  # no city

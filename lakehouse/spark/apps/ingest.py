@@ -44,6 +44,15 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--demo-batches", type=int, default=0)
     p.add_argument("--demo-rows", type=int, default=1000)
     p.add_argument("--demo-seed", type=int, default=7)
+    add_create_args(p)
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                   help="put KEY=VALUE in the write's commit metadata (repeatable)")
+    return p.parse_args(argv)
+
+
+def add_create_args(p: argparse.ArgumentParser) -> None:
+    """--create and the fields of a table it creates (shared with the stream application)."""
     p.add_argument("--create", action="store_true", help="create the table if it does not exist")
     p.add_argument("--table-type", default=None,
                    help="with --create (default: hoodie.table.type from --option, else MERGE_ON_READ)")
@@ -53,10 +62,29 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                                         "(default: the demo's)")
     p.add_argument("--partition-by", help="with --create: the partition field(s), comma-separated")
     p.add_argument("--ordering-field", help="with --create: the ordering (precombine) field")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
-                   help="put KEY=VALUE in the write's commit metadata (repeatable)")
-    return p.parse_args(argv)
+
+
+def open_or_create(args: argparse.Namespace, options: dict[str, str]) -> lakehouse.Table:
+    """The table at ``args.table``; with ``--create``, created if missing (the demo's key,
+    partition and ordering fields unless ``--record-key`` names others)."""
+    try:
+        return lakehouse.open_table(args.table)
+    except TableNotFoundError:
+        if not args.create:
+            raise
+    name = args.table.rstrip("/").rsplit("/", 1)[-1].replace("-", "_") or "table"
+    table_opts = {k: v for k, v in options.items() if k.startswith("hoodie.")}
+    fields = dict(demo.TABLE_OPTIONS)
+    schema = demo.SCHEMA
+    if args.record_key:  # another source: its own fields, the schema from its first batch
+        schema = None
+        fields = {"record_key": args.record_key.split(","),
+                  "partition_by": args.partition_by.split(",") if args.partition_by else None,
+                  "ordering_field": args.ordering_field}
+    table_type = args.table_type or table_opts.get("hoodie.table.type", "MERGE_ON_READ")
+    index = args.index or table_opts.get("hoodie.index.type", "BUCKET")
+    return lakehouse.create_table(args.table, name=name, table_type=table_type,
+                                  index=index, schema=schema, options=table_opts, **fields)
 
 
 def _options(pairs: list[str]) -> dict[str, str]:
@@ -74,24 +102,7 @@ def run(args: argparse.Namespace, spark=None) -> dict:
     if args.demo_batches:
         demo.write_batches(args.source_dir, args.demo_batches,
                            demo.DemoStream(seed=args.demo_seed, rows=args.demo_rows))
-    try:
-        table = lakehouse.open_table(args.table)
-    except TableNotFoundError:
-        if not args.create:
-            raise
-        name = args.table.rstrip("/").rsplit("/", 1)[-1].replace("-", "_") or "table"
-        table_opts = {k: v for k, v in options.items() if k.startswith("hoodie.")}
-        fields = dict(demo.TABLE_OPTIONS)
-        schema = demo.SCHEMA
-        if args.record_key:  # another source: its own fields, the schema from its first batch
-            schema = None
-            fields = {"record_key": args.record_key.split(","),
-                      "partition_by": args.partition_by.split(",") if args.partition_by else None,
-                      "ordering_field": args.ordering_field}
-        table_type = args.table_type or table_opts.get("hoodie.table.type", "MERGE_ON_READ")
-        index = args.index or table_opts.get("hoodie.index.type", "BUCKET")
-        table = lakehouse.create_table(args.table, name=name, table_type=table_type,
-                                       index=index, schema=schema, options=table_opts, **fields)
+    table = open_or_create(args, options)
     write_opts = {k: v for k, v in options.items() if k in WRITE_OPTION_KEYS}
     writer = _spark_writer(spark, table, args, write_opts) if spark is not None else None
     res = ingest(table, args.source_dir, operation=args.op, fmt=args.format,
