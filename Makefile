@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run stop status demo demo-api test bench bench-backlog bench-spark reliability venv clean
+.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-cluster bench bench-backlog bench-spark reliability venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,21 @@ stop:
 status: $(STAMP)
 	$(PY) -m lakehouse.airflow.platform status
 
+# docker-compose.yml's platform as processes on 127.0.0.1 (Postgres, Airflow, a Spark master and two
+# workers, an S3 API server; the tables of deploy/tables.yaml on s3://), then a first cycle.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo "sudo -n")
+cluster: $(STAMP) postgresql
+	$(PY) -m lakehouse.airflow.cluster start
+
+# Debian's PostgreSQL server, for make cluster (Airflow's metadata and the Iceberg catalog).
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null \
+		|| $(SUDO) apt-get install -y -q postgresql >/dev/null \
+		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q postgresql >/dev/null; }
+
+cluster-stop:
+	@if [ -x $(PY) ]; then $(PY) -m lakehouse.airflow.cluster stop; else echo "not running"; fi
+
 # A streaming query (format("lakehouse")) writes trips_live while Airflow's compaction DAG compacts
 # it; starts the platform of `make run` if it is not running, and leaves it running.
 demo: $(STAMP)
@@ -35,7 +50,11 @@ demo-api: $(STAMP)
 	$(PY) -m lakehouse.demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not cluster"
+
+# make cluster for real, under test (~10 min on 2 cores; CI runs it after make test).
+test-cluster: $(STAMP) postgresql
+	$(PY) -m pytest -q -m cluster
 
 # The core benchmark, then lakehouse beside delta-rs, pyiceberg and plain parquet (bench-out/peers.*)
 # at N=1M, and lakehouse MOR and delta-rs again at N=5M; every table with lakehouse's defaults.

@@ -120,27 +120,34 @@ def _feed(directory: str, rows: int, every: float, stop: threading.Event, counte
         stop.wait(every)
 
 
-def replay_model(table: Table, checkpoint: str, path: str) -> Table:
-    """The table's history replayed with the Python API on a new table of the same settings:
-    each micro-batch's files (from Spark's checkpoint) as one upsert, each compaction where the
-    timeline has it. Equal rows mean every landed file was applied once, in its batch, and the
-    writes made during a compaction merged as they should. (Not simply the files written one
-    by one: a cancelled trip whose late correction arrives after the cancellation stays deleted
-    until a compaction drops its delete from the logs, as in Hudi, whose base files keep no
-    tombstones; so the rows depend on where the compactions fell.)"""
+def stream_files(table: Table, checkpoint: str) -> dict[str, list[str]]:
+    """The files each streaming commit of ``table`` applied (by instant), from Spark's checkpoint."""
     files = source_files(checkpoint)
-    batches = dict(sink_commits(table, DEFAULT_IDENTIFIER))
+    out = {}
+    for instant, batch in sink_commits(table, DEFAULT_IDENTIFIER):
+        if not files.get(batch):
+            raise DemoError(f"batch {batch} (instant {instant}) took no file Spark's checkpoint knows of",
+                            help=f"is {checkpoint} this table's checkpoint?")
+        out[instant] = files[batch]
+    return out
+
+
+def replay_model(table: Table, path: str, files_of: dict[str, list[str]]) -> Table:
+    """The table's history replayed with the Python API on a new table of the same settings: the
+    files each delta commit applied (``files_of``, by instant) as one upsert, each compaction
+    where the timeline has it. Equal rows mean every landed file was applied once, in its batch,
+    and the writes made during a compaction merged as they should. (Not simply the files written
+    one by one: a cancelled trip whose late correction arrives after the cancellation stays
+    deleted until a compaction drops its delete from the logs, as in Hudi, whose base files keep
+    no tombstones; so the rows depend on where the compactions fell.)"""
     cfg = table.config
     model = create_table(path, name="model", table_type="MERGE_ON_READ", index="BUCKET", schema=demo.SCHEMA,
                          options={"hoodie.bucket.index.num.buckets": str(cfg.bucket_num)}, **demo.TABLE_OPTIONS)
     tl = table.timeline
     for inst in tl.completed_writes().instants:
-        if inst.time in batches:
-            parts = [pq.read_table(p.removeprefix("file://")) for p in files.get(batches[inst.time], [])]
-            if not parts:
-                raise DemoError(f"batch {batches[inst.time]} (instant {inst.time}) took no file Spark's "
-                                f"checkpoint knows of", help=f"is {checkpoint} this table's checkpoint?")
-            model.upsert(pa.concat_tables(parts, promote_options="permissive"))
+        if inst.time in files_of:
+            model.upsert(pa.concat_tables([pq.read_table(p.removeprefix("file://")) for p in files_of[inst.time]],
+                                          promote_options="permissive"))
         elif tl.is_compaction(inst.time):
             model.compact(force=True)
     return model
@@ -151,7 +158,7 @@ def check_against_model(table: Table, checkpoint: str) -> tuple[bool, bool | Non
     cols = [demo.TABLE_OPTIONS["record_key"], "city", "event_ts", "fare", "_hoodie_is_deleted"]
     ours = _canonical(table.read(columns=cols), cols)
     with tempfile.TemporaryDirectory() as tmp:
-        model = replay_model(table, checkpoint, os.path.join(tmp, "model"))
+        model = replay_model(table, os.path.join(tmp, "model"), stream_files(table, checkpoint))
         model_equal = _canonical(model.read(columns=cols), cols) == ours
     try:
         import hudi  # noqa: PLC0415 - optional: the hudi-rs reader
