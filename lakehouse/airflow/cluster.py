@@ -117,19 +117,6 @@ def _make_buckets(plan_: Plan) -> None:
                 pass
 
 
-def _wait(what: str, check: Callable[[], Any], timeout: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except Exception as e:  # noqa: BLE001 - not up yet
-            last = e
-        time.sleep(1)
-    raise ClusterError(f"{what} not ready after {timeout:.0f} s ({last})", help=f"see {log}")
-
-
 def _ok(url: str) -> bool:
     return httpx.get(url, timeout=5).status_code == 200
 
@@ -195,12 +182,12 @@ def start(layout: Layout, *, cycle: bool = True, echo: Callable[[str], Any] = pr
                                         stdout=open(log, "a"), stderr=subprocess.STDOUT)
                 state["pids"][svc.name] = proc.pid
                 if svc.health:
-                    _wait(svc.name, lambda u=svc.health: _ok(u), 180, log)
+                    plat.wait_until(svc.name, lambda u=svc.health: _ok(u), 180, log)
             layout.state_file.write_text(json.dumps(state))
         master = next(s for s in p.services if "org.apache.spark.deploy.master.Master" in s.argv)
         ui = master.health.rsplit("/json", 1)[0] if master.health else None
         if ui:
-            _wait(f"{len(workers)} Spark workers", lambda: _spark_workers(ui) >= len(workers), 180,
+            plat.wait_until(f"{len(workers)} Spark workers", lambda: _spark_workers(ui) >= len(workers), 180,
                   logs / f"{workers[0].name}.log")
     except BaseException:
         stop(layout)
@@ -209,7 +196,8 @@ def start(layout: Layout, *, cycle: bool = True, echo: Callable[[str], Any] = pr
     reg = registry_mod.load(str(layout.home / "tables.yaml"))
     dag_ids = [t.dag_id(s) for t in reg.tables for s in ("ingest", "compaction", "clean")
                if t.is_mor or s != "compaction"]
-    _wait("the lakehouse DAGs", lambda: all(_dag_exists(api, d) for d in dag_ids), 300, logs / "airflow-dag-processor.log")
+    plat.wait_until("the lakehouse DAGs", lambda: all(api.dag_exists(d) for d in dag_ids), 300,
+                    logs / "airflow-dag-processor.log")
     for d in dag_ids:
         api.patch(f"/dags/{d}", {"is_paused": False})
     runs: dict[str, list[str]] = {}
@@ -259,14 +247,6 @@ def _password(p: Plan) -> str:
 def _api(layout: Layout, p: Plan) -> "plat.Api":
     port = int(p.api_url.rsplit(":", 1)[1])
     return plat.Api(plat.Layout(layout.root, port, var=layout.home), pw=_password(p))
-
-
-def _dag_exists(api: "plat.Api", dag_id: str) -> bool:
-    try:
-        api.get(f"/dags/{dag_id}")
-        return True
-    except httpx.HTTPStatusError:
-        return False
 
 
 def stop(layout: Layout, timeout: float = 30) -> bool:

@@ -40,29 +40,26 @@ def _options(opts: dict[str, str]) -> list[str]:
     return [a for k, v in sorted(opts.items()) for a in ("--option", f"{k}={v}")]
 
 
-def ingest_args(t: TableEntry) -> list[str]:
+def _source_args(t: TableEntry, max_files_flag: str, extra: list[str]) -> list[str]:
+    """What the ingest and stream applications share: the source, the table they create."""
     s = t.source
     args = ["--source-dir", s.dir, "--op", s.operation, "--format", s.format, "--create",
-            "--table-type", t.table_type, "--index", t.index]
+            "--table-type", t.table_type, "--index", t.index, *extra]
     if s.max_files:
-        args += ["--max-files", str(s.max_files)]
+        args += [max_files_flag, str(s.max_files)]
     if s.kind == "demo":
         args += ["--demo-batches", str(s.demo_batches), "--demo-rows", str(s.demo_rows)]
     return args + _fields_args(t) + _options(dict(t.options))
+
+
+def ingest_args(t: TableEntry) -> list[str]:
+    return _source_args(t, "--max-files", [])
 
 
 def stream_args(t: TableEntry) -> list[str]:
     """The stream application's arguments for a ``mode: stream`` source (availableNow)."""
-    s = t.source
-    args = ["--source-dir", s.dir, "--op", s.operation, "--format", s.format, "--create",
-            "--table-type", t.table_type, "--index", t.index]
-    if s.max_files:
-        args += ["--max-files-per-trigger", str(s.max_files)]
-    if s.checkpoint:
-        args += ["--checkpoint", s.checkpoint]
-    if s.kind == "demo":
-        args += ["--demo-batches", str(s.demo_batches), "--demo-rows", str(s.demo_rows)]
-    return args + _fields_args(t) + _options(dict(t.options))
+    return _source_args(t, "--max-files-per-trigger",
+                        ["--checkpoint", t.source.checkpoint] if t.source.checkpoint else [])
 
 
 def _fields_args(t: TableEntry) -> list[str]:

@@ -177,6 +177,14 @@ class Api:
         r.raise_for_status()
         return r.json()
 
+    def dag_exists(self, dag_id: str) -> bool:
+        """Whether the dag-processor has parsed ``dag_id`` yet."""
+        try:
+            self.get(f"/dags/{dag_id}")
+            return True
+        except httpx.HTTPStatusError:
+            return False
+
     def trigger(self, dag_id: str, conf: dict | None = None) -> str:
         return self.post(f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}})["dag_run_id"]
 
@@ -191,7 +199,8 @@ class Api:
                             help="see its task logs in the Airflow UI")
 
 
-def _wait(what: str, check, timeout: float, log: Path | None = None) -> Any:
+def wait_until(what: str, check, timeout: float, log: Path | None = None) -> Any:
+    """``check()``'s first truthy result within ``timeout`` s (exceptions count as not yet)."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -232,12 +241,12 @@ def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
         leader = leader or p.pid
         pids.append(p.pid)
     layout.pid_file.write_text(f"{leader} {' '.join(map(str, pids))}\n")
-    _wait("the Airflow API", lambda: _healthy(layout), 180, logs / "api-server.log")
+    wait_until("the Airflow API", lambda: _healthy(layout), 180, logs / "api-server.log")
     api = Api(layout)
     reg = registry_mod.load(str(layout.registry))
     dag_ids = [d for t in reg.tables for d in (t.dag_id("ingest"), t.dag_id("compaction"), t.dag_id("clean"))
                if t.is_mor or not d.endswith("_compaction")]
-    _wait("the lakehouse DAGs", lambda: all(_dag_exists(api, d) for d in dag_ids), 240,
+    wait_until("the lakehouse DAGs", lambda: all(api.dag_exists(d) for d in dag_ids), 240,
           logs / "dag-processor.log")
     for d in dag_ids:
         api.patch(f"/dags/{d}", {"is_paused": False})
@@ -256,14 +265,6 @@ def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
                 echo(f"  {dag_id}: {runs[dag_id][-1]}")
     return {"url": layout.url, "user": USER, "password": password(layout), "runs": runs,
             "pgid": leader}
-
-
-def _dag_exists(api: Api, dag_id: str) -> bool:
-    try:
-        api.get(f"/dags/{dag_id}")
-        return True
-    except httpx.HTTPStatusError:
-        return False
 
 
 def stop(layout: Layout, timeout: float = 30) -> bool:

@@ -21,11 +21,14 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 COLS = ["trip_id", "city", "event_ts", "fare", "_hoodie_record_key", "_hoodie_partition_path"]
 
 
-def write_registry(tmp_path: Path, *, retries: int = 0, clean_retained: int = 1) -> Path:
+def _registry(tmp_path: Path, retries: int, tables: str) -> Path:
     reg = tmp_path / "tables.yaml"
-    reg.write_text(f"""
-defaults: {{retries: {retries}, retry_delay_s: 0}}
-tables:
+    reg.write_text(f"defaults: {{retries: {retries}, retry_delay_s: 0}}\ntables:\n{tables}")
+    return reg
+
+
+def write_registry(tmp_path: Path, *, retries: int = 0, clean_retained: int = 1) -> Path:
+    return _registry(tmp_path, retries, f"""
   trips:
     path: tables/trips
     options: {{hoodie.bucket.index.num.buckets: 2}}
@@ -33,7 +36,6 @@ tables:
     schedule: {{ingest: "*/10 * * * *", compaction: {{after_commits: 2}}, clean: "@daily"}}
     clean_options: {{hoodie.cleaner.commits.retained: {clean_retained}}}
 """)
-    return reg
 
 
 @pytest.fixture
@@ -169,17 +171,13 @@ def test_retried_tasks_do_not_duplicate_data(tmp_path, dagbag_for, monkeypatch):
 
 
 def write_stream_registry(tmp_path: Path, *, retries: int = 0) -> Path:
-    reg = tmp_path / "tables.yaml"
-    reg.write_text(f"""
-defaults: {{retries: {retries}, retry_delay_s: 0}}
-tables:
+    return _registry(tmp_path, retries, """
   live:
     path: tables/live
-    options: {{hoodie.bucket.index.num.buckets: 2}}
-    source: {{kind: demo, mode: stream, dir: landing/live, demo_rows: 300, max_files: 1}}
-    schedule: {{ingest: null, compaction: {{after_commits: 2}}, clean: null}}
+    options: {hoodie.bucket.index.num.buckets: 2}
+    source: {kind: demo, mode: stream, dir: landing/live, demo_rows: 300, max_files: 1}
+    schedule: {ingest: null, compaction: {after_commits: 2}, clean: null}
 """)
-    return reg
 
 
 def test_a_stream_source_is_ingested_by_a_streaming_query_retried_without_duplicates(
