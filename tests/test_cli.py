@@ -240,7 +240,7 @@ def test_unexpected_exceptions_keep_their_traceback(loaded, monkeypatch):
 
     def broken(self):
         raise ZeroDivisionError("a bug")
-    monkeypatch.setattr(Table, "stats", broken)
+    monkeypatch.setattr(Table, "file_system_view", broken)
     res = run("stats", t, ok=False)
     assert isinstance(res.exception, ZeroDivisionError)
     assert "error:" not in res.stderr

@@ -155,15 +155,29 @@ def _spark_workers(master_ui: str) -> int:
     return sum(1 for w in doc.get("workers", []) if w.get("state") == "ALIVE")
 
 
-def start(layout: Layout, *, cycle: bool = True, echo: Callable[[str], Any] = print) -> dict[str, Any]:
+def _spawn(argv: list[str], env: dict[str, str], layout: Layout, log: Path) -> int:
+    proc = subprocess.Popen(argv, env=env, cwd=layout.root, start_new_session=True,
+                            stdout=open(log, "a"), stderr=subprocess.STDOUT)
+    return proc.pid
+
+
+def _save(layout: Layout, state: dict[str, Any]) -> None:
+    # It holds the services' environment (the store's credentials): the owner's eyes only.
+    layout.state_file.write_text(json.dumps(state))
+    layout.state_file.chmod(0o600)
+
+
+def start(layout: Layout, *, cycle: bool = True, echo: Callable[[str], Any] = print,
+          registry_file: Path | None = None) -> dict[str, Any]:
+    """Start every service; ``registry_file`` replaces the registry the compose file mounts."""
     if running(layout):
         raise ClusterError("the cluster is already running", help="`make cluster-stop` stops it")
-    p = plan(layout)
+    p = plan(layout, registry_file)
     logs = layout.home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     (layout.home / "tables.yaml").write_text(yaml.safe_dump(p.registry, sort_keys=False))
-    state: dict[str, Any] = {"ports": p.ports, "api": p.api_url, "pids": {}}
-    layout.state_file.write_text(json.dumps(state))
+    state: dict[str, Any] = {"ports": p.ports, "api": p.api_url, "pids": {}, "services": {}}
+    _save(layout, state)
     workers = [s for s in p.services if "org.apache.spark.deploy.worker.Worker" in s.argv]
     try:
         for svc in p.services:
@@ -178,12 +192,11 @@ def start(layout: Layout, *, cycle: bool = True, echo: Callable[[str], Any] = pr
                 subprocess.run(svc.argv, env=svc.env, check=True, cwd=layout.root,
                                stdout=open(log, "a"), stderr=subprocess.STDOUT)
             else:
-                proc = subprocess.Popen(svc.argv, env=svc.env, cwd=layout.root, start_new_session=True,
-                                        stdout=open(log, "a"), stderr=subprocess.STDOUT)
-                state["pids"][svc.name] = proc.pid
+                state["pids"][svc.name] = _spawn(svc.argv, svc.env, layout, log)
+                state["services"][svc.name] = {"argv": svc.argv, "env": svc.env}
                 if svc.health:
                     plat.wait_until(svc.name, lambda u=svc.health: _ok(u), 180, log)
-            layout.state_file.write_text(json.dumps(state))
+            _save(layout, state)
         master = next(s for s in p.services if "org.apache.spark.deploy.master.Master" in s.argv)
         ui = master.health.rsplit("/json", 1)[0] if master.health else None
         if ui:
@@ -203,8 +216,49 @@ def start(layout: Layout, *, cycle: bool = True, echo: Callable[[str], Any] = pr
     runs: dict[str, list[str]] = {}
     if cycle:
         runs = first_cycle(api, reg, echo)
-    return {"url": p.api_url, "user": plat.USER, "password": _password(p), "runs": runs,
+    return {"url": p.api_url, "user": plat.USER, "password": _password(layout, p), "runs": runs,
             "spark_master_ui": ui, "ports": p.ports}
+
+
+def kill(layout: Layout, name: str) -> None:
+    """SIGKILL a service and everything it started (a machine lost, for the fault tests)."""
+    pid = _state(layout).get("pids", {}).get(name)
+    if pid is None or not _alive(pid):
+        raise ClusterError(f"{name} is not running", help="`python -m lakehouse.airflow.cluster status` lists them")
+    os.killpg(pid, signal.SIGKILL)
+    _gone(pid, 30)
+
+
+def restart(layout: Layout, name: str, timeout: float = 60) -> int:
+    """Stop a service (SIGTERM, as an operator would; SIGKILL after ``timeout``) if it runs, and
+    start it again with the same command and environment; returns its new PID."""
+    state = _state(layout)
+    spec = state.get("services", {}).get(name)
+    if spec is None:
+        raise ClusterError(f"the cluster has no restartable service {name!r}",
+                           help=f"services: {', '.join(state.get('services', {}))}")
+    pid = state["pids"].get(name)
+    if pid is not None and _alive(pid):
+        os.killpg(pid, signal.SIGTERM)
+        if not _gone(pid, timeout):
+            os.killpg(pid, signal.SIGKILL)
+            _gone(pid, 30)
+    state["pids"][name] = _spawn(spec["argv"], spec["env"], layout, layout.home / "logs" / f"{name}.log")
+    _save(layout, state)
+    return state["pids"][name]
+
+
+def _gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:  # a service this process started stays a zombie (still "alive") until reaped
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        if not _alive(pid):
+            return True
+        time.sleep(0.2)
+    return not _alive(pid)
 
 
 def first_cycle(api: "plat.Api", reg: registry_mod.Registry, echo: Callable[[str], Any]) -> dict[str, list[str]]:
@@ -235,18 +289,21 @@ def first_cycle(api: "plat.Api", reg: registry_mod.Registry, echo: Callable[[str
     return runs
 
 
-def _password(p: Plan) -> str:
-    path = Path(p.env["AIRFLOW_HOME"]) / "simple_auth_manager_passwords.json.generated"
-    users = dict(u.split(":", 1) for u in p.env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin").split(","))
+def _platform_layout(layout: Layout, p: Plan) -> "plat.Layout":
+    # The compose plan puts AIRFLOW_HOME where the embedded platform's layout would under var.
+    return plat.Layout(layout.root, int(p.api_url.rsplit(":", 1)[1]), var=layout.home)
+
+
+def _password(layout: Layout, p: Plan) -> str:
     try:
-        return json.loads(path.read_text())[plat.USER]
-    except (FileNotFoundError, KeyError, ValueError):
-        return users.get(plat.USER, "")
+        return plat.password(_platform_layout(layout, p))
+    except plat.PlatformError:  # the api-server generates none for a user the compose file names
+        users = p.env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin").split(",")
+        return dict(u.split(":", 1) for u in users).get(plat.USER, "")
 
 
 def _api(layout: Layout, p: Plan) -> "plat.Api":
-    port = int(p.api_url.rsplit(":", 1)[1])
-    return plat.Api(plat.Layout(layout.root, port, var=layout.home), pw=_password(p))
+    return plat.Api(_platform_layout(layout, p), pw=_password(layout, p))
 
 
 def stop(layout: Layout, timeout: float = 30) -> bool:
@@ -258,11 +315,9 @@ def stop(layout: Layout, timeout: float = 30) -> bool:
         if not _alive(pid):
             continue
         os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.2)
-        if _alive(pid):
+        if not _gone(pid, timeout):
             os.killpg(pid, signal.SIGKILL)
+            _gone(pid, 10)
     _stop_postgres(layout)
     layout.state_file.unlink(missing_ok=True)
     return was

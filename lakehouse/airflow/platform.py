@@ -22,11 +22,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import click
 import httpx
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from lakehouse.airflow import registry as registry_mod
 from lakehouse.errors import LakehouseError
@@ -85,7 +87,9 @@ class Layout:
         bin_dir = str(Path(sys.executable).parent)
         env.update({
             "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home}/airflow.db",
+            # SQLite's 5 s busy timeout is short on a loaded 2-core machine with four
+            # components and Spark writing: a writer waits up to 30 s for another.
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home}/airflow.db?timeout=30",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.root / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.root / "plugins"),
@@ -151,11 +155,24 @@ def password(layout: Layout) -> str:
                             help="the api-server writes it on start: check var/airflow/logs/api-server.log") from None
 
 
+def _server_hiccup(e: BaseException) -> bool:
+    # A 5xx from Airflow on SQLite is mostly "database is locked": a transaction that read and
+    # then wrote while another component committed (WAL gives it SQLITE_BUSY at once, whatever
+    # the busy timeout). The transaction was rolled back, so asking again is safe.
+    return isinstance(e, httpx.TransportError) or (
+        isinstance(e, httpx.HTTPStatusError) and e.response.status_code >= 500)
+
+
+_SERVER_HICCUPS = retry(retry=retry_if_exception(_server_hiccup), stop=stop_after_attempt(6),
+                        wait=wait_random_exponential(multiplier=0.5, max=8), reraise=True)
+
+
 class Api:
     """Airflow's REST API as a logged-in user."""
 
-    def __init__(self, layout: Layout, user: str = USER, pw: str | None = None) -> None:
-        self.http = httpx.Client(base_url=layout.url, timeout=30)
+    def __init__(self, layout: Layout, user: str = USER, pw: str | None = None,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.http = httpx.Client(base_url=layout.url, timeout=30, transport=transport)
         r = self.http.post("/auth/token", json={"username": user, "password": pw or password(layout)})
         if r.status_code >= 300:
             raise PlatformError(f"login as {user} failed: HTTP {r.status_code} {r.text[:200]}",
@@ -163,17 +180,17 @@ class Api:
         self.http.headers["Authorization"] = f"Bearer {r.json()['access_token']}"
 
     def get(self, path: str, **params: Any) -> Any:
-        r = self.http.get(f"/api/v2{path}", params=params)
-        r.raise_for_status()
-        return r.json()
+        return self._call("GET", path, params=params)
 
     def patch(self, path: str, body: dict) -> Any:
-        r = self.http.patch(f"/api/v2{path}", json=body)
-        r.raise_for_status()
-        return r.json()
+        return self._call("PATCH", path, json=body)
 
     def post(self, path: str, body: dict) -> Any:
-        r = self.http.post(f"/api/v2{path}", json=body)
+        return self._call("POST", path, json=body)
+
+    @_SERVER_HICCUPS
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        r = self.http.request(method, f"/api/v2{path}", **kwargs)
         r.raise_for_status()
         return r.json()
 
@@ -186,7 +203,26 @@ class Api:
             return False
 
     def trigger(self, dag_id: str, conf: dict | None = None) -> str:
-        return self.post(f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}})["dag_run_id"]
+        """A manual run of ``dag_id``; its run id is chosen here, so that a retry after a reply
+        lost on the way (the run created, the answer a 500) finds the run instead of adding one."""
+        run_id = f"manual__{datetime.now(timezone.utc).isoformat()}"
+        body = {"dag_run_id": run_id, "logical_date": None, "conf": conf or {}}
+
+        @_SERVER_HICCUPS
+        def once() -> str:
+            r = self.http.post(f"/api/v2/dags/{dag_id}/dagRuns", json=body)
+            if r.status_code == 409:  # an earlier attempt of ours created it
+                self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+                return run_id
+            r.raise_for_status()
+            return r.json()["dag_run_id"]
+
+        try:
+            return once()
+        except httpx.HTTPStatusError as e:
+            raise PlatformError(f"Airflow refused to trigger {dag_id}: HTTP {e.response.status_code} "
+                                f"{e.response.text[:300]}",
+                                help="see var/airflow/logs/api-server.log for the server's side") from e
 
     def wait_run(self, dag_id: str, run_id: str, timeout: float = 600) -> str:
         deadline = time.monotonic() + timeout

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, LakehouseError,
                               TableNotFoundError)
+from lakehouse.inspect.timeline import ns_iso
 
 EXIT_LAKEHOUSE_ERROR, EXIT_USAGE, EXIT_TABLE_NOT_FOUND, EXIT_COMMIT_UNCERTAIN = 1, 2, 3, 4
 
@@ -131,13 +132,6 @@ def service_options_flag(what: str) -> Callable:
 
 def emit(doc: Any) -> None:
     click.echo(json.dumps(doc, indent=2))
-
-
-def ns_iso(ns: int | None) -> str | None:
-    if ns is None:
-        return None
-    t = dt.datetime.fromtimestamp(ns // 1_000_000_000, dt.timezone.utc)
-    return f"{t:%Y-%m-%dT%H:%M:%S}.{ns % 1_000_000_000 // 1_000_000:03d}Z"
 
 
 def ms_iso(ms: int) -> str | None:

@@ -27,7 +27,8 @@ from lakehouse.columns import META_FIELDS
 from lakehouse.config import IndexType, MergeMode, TableType, option_docs
 from lakehouse.errors import LakehouseError, SchemaError
 from lakehouse.iceberg import sync_iceberg
-from lakehouse.table import Table, create_table, open_table
+from lakehouse.inspect.stats import STAT_KEYS, table_stats
+from lakehouse.table import create_table, open_table
 
 OPERATIONS = ("upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table",
               "delete_partition")
@@ -357,24 +358,6 @@ def rollback(path: str, instant: str | None) -> str:
     return result.rollback_instant
 
 
-_STAT_KEYS = ("file_groups", "base_files", "base_bytes", "log_files", "log_bytes")
-
-
-def table_stats(table: Table) -> dict[str, Any]:
-    s = table.stats()
-    parts: dict[str, dict[str, int]] = {}
-    for sl in table.file_system_view().latest_slices_for_write():
-        counts = (1, 1 if sl.base_file else 0, sl.base_size, len(sl.log_files), sl.total_log_size)
-        p = parts.setdefault(sl.partition, dict.fromkeys(_STAT_KEYS, 0))
-        for k, n in zip(_STAT_KEYS, counts):
-            p[k] += n
-    return {"table": table.name, "path": table.path, "type": str(table.config.table_type),
-            "file_groups": s.file_groups, "base_files": s.base_files, "base_bytes": s.base_bytes,
-            "log_files": s.log_files, "log_bytes": s.log_bytes, "partitions": s.partitions,
-            "pending_compactions": s.pending_compactions, "last_commit": s.last_commit,
-            "by_partition": [{"partition": k, **v} for k, v in sorted(parts.items())]}
-
-
 @click.command()
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of tables.")
@@ -393,9 +376,9 @@ def stats(path: str, as_json: bool) -> dict[str, Any]:
     con = console()
     con.print(rich_table(f"stats of {st['table']}", ("", "value"), summary, nowrap=("", "value")))
     if st["by_partition"]:
-        heads = [k.replace("_", " ") for k in _STAT_KEYS]
+        heads = [k.replace("_", " ") for k in STAT_KEYS]
         body = [[p["partition"] or "(not partitioned)"] +
-                [human_bytes(p[k]) if k.endswith("bytes") else f"{p[k]:,}" for k in _STAT_KEYS]
+                [human_bytes(p[k]) if k.endswith("bytes") else f"{p[k]:,}" for k in STAT_KEYS]
                 for p in st["by_partition"]]
         con.print(rich_table("per partition", ["partition", *heads], body, right=heads,
                              nowrap=("partition",)))

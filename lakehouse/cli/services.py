@@ -23,7 +23,8 @@ from lakehouse.cli.common import (EPILOG, clock, console, emit, human_bytes, ins
                                   ms_iso, note, rich_table, service_options_flag)
 from lakehouse.config import ArchivalConfig, CleanConfig, CompactionConfig
 from lakehouse.errors import ConfigError, InstantNotFoundError, LakehouseError
-from lakehouse.services.compaction import read_plan, require_mor
+from lakehouse.inspect.timeline import plan_or_none
+from lakehouse.services.compaction import require_mor
 from lakehouse.services.compaction.results import read_results
 from lakehouse.services.savepoint import pending_clean_plan
 from lakehouse.table import Table, open_table
@@ -154,20 +155,13 @@ def compaction_commit(path: str, instant: str | None, as_json: bool) -> dict:
     return doc
 
 
-def compaction_plan_or_none(table: Table, t: str) -> CompactionPlan | None:
-    try:
-        return read_plan(table, t)
-    except InstantNotFoundError:  # a Hudi table may keep only the completed commit
-        return None
-
-
 def _compactions(timeline: Timeline) -> list[Instant]:
     return sorted([*timeline.pending_compactions(),
                    *(i for i in timeline.completed_writes() if timeline.is_compaction(i.time))])
 
 
 def _compaction_summary(table: Table, inst: Instant) -> dict[str, Any]:
-    plan = compaction_plan_or_none(table, inst.time)
+    plan = plan_or_none(table, inst.time)
     ops = plan.operations if plan else ()
     row: dict[str, Any] = {"instant": inst.time, "state": inst.state.name.lower(),
                            "operations": len(ops) if plan else None,
@@ -237,7 +231,7 @@ def compaction_show(path: str, instant: str | None, as_json: bool) -> Any:
     if inst is None:
         raise InstantNotFoundError(f"{instant} is not a compaction on the active timeline",
                                    help=f"`lakehouse compaction show {path}` lists the compactions")
-    plan = compaction_plan_or_none(table, inst.time)
+    plan = plan_or_none(table, inst.time)
     doc = {**_compaction_summary(table, inst),
            "trigger": plan.extra_metadata.get("lakehouse.trigger") if plan else None,
            "plan": _operations(table, inst, plan) if plan else None}

@@ -321,31 +321,25 @@ class Sink:
 
     def last_batch(self, table: Table) -> int | None:
         """The id of the newest batch this sink's identifier committed to ``table``."""
-        timeline = table.timeline
-        for inst in reversed(timeline.completed_writes().filter(actions=WRITE_ACTIONS).instants):
-            value = table.active.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY)
-            if not value:
-                continue
-            checkpoint = json.loads(value)
-            ours = [int(b) for b, who in checkpoint.items() if who == self.identifier]
-            if ours:
-                return max(ours)
-        return None
+        return next((max(ids) for _, ids in _sink_batches(table, self.identifier, newest_first=True)), None)
 
 
 def sink_commits(table: Table, identifier: str = DEFAULT_IDENTIFIER,
                  after: str | None = None) -> list[tuple[str, int]]:
     """(instant, batch id) of every completed write a streaming query of ``identifier`` committed
     to ``table`` (only instants after ``after``, when given), oldest first."""
-    out = []
-    for inst in table.timeline.completed_writes().filter(actions=WRITE_ACTIONS).instants:
-        if after is not None and inst.time <= after:
-            continue
+    return [(t, b) for t, ids in _sink_batches(table, identifier) if after is None or t > after for b in ids]
+
+
+def _sink_batches(table: Table, identifier: str, newest_first: bool = False):
+    """(instant, batch ids of ``identifier``) of each completed write whose Hudi sink checkpoint
+    (``_hudi_streaming_sink_checkpoint``: batch id → identifier) names ``identifier``."""
+    instants = table.timeline.completed_writes().filter(actions=WRITE_ACTIONS).instants
+    for inst in (reversed(instants) if newest_first else instants):
         value = table.active.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY)
-        for batch, who in (json.loads(value).items() if value else ()):
-            if who == identifier:
-                out.append((inst.time, int(batch)))
-    return out
+        ids = [int(b) for b, who in (json.loads(value).items() if value else ()) if who == identifier]
+        if ids:
+            yield inst.time, ids
 
 
 def _task_id() -> str:

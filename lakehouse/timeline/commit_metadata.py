@@ -153,6 +153,11 @@ class CommitMetadata:
             d = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise CorruptFileError(path, f"not valid commit metadata JSON ({e})") from None
+        return cls.from_json(d, path)
+
+    @classmethod
+    def from_json(cls, d: Any, path: str) -> "CommitMetadata":
+        """From the decoded JSON, or an archived entry's Avro record (the same field names)."""
         if not isinstance(d, dict):
             raise CorruptFileError(path, "commit metadata is not a JSON object")
         try:

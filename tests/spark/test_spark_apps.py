@@ -93,6 +93,18 @@ def test_usage_errors_exit_2_with_a_json_line(capsys):
     assert submit.main(["compaction-plan", "/t", "--option", "novalue"]) == 2
 
 
+def test_ingest_and_stream_refuse_an_option_without_a_value_before_writing(tmp_path, capsys):
+    from lakehouse.spark.apps import ingest, stream
+    table = tmp_path / "t"
+    for main in (ingest.main, stream.main):
+        assert main([str(table), "--source-dir", str(tmp_path), "--create", "--demo-batches", "1",
+                     "--option", "hoodie.table.name"]) == 2
+        out, err = capsys.readouterr()
+        doc = _last_json(out)
+        assert doc["status"] == "failed" and "'hoodie.table.name' is not KEY=VALUE" in doc["reason"], doc
+    assert not table.exists() and not list(tmp_path.glob("*.parquet"))
+
+
 def test_errors_exit_1_with_help_on_stderr(tmp_path, capsys):
     assert submit.main(["commit", str(tmp_path / "missing")]) == 1
     out, err = capsys.readouterr()
@@ -102,6 +114,21 @@ def test_errors_exit_1_with_help_on_stderr(tmp_path, capsys):
     assert "COPY_ON_WRITE" in _last_json(capsys.readouterr()[0])["reason"]
     assert submit.main(["clean", cow.path, "--option", "hoodie.compact.inline.max.delta.commits=1"]) == 1
     assert "not an option of clean" in _last_json(capsys.readouterr()[0])["reason"]
+
+
+def test_scheduled_services_skip_a_registered_table_not_created_yet(tmp_path, capsys):
+    """A registry's clean and compaction crons may fire before the table's first ingest: nothing
+    to do (Airflow skips the task), not a failure retried until someone is paged; nothing is
+    written at the path."""
+    missing = tmp_path / "not-yet"
+    for app, verb in (("clean", "clean"), ("compaction-plan", "compact")):
+        assert submit.main([app, str(missing)]) == 0
+        doc = _last_json(capsys.readouterr()[0])
+        assert doc["status"] == "nothing_to_do" and "is not a table" in doc["reason"], doc
+        assert f"nothing to {verb} until its first ingest creates it" in doc["reason"]
+    assert not missing.exists()
+    # A misspelt option is still refused first: a missing table does not hide it.
+    assert submit.main(["clean", str(missing), "--option", "hoodie.cleaner.comits.retained=3"]) == 1
 
 
 def test_nothing_to_do_says_why(tmp_path, capsys):

@@ -8,8 +8,10 @@ API with the caller's token, so Airflow applies that user's permissions.
     GET  /lakehouse/                                  tables page (HTML)
     GET  /lakehouse/tables/{name}                     a table: timeline chart, file groups, cleans
     GET  /lakehouse/tables/{name}/timeline.svg        the timeline chart alone
+    GET  /lakehouse/tables/{name}/instants/{instant}  one instant explained
     GET  /lakehouse/api/tables                        the tables (JSON)
-    GET  /lakehouse/api/tables/{name}                 one table in full (JSON)
+    GET  /lakehouse/api/tables/{name}                 one table in full: timeline, health, alerts (JSON)
+    GET  /lakehouse/api/tables/{name}/instants/{i}    one instant explained (JSON)
     POST /lakehouse/api/tables/{name}/trigger/{svc}   run ingest | compaction | clean (JSON)
 """
 
@@ -24,8 +26,11 @@ from fastapi.responses import HTMLResponse, Response
 from lakehouse.airflow import registry as registry_mod
 from lakehouse.airflow.ui import overview
 from lakehouse.airflow.ui.chart import timeline_svg
+from lakehouse.airflow.ui.health_charts import health_charts
 from lakehouse.airflow.ui.pages import render
 from lakehouse.errors import LakehouseError
+from lakehouse.inspect.explain import explain
+from lakehouse.table import open_table
 
 PREFIX = "/lakehouse"
 TRIGGER_HEADER = "X-Lakehouse-Trigger"
@@ -51,6 +56,20 @@ def _services(t: registry_mod.TableEntry) -> list[str]:
 
 def _service_info(t: registry_mod.TableEntry) -> dict[str, Any]:
     return {"services": _services(t), "dags": {s: t.dag_id(s) for s in _services(t)}}
+
+
+def _details(t: registry_mod.TableEntry) -> dict[str, Any]:
+    # The registry's service options and compaction trigger set the alerts' thresholds.
+    return overview.details(t.name, t.path, t.table_type,
+                            options={**t.options, **t.compaction_options, **t.clean_options},
+                            compaction_after=t.schedule.compaction_after_commits if t.is_mor else None)
+
+
+def _explain(t: registry_mod.TableEntry, instant: str) -> dict[str, Any]:
+    try:
+        return explain(open_table(t.path), instant)
+    except LakehouseError as e:
+        raise HTTPException(status_code=404, detail=e.message) from None
 
 
 def _token(request: Request) -> str | None:
@@ -87,14 +106,20 @@ def create_app(auth: bool = True) -> FastAPI:
     @app.get("/tables/{name}", response_class=HTMLResponse)
     def table_page(name: str) -> str:
         t = _entry(name)
-        d = overview.details(t.name, t.path, t.table_type)
-        return render("table", prefix=PREFIX, t=d, services=_services(t), chart=timeline_svg(d["timeline"]))
+        d = _details(t)
+        return render("table", prefix=PREFIX, t=d, services=_services(t), dags=_service_info(t)["dags"],
+                      chart=timeline_svg(d["timeline"]), charts=health_charts(d))
 
     @app.get("/tables/{name}/timeline.svg")
     def timeline_chart(name: str) -> Response:
         t = _entry(name)
-        d = overview.details(t.name, t.path, t.table_type)
+        d = _details(t)
         return Response(timeline_svg(d["timeline"]), media_type="image/svg+xml")
+
+    @app.get("/tables/{name}/instants/{instant}", response_class=HTMLResponse)
+    def instant_page(name: str, instant: str) -> str:
+        t = _entry(name)
+        return render("instant", prefix=PREFIX, table=t.name, e=_explain(t, instant))
 
     @app.get("/api/tables")
     def tables() -> list[dict[str, Any]]:
@@ -104,7 +129,11 @@ def create_app(auth: bool = True) -> FastAPI:
     @app.get("/api/tables/{name}")
     def table(name: str) -> dict[str, Any]:
         t = _entry(name)
-        return {**overview.details(t.name, t.path, t.table_type), **_service_info(t)}
+        return {**_details(t), **_service_info(t)}
+
+    @app.get("/api/tables/{name}/instants/{instant}")
+    def instant_detail(name: str, instant: str) -> dict[str, Any]:
+        return _explain(_entry(name), instant)
 
     @app.post("/api/tables/{name}/trigger/{service}")
     async def trigger(name: str, service: str, request: Request) -> dict[str, Any]:

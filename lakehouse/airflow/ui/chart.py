@@ -12,14 +12,21 @@ COLORS = {"deltacommit": "#4e79a7", "commit": "#59a14f", "compaction": "#f28e2b"
 ROW, LEFT, WIDTH, TOP = 18, 190, 900, 24
 
 
+def _span(i: dict[str, Any]) -> tuple[float | None, float | None]:
+    s, e = i.get("start_ns"), i.get("end_ns")
+    return (s / 1e9 if s is not None else None), (e / 1e9 if e is not None else None)
+
+
 def timeline_svg(instants: list[dict[str, Any]], now: float | None = None) -> str:
-    """``instants`` as :func:`lakehouse.airflow.ui.overview.timeline` returns them."""
+    """``instants`` as :func:`lakehouse.airflow.ui.overview.timeline` returns them (``lakehouse
+    timeline --json`` rows)."""
     now = now if now is not None else time.time()
-    rows = [i for i in instants if i.get("start") is not None]
+    rows = [{**i, "start": _span(i)[0], "end": _span(i)[1], "instant": i["time"]}
+            for i in instants if i.get("start_ns") is not None]
     height = TOP + ROW * max(1, len(rows)) + 20
     if not rows:
         return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{LEFT + WIDTH}" height="{height}" '
-                f'role="img" aria-label="empty timeline"><text x="10" y="20">no instants yet</text></svg>')
+                f'role="img" aria-label="empty timeline"><text x="10" y="20" fill="currentColor">no instants yet</text></svg>')
     t0 = min(i["start"] for i in rows)
     t1 = max(max(i["end"] or now, i["start"]) for i in rows)
     span = max(t1 - t0, 1.0)
@@ -31,20 +38,21 @@ def timeline_svg(instants: list[dict[str, Any]], now: float | None = None) -> st
            f'role="img" aria-label="timeline of {len(rows)} instants" class="lh-timeline">',
            '<defs><pattern id="pending" width="6" height="6" patternUnits="userSpaceOnUse" '
            'patternTransform="rotate(45)"><rect width="3" height="6" fill="#bbb"/></pattern></defs>',
-           f'<text x="{LEFT}" y="14" font-size="11">{escape(_clock(t0))}</text>',
-           f'<text x="{LEFT + WIDTH}" y="14" font-size="11" text-anchor="end">{escape(_clock(t1))}</text>']
+           f'<text x="{LEFT}" y="14" font-size="11" fill="currentColor">{escape(_clock(t0))}</text>',
+           f'<text x="{LEFT + WIDTH}" y="14" font-size="11" text-anchor="end" fill="currentColor">'
+           f'{escape(_clock(t1))}</text>']
     for n, i in enumerate(rows):
         y = TOP + n * ROW
         end = i["end"] if i["end"] is not None else now
         x0, x1 = x(i["start"]), x(max(end, i["start"]))
-        fill = COLORS.get(i["action"], "#bab0ac") if i["state"] == "COMPLETED" else "url(#pending)"
-        dur = f'{i["duration_s"]:.1f} s' if i.get("duration_s") is not None else i["state"].lower()
+        fill = COLORS.get(i["action"], "#bab0ac") if i["state"] == "completed" else "url(#pending)"
+        dur = f'{i["duration_s"]:.1f} s' if i.get("duration_s") is not None else i["state"]
         title = f'{i["instant"]} {i["action"]} {i["state"]} {dur}'
         out.append(f'<g data-instant="{escape(i["instant"])}"><title>{escape(title)}</title>'
-                   f'<text x="4" y="{y + 12}" font-size="11" font-family="monospace">'
+                   f'<text x="4" y="{y + 12}" font-size="11" font-family="monospace" fill="currentColor">'
                    f'{escape(i["instant"])} {escape(i["action"][:12])}</text>'
                    f'<rect x="{x0:.1f}" y="{y + 2}" width="{max(x1 - x0, 3):.1f}" height="{ROW - 5}" '
-                   f'fill="{fill}" stroke="#555" stroke-width="0.5"/></g>')
+                   f'fill="{fill}" stroke="currentColor" stroke-opacity="0.4" stroke-width="0.5"/></g>')
     out.append("</svg>")
     return "".join(out)
 

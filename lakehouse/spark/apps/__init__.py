@@ -26,7 +26,7 @@ import time
 import traceback
 from typing import Any, Callable, Mapping
 
-from lakehouse.errors import ConfigError, LakehouseError
+from lakehouse.errors import ConfigError, LakehouseError, TableNotFoundError
 
 OK, NOTHING, FAILED = "ok", "nothing_to_do", "failed"
 _EXIT = {OK: 0, NOTHING: 0, FAILED: 1}
@@ -69,19 +69,31 @@ def add_tag_arg(p: argparse.ArgumentParser) -> None:
                         "scheduler finds it there (repeatable; Airflow tasks tag their run)")
 
 
-def parse_options(values: list[str], cls: type, app: str) -> dict[str, str]:
-    """``KEY=VALUE`` pairs, each one an option of ``cls``: any other key would be ignored
-    silently, a misspelt one included."""
+def key_values(values: list[str], flag: str = "--option") -> dict[str, str]:
+    """Repeated ``KEY=VALUE`` arguments as a dict (a later key wins)."""
     out: dict[str, str] = {}
     for v in values:
         k, eq, val = v.partition("=")
         if not eq or not k.strip():
-            raise UsageError(f"--option {v!r} is not KEY=VALUE")
+            raise UsageError(f"{flag} {v!r} is not KEY=VALUE")
         out[k.strip()] = val.strip()
+    return out
+
+
+def parse_options(values: list[str], cls: type, app: str) -> dict[str, str]:
+    """``KEY=VALUE`` pairs, each one an option of ``cls``: any other key would be ignored
+    silently, a misspelt one included."""
+    out = key_values(values)
     keys = sorted(f.metadata["key"] for f in dataclasses.fields(cls) if "key" in f.metadata)
     if bad := sorted(k for k in out if k not in keys):
         raise ConfigError(f"{', '.join(bad)}: not an option of {app}", help=f"{app} takes {', '.join(keys)}")
     return out
+
+
+def not_created(e: TableNotFoundError, service: str) -> dict[str, Any]:
+    """A scheduled service's report on a registered table its first ingest has not created yet:
+    nothing to do (a skipped task), not a failure that pages someone before the first batch."""
+    return {"status": NOTHING, "reason": f"{e.message}; nothing to {service} until its first ingest creates it"}
 
 
 def positive_int(s: str) -> int:

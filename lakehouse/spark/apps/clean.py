@@ -12,7 +12,8 @@ import argparse
 from typing import Any
 
 from lakehouse.config import CleanConfig
-from lakehouse.spark.apps import (FAILED, NOTHING, OK, add_option_arg, add_tag_arg, new_parser,
+from lakehouse.errors import TableNotFoundError
+from lakehouse.spark.apps import (FAILED, NOTHING, OK, add_option_arg, add_tag_arg, new_parser, not_created,
                                   parse_options, run_app, spark_info)
 from lakehouse.timeline.tags import parse_tags
 from lakehouse.spark.engine import SparkEngine
@@ -29,8 +30,11 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, spark) -> dict[str, Any]:
-    table = open_table(args.table)
     options = parse_options(args.option, CleanConfig, APP)
+    try:
+        table = open_table(args.table)
+    except TableNotFoundError as e:
+        return not_created(e, "clean")
     tags = parse_tags(args.tag)
     if args.dry_run:
         res = table.clean(options=options, dry_run=True, extra_metadata=tags)

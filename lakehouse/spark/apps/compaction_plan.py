@@ -12,7 +12,9 @@ import argparse
 from typing import Any
 
 from lakehouse.config import CompactionConfig
-from lakehouse.spark.apps import NOTHING, OK, add_option_arg, add_tag_arg, new_parser, parse_options, run_app
+from lakehouse.errors import TableNotFoundError
+from lakehouse.spark.apps import (NOTHING, OK, add_option_arg, add_tag_arg, new_parser, not_created,
+                                  parse_options, run_app)
 from lakehouse.timeline.tags import parse_tags
 from lakehouse.services.compaction import require_mor
 from lakehouse.table import Table, open_table
@@ -34,7 +36,11 @@ def open_mor_table(path: str) -> Table:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     options = parse_options(args.option, CompactionConfig, APP)
-    res = open_mor_table(args.table).schedule_compaction(force=args.force, options=options,
+    try:
+        table = open_mor_table(args.table)
+    except TableNotFoundError as e:
+        return not_created(e, "compact")
+    res = table.schedule_compaction(force=args.force, options=options,
                                                          extra_metadata=parse_tags(args.tag))
     return {**res.to_json(), "status": OK if res.scheduled else NOTHING}
 

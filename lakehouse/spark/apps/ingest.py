@@ -27,6 +27,7 @@ from lakehouse.config import WRITE_OPTION_KEYS
 from lakehouse.errors import LakehouseError, TableNotFoundError
 from lakehouse.sources import demo
 from lakehouse.sources.files import ingest, read_file
+from lakehouse.spark.apps import UsageError, key_values, usage_failure
 from lakehouse.spark.write import write_dataframe
 from lakehouse.timeline.tags import parse_tags
 
@@ -87,18 +88,8 @@ def open_or_create(args: argparse.Namespace, options: dict[str, str]) -> lakehou
                                   index=index, schema=schema, options=table_opts, **fields)
 
 
-def _options(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"--option {pair!r} is not KEY=VALUE")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def run(args: argparse.Namespace, spark=None) -> dict:
-    options = _options(args.option)
+    options = key_values(args.option)
     if args.demo_batches:
         demo.write_batches(args.source_dir, args.demo_batches,
                            demo.DemoStream(seed=args.demo_seed, rows=args.demo_rows))
@@ -143,10 +134,12 @@ def _driver_write(table, uris, extra, args, options):
 
 def main(argv: list[str], spark=None) -> int:
     args = _parse(argv)
-    started = time.time()
+    started, clock = time.time(), time.monotonic()
     out = {"app": "ingest", "table": args.table}
     try:
         result = run(args, spark)
+    except UsageError as e:
+        return usage_failure("ingest", e, clock, args.table)
     except LakehouseError as e:
         print(f"error: {e.message}", file=sys.stderr)
         if e.help:

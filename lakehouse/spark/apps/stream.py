@@ -29,8 +29,8 @@ from typing import Any
 from lakehouse.errors import ConfigError, LakehouseError
 from lakehouse.sources import demo
 from lakehouse.sources.files import FORMATS
-from lakehouse.spark.apps import (NOTHING, OK, UsageError, add_option_arg, add_tag_arg, new_parser,
-                                  positive_int, run_app, spark_info)
+from lakehouse.spark.apps import (NOTHING, OK, UsageError, add_option_arg, add_tag_arg, key_values,
+                                  new_parser, positive_int, run_app, spark_info)
 from lakehouse.spark.apps.ingest import add_create_args, open_or_create
 from lakehouse.spark.datasource import (CHECKPOINT_IDENTIFIER, COMMIT_META_PREFIX, DEFAULT_IDENTIFIER,
                                         FORMAT, OPERATION, sink_commits)
@@ -66,16 +66,6 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_create_args(p)
     add_option_arg(p, "write")
     add_tag_arg(p)
-
-
-def _pairs(values: list[str]) -> dict[str, str]:
-    out = {}
-    for v in values:
-        k, eq, val = v.partition("=")
-        if not eq or not k.strip():
-            raise UsageError(f"--option {v!r} is not KEY=VALUE")
-        out[k.strip()] = val.strip()
-    return out
 
 
 def landed_format(source_dir: str, fmt: str) -> str | None:
@@ -134,7 +124,7 @@ def tag_options(tags: dict[str, str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace, spark) -> dict[str, Any]:
-    options = _pairs(args.option)
+    options = key_values(args.option)
     tagged = tag_options(parse_tags(args.tag))
     if args.run_for is not None and args.run_for <= 0:
         raise UsageError("--run-for must be positive")

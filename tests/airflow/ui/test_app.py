@@ -56,7 +56,7 @@ def test_overview_of_a_table(view):
     assert first["made_by"] == {"dag_id": "orders_ingest", "run_id": "manual__1", "task_id": "ingest",
                                 "try_number": "1"}
     assert comp["made_by"]["task_id"] == "compaction_plan" and d["timeline"][1]["made_by"] is None
-    assert all(i["state"] == "COMPLETED" and i["end"] >= i["start"] - 1 for i in d["timeline"])
+    assert all(i["state"] == "completed" and i["end_ns"] >= i["start_ns"] for i in d["timeline"])
     stats = t.stats()
     assert (d["file_groups"], d["log_files"], d["log_bytes"]) == (stats.file_groups, stats.log_files, stats.log_bytes)
     assert len(d["groups"]) == stats.file_groups and sum(g["log_files"] for g in d["groups"]) == stats.log_files
@@ -105,6 +105,85 @@ def test_a_broken_registry_is_a_503_that_says_why(view, tmp_path, monkeypatch):
     monkeypatch.setenv("LAKEHOUSE_REGISTRY", str(bad))
     r = client.get("/api/tables")
     assert r.status_code == 503 and "source" in r.json()["detail"]
+
+
+def test_the_views_numbers_are_the_clis(view):
+    """The page and its JSON say what `lakehouse stats --json` and `lakehouse timeline --json`
+    print for the same table (one implementation, lakehouse.inspect, behind both)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from lakehouse.cli import main as cli
+    t, client = view
+    run = CliRunner()
+    stats = json.loads(run.invoke(cli, ["stats", t.path, "--json"]).output)
+    rows = json.loads(run.invoke(cli, ["timeline", t.path, "--json"]).output)
+    one = client.get("/api/tables/orders").json()
+    assert one["stats"] == stats
+    assert [{k: v for k, v in i.items() if k not in ("made_by", "committed_by")} for i in one["timeline"]] == rows
+    page = client.get("/tables/orders").text
+    for key in ("file_groups", "base_files", "base_bytes", "log_files", "log_bytes", "partitions", "last_commit"):
+        assert f'data-stat="{key}">{stats[key]}<' in page, key
+    # The charts' data islands hold the health series the JSON has.
+    import re
+    islands = {m.group(1): json.loads(m.group(2)) for m in re.finditer(
+        r'<script type="application/json" class="chart-data" data-chart="(\w+)">(.*?)</script>', page, re.S)}
+    assert set(islands) == {"size", "backlog", "file_sizes", "cleans", "commits"}
+    assert [p["instant"] for p in islands["size"]] == [p["instant"] for p in one["history"]["points"]]
+    assert islands["cleans"] == one["history"]["cleans"] and islands["cleans"][0]["bytes_freed"] == one["cleans"][0]["bytes_freed"]
+    assert sum(b["files"] for b in islands["file_sizes"]) == stats["base_files"]
+    # The compaction is marked on the backlog chart, and its bar leaves no log behind it.
+    comp = next(i["time"] for i in rows if i["action"] == "compaction")
+    assert f'data-compaction="{comp}"' in page
+    assert next(p for p in islands["backlog"] if p["instant"] == comp)["log_files"] == 0
+
+
+def test_every_instant_is_explained(view):
+    t, client = view
+    rows = client.get("/api/tables/orders").json()["timeline"]
+    first, comp, clean = rows[0]["time"], rows[2]["time"], rows[4]["time"]
+    w = client.get(f"/api/tables/orders/instants/{first}").json()
+    assert w["tags"]["airflow.task_id"] == "ingest"
+    parts = {p["partition"]: p for p in w["write"]["partitions"]}
+    assert sum(p["written"] for p in parts.values()) == 20 and set(parts) == {"p0", "p1"}
+    assert all(f["change"] in ("added", "log") for f in w["write"]["files"])
+    second = client.get(f"/api/tables/orders/instants/{rows[1]['time']}").json()
+    assert sum(p["written"] for p in second["write"]["partitions"]) == 10
+    assert {f["change"] for f in second["write"]["files"]} == {"log"}  # MOR: updates append to logs
+    c = client.get(f"/api/tables/orders/instants/{comp}").json()["compaction"]
+    assert c["operations"] == len(c["plan"]) == 2 and all(o["log_files"] >= 1 for o in c["plan"])
+    assert sum(p["written"] for p in c["result"]["partitions"]) == 20
+    cl = client.get(f"/api/tables/orders/instants/{clean}").json()["clean"]
+    assert cl["files_deleted"] == sum(p["deleted"] for p in cl["partitions"]) > 0
+    page = client.get(f"/tables/orders/instants/{comp}").text
+    assert 'id="compaction-plan"' in page and "orders_ingest.compaction_plan (try 1)" in page
+    assert client.get("/api/tables/orders/instants/20200101000000000").status_code == 404
+
+
+def test_a_pending_compaction_and_clean_show_their_plans(view):
+    t, client = view
+    t.write(batch(range(3), 4), "upsert")
+    planned = t.schedule_compaction(force=True).instant
+    e = client.get(f"/api/tables/orders/instants/{planned}").json()
+    assert e["instant"]["state"] == "requested" and e["compaction"]["operations"] >= 1 and "result" not in e["compaction"]
+    t.run_compaction(planned)
+    t.commit_compaction(planned)
+    for n in range(5, 8):
+        t.write(batch(range(3), n), "upsert")
+    from lakehouse import faults
+    faults.activate("clean.after_plan", "raise")
+    try:
+        with pytest.raises(faults.InjectedFault):
+            t.clean(options={"hoodie.cleaner.commits.retained": 1})
+    finally:
+        faults.reset()
+    pending = [i for i in client.get("/api/tables/orders").json()["timeline"] if i["action"] == "clean"
+               and i["state"] != "completed"]
+    assert len(pending) == 1 and pending[0]["files_to_delete"] > 0
+    plan = client.get(f"/api/tables/orders/instants/{pending[0]['time']}").json()["clean"]["plan"]
+    assert plan["policy"] == "KEEP_LATEST_COMMITS" and sum(p["files"] for p in plan["partitions"]) == pending[0]["files_to_delete"]
+    assert "Plans, with policy KEEP_LATEST_COMMITS" in client.get(f"/tables/orders/instants/{pending[0]['time']}").text
 
 
 # --- against the running platform -------------------------------------------------------------

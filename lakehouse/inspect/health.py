@@ -1,0 +1,127 @@
+"""A table's health over time, replayed from its timeline (active and archived): after each
+completed write or compaction, the bytes and rows of its latest file slices, and the log backlog
+compaction has yet to drain (files, bytes, records, and the oldest delta commit it waits on); beside it, what each clean freed and what each commit wrote and
+took; and the sizes of the files the table holds now.
+
+The replay walks the commits' write stats in instant order, as Hudi's file-system view groups
+files into slices by base instant: a base file starts a new slice of its file group (a
+compaction, or a copy-on-write rewrite), a log file joins the current one, a replace commit drops
+the groups it replaced. Rows are the records of the latest base files, exact; the records and
+deletes waiting in logs are counted beside them, not netted in: with the bucket index (or any
+index that tags every record of an existing bucket) a log's record is an update or an insert
+alike, as in Hudi's HoodieAppendHandle, so only a compaction tells how many rows they make.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from lakehouse.config import WriteConfig
+from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.inspect.timeline import Fact, instant_facts
+from lakehouse.table import Table
+from lakehouse.timeline.commit_metadata import CommitMetadata
+
+
+@dataclass
+class _Log:
+    bytes: int
+    records: int
+    deletes: int
+    instant: str  # the delta commit that wrote it first
+
+
+@dataclass
+class _Group:
+    base_bytes: int = 0
+    base_rows: int = 0
+    logs: dict[str, _Log] = field(default_factory=dict)
+
+
+def _is_log(path: str) -> bool:
+    return ".log." in path.rsplit("/", 1)[-1]
+
+
+def _apply(groups: dict[tuple[str, str], _Group], meta: CommitMetadata, instant: str) -> None:
+    for key in meta.replaced_file_ids():
+        groups.pop(key, None)
+    for s in meta.write_stats():
+        key = (s.partition_path, s.file_id)
+        if _is_log(s.path):
+            g = groups.setdefault(key, _Group())
+            log = g.logs.get(s.path)
+            if log is None:
+                g.logs[s.path] = _Log(s.file_size_in_bytes, s.num_writes, s.num_deletes, instant)
+            else:  # appended to: the stat's size is the file's size after the append
+                log.bytes = max(log.bytes, s.file_size_in_bytes)
+                log.records += s.num_writes
+                log.deletes += s.num_deletes
+        else:
+            groups[key] = _Group(s.file_size_in_bytes, s.num_writes)
+
+
+def _measure(groups: Mapping[tuple[str, str], _Group]) -> dict[str, Any]:
+    logs = [log for g in groups.values() for log in g.logs.values()]
+    base_bytes = sum(g.base_bytes for g in groups.values())
+    log_bytes = sum(log.bytes for log in logs)
+    waiting = sorted({log.instant for log in logs})
+    return {"file_groups": len(groups), "base_bytes": base_bytes, "log_files": len(logs),
+            "log_bytes": log_bytes, "bytes": base_bytes + log_bytes,
+            "rows": sum(g.base_rows for g in groups.values()),
+            "log_records": sum(log.records for log in logs), "log_deletes": sum(log.deletes for log in logs),
+            "uncompacted_commits": len(waiting), "oldest_uncompacted": waiting[0] if waiting else None}
+
+
+def history(table: Table, facts: list[Fact] | None = None) -> dict[str, Any]:
+    """The series the Lakehouse view charts (``facts``: :func:`instant_facts` with the archived
+    instants, when already read)."""
+    facts = facts if facts is not None else instant_facts(table, archived=True)
+    groups: dict[tuple[str, str], _Group] = {}
+    points, commits, cleans, compactions = [], [], [], []
+    for f in facts:
+        r = f.row
+        if r["state"] != "completed":
+            continue
+        if f.meta is not None:
+            _apply(groups, f.meta, r["time"])
+            points.append({"instant": r["time"], "action": r["action"], "end": r["end"], **_measure(groups)})
+            commits.append({"instant": r["time"], "action": r["action"], "end": r["end"],
+                            "duration_s": r["duration_s"], "records_written": r.get("records_written"),
+                            "records_inserted": r.get("records_inserted"),
+                            "records_updated": r.get("records_updated"),
+                            "records_deleted": r.get("records_deleted")})
+            if r["action"] == "compaction":
+                compactions.append({"instant": r["time"], "end": r["end"], "operations": r.get("operations"),
+                                    "records_written": r.get("records_written")})
+        elif r["action"] == "clean":
+            cleans.append({"instant": r["time"], "end": r["end"], "files_deleted": r.get("files_deleted"),
+                           "bytes_freed": r.get("bytes_freed")})
+    return {"points": points, "commits": commits, "cleans": cleans, "compactions": compactions}
+
+
+#: File-size buckets' upper bounds in MiB, besides the table's small-file limit and max size.
+_BOUNDS_MIB = (1, 8, 32)
+
+
+def file_sizes(table: Table, slices: Sequence[FileSlice] | None = None) -> dict[str, Any]:
+    """How many base files of the latest slices fall in each size bucket; the bucket edges include
+    the table's hoodie.parquet.small.file.limit (a file below it takes inserts) and
+    hoodie.parquet.max.file.size (the target)."""
+    cfg = WriteConfig.from_options(table.options(None, "the Lakehouse view"))
+    edges = sorted({b * 1024 * 1024 for b in _BOUNDS_MIB} | {cfg.small_file_limit, cfg.max_file_size})
+    edges = [e for e in edges if e > 0]
+    counts = [0] * (len(edges) + 1)
+    if slices is None:
+        slices = table.file_system_view().latest_slices_for_write()
+    sizes = [s.base_size for s in slices if s.base_file]
+    for size in sizes:
+        counts[next((n for n, e in enumerate(edges) if size < e), len(edges))] += 1
+    buckets = [{"from": lo, "to": hi, "files": c}
+               for lo, hi, c in zip([0, *edges], [*edges, None], counts)]
+    return {"buckets": buckets, "files": len(sizes), "small_file_limit": cfg.small_file_limit,
+            "max_file_size": cfg.max_file_size,
+            "small_files": sum(1 for s in sizes if s < cfg.small_file_limit)}
+
+
+__all__ = ["history", "file_sizes"]
