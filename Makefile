@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-cluster bench bench-backlog bench-spark reliability venv clean
+.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-cluster bench bench-backlog bench-view bench-spark reliability venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,10 @@ reliability: $(STAMP)
 # Memory of merging a large log backlog (one file group, many rounds of updates in its logs).
 bench-backlog: $(STAMP)
 	$(PY) benchmarks/bench_backlog.py
+
+# The Lakehouse view's serving time over 10 tables, one with 1,000 instants (bench-out/view.json)
+bench-view: $(STAMP)
+	$(PY) benchmarks/bench_view.py
 
 bench-spark: $(STAMP)
 	$(PY) benchmarks/bench_spark_ingest.py

@@ -70,6 +70,13 @@ def _pg_root(layout: Layout) -> Path:
 def _start_postgres(layout: Layout, svc: Service, port: int, log: Path) -> None:
     pg = _pg_bin()
     root = _pg_root(layout)
+    if root != layout.home / "postgres":
+        marker = layout.home / "postgres.location"
+        if root.exists() and not marker.exists():
+            # Left by an earlier cluster folder of the same path, since deleted: its database
+            # (DAG runs, users) belongs to that cluster, not this fresh one.
+            shutil.rmtree(root)
+        marker.write_text(f"{root}\n")
     data, run = root / "data", root / "run"
     for d in (root, run):
         d.mkdir(parents=True, exist_ok=True)

@@ -31,9 +31,9 @@ START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 def commits_asset(t: TableEntry) -> Asset:
     """The table's commits as an Airflow Asset: updated by every ingest commit. Named after the
     registry entry, not the path: Airflow wants one URI per asset name, and a table that moves
-    keeps its DAGs' history."""
+    keeps its DAGs' history. Its extra shows the table's path and its page in the Lakehouse view."""
     return Asset(name=f"lakehouse_{t.name}_commits", uri=f"lakehouse://tables/{t.name}/commits",
-                 group="lakehouse", extra={"path": t.path})
+                 group="lakehouse", extra={"path": t.path, "lakehouse_view": f"/lakehouse/tables/{t.name}"})
 
 
 def _options(opts: dict[str, str]) -> list[str]:

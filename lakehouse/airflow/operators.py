@@ -42,6 +42,8 @@ MAKES: dict[str, tuple[Action, ...]] = {
 }
 #: Applications that work on an instant an upstream task made.
 TAKES_INSTANT = ("compaction-execute", "commit")
+#: The XCom key of a skipped task's application report (its "reason" says why nothing was done).
+REPORT_KEY = "lakehouse_report"
 _NO_INSTANT = ("", "None", "null")
 
 
@@ -136,8 +138,18 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
                     pass
             yield line
 
+    def _skip(self, context: Any, report: dict) -> None:
+        """Skip this task, keeping the application's report in the XCom ``REPORT_KEY`` (the
+        Lakehouse view shows why a service did nothing; the log alone would bury it)."""
+        from airflow.sdk.exceptions import AirflowSkipException  # noqa: PLC0415
+        try:
+            context["ti"].xcom_push(key=REPORT_KEY, value=report)
+        except Exception as e:  # noqa: BLE001 - the reason is a courtesy, the skip is the outcome
+            self.log.warning("could not record the report: %s", e)
+        raise AirflowSkipException(f"{self.app}: nothing to do: {report.get('reason', '')}")
+
     def execute(self, context: Any) -> str | None:
-        from airflow.sdk.exceptions import AirflowException, AirflowSkipException  # noqa: PLC0415
+        from airflow.sdk.exceptions import AirflowException  # noqa: PLC0415
 
         tags = run_tags(context, COMMIT_TAG_PREFIX if self.app == "commit" else TAG_PREFIX)
         table, earlier = self._made_by(tags)
@@ -148,7 +160,8 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         args = [self.app, self.table_path, *(str(a) for a in self.app_args if str(a).strip())]
         if self.app in TAKES_INSTANT:
             if self.instant is None or str(self.instant).strip() in _NO_INSTANT:
-                raise AirflowSkipException(f"{self.app}: no instant from upstream (nothing was made to work on)")
+                self._skip(context, {"status": "nothing_to_do", "app": self.app,
+                                     "reason": "no instant from upstream (nothing was made to work on)"})
             args += ["--instant", str(self.instant).strip()]
         if self.app != "compaction-execute":  # its result is the plan's instant, found by time
             for k, v in tags.items():
@@ -182,7 +195,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             self.log.info("%s made %s", self.app, made)
             return made.time
         if report.get("status") == "nothing_to_do":
-            raise AirflowSkipException(f"{self.app}: nothing to do: {report.get('reason', '')}")
+            self._skip(context, report)
         raise AirflowException(
             f"{self.app} finished, but no instant tagged with this task run is on {self.table_path}'s "
             f"timeline (its report: {report or 'none'}). Help: check the task log above; the next "

@@ -40,6 +40,15 @@ def catalog_apps() -> list[dict]:
 class LakehousePlugin(AirflowPlugin):
     name = "lakehouse"
     fastapi_apps = [{"app": create_app(), "url_prefix": PREFIX, "name": "Lakehouse"}, *catalog_apps()]
-    external_views = [{"name": "Lakehouse", "href": f"{PREFIX}/", "destination": "nav",
-                       "url_route": "lakehouse", "category": "browse"}]
+    # The view in the navigation, and as a tab on the lakehouse DAGs' pages and their task
+    # instances' pages (Airflow fills in the placeholders; a DAG that is not the registry's
+    # gets a page that says so).
+    external_views = [
+        {"name": "Lakehouse", "href": f"{PREFIX}/", "destination": "nav", "url_route": "lakehouse",
+         "category": "browse"},
+        {"name": "Lakehouse table", "href": f"{PREFIX}/dags/{{DAG_ID}}", "destination": "dag",
+         "url_route": "lakehouse-table"},
+        {"name": "Lakehouse instant", "href": f"{PREFIX}/dags/{{DAG_ID}}/runs/{{RUN_ID}}/tasks/{{TASK_ID}}",
+         "destination": "task_instance", "url_route": "lakehouse-instant"},
+    ]
     operator_extra_links = [LakehouseTableLink()]

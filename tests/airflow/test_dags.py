@@ -119,6 +119,13 @@ def test_ingest_compaction_and_clean_dags_end_to_end(tmp_path, dagbag_for):
     assert _tags(table, table.timeline.get(planned))["airflow.task_id"] == "compaction_plan"
     assert table.stats().log_files == 0 or all(
         s.base_instant == planned for s in table.file_system_view().latest_slices() if s.log_files)
+    # Right after it, the trigger is not met: the plan step is skipped (and the steps after it),
+    # the application's reason kept in an XCom for the Lakehouse view.
+    run, tis = _run(bag.dags["trips_compaction"])
+    assert run.state == "success" and tis["compaction_plan"].state == "skipped"
+    from lakehouse.airflow.operators import REPORT_KEY
+    report = tis["compaction_plan"].xcom_pull(task_ids="compaction_plan", key=REPORT_KEY)
+    assert report["status"] == "nothing_to_do" and "delta commits" in report["reason"], report
 
     # A third ingest, then clean: the slices the compaction replaced go (1 commit retained).
     _run(bag.dags["trips_ingest"])

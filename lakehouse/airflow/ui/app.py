@@ -12,24 +12,29 @@ API with the caller's token, so Airflow applies that user's permissions.
     GET  /lakehouse/api/tables                        the tables (JSON)
     GET  /lakehouse/api/tables/{name}                 one table in full: timeline, health, alerts (JSON)
     GET  /lakehouse/api/tables/{name}/instants/{i}    one instant explained (JSON)
+    GET  /lakehouse/api/tables/{name}/runs            its recent service runs, with skip reasons (JSON)
+    GET  /lakehouse/dags/{dag_id}[/runs/{r}/tasks/{t}] a DAG's table, a task run's instant (redirects)
     POST /lakehouse/api/tables/{name}/trigger/{svc}   run ingest | compaction | clean (JSON)
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from lakehouse.airflow import registry as registry_mod
 from lakehouse.airflow.ui import overview
 from lakehouse.airflow.ui.chart import timeline_svg
 from lakehouse.airflow.ui.health_charts import health_charts
 from lakehouse.airflow.ui.pages import render
+from lakehouse.airflow.ui.service_runs import service_runs
 from lakehouse.errors import LakehouseError
 from lakehouse.inspect.explain import explain
+from lakehouse.inspect.timeline import instant_facts
 from lakehouse.table import open_table
 
 PREFIX = "/lakehouse"
@@ -63,6 +68,20 @@ def _details(t: registry_mod.TableEntry) -> dict[str, Any]:
     return overview.details(t.name, t.path, t.table_type,
                             options={**t.options, **t.compaction_options, **t.clean_options},
                             compaction_after=t.schedule.compaction_after_commits if t.is_mor else None)
+
+
+def _entry_of_dag(dag_id: str) -> registry_mod.TableEntry:
+    for t in _registry().tables:
+        if dag_id in _service_info(t)["dags"].values():
+            return t
+    raise HTTPException(status_code=404, detail=f"{dag_id} is not a DAG of the lakehouse registry")
+
+
+def _open(path: str):
+    try:
+        return open_table(path)
+    except LakehouseError:
+        return None
 
 
 def _explain(t: registry_mod.TableEntry, instant: str) -> dict[str, Any]:
@@ -121,6 +140,26 @@ def create_app(auth: bool = True) -> FastAPI:
         t = _entry(name)
         return render("instant", prefix=PREFIX, table=t.name, e=_explain(t, instant))
 
+    @app.get("/dags/{dag_id}")
+    def dag_table(dag_id: str) -> Response:
+        """A lakehouse DAG's table (the "Lakehouse table" tab on a DAG's page)."""
+        t = _entry_of_dag(dag_id)
+        return RedirectResponse(f"{PREFIX}/tables/{quote(t.name)}", status_code=307)
+
+    @app.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
+    def task_instant(dag_id: str, run_id: str, task_id: str) -> Response:
+        """The instant a lakehouse task run made or committed (found by its tags), else its table."""
+        t = _entry_of_dag(dag_id)
+        tags = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id}
+        table = _open(t.path)
+        if table is not None:
+            for f in reversed(instant_facts(table)):
+                for prefix in ("airflow.", "airflow.commit."):
+                    if all(f.tags.get(prefix + k) == v for k, v in tags.items()):
+                        return RedirectResponse(f"{PREFIX}/tables/{quote(t.name)}/instants/{f.row['time']}",
+                                                status_code=307)
+        return RedirectResponse(f"{PREFIX}/tables/{quote(t.name)}", status_code=307)
+
     @app.get("/api/tables")
     def tables() -> list[dict[str, Any]]:
         return [{**overview.summary(t.name, t.path, t.table_type), **_service_info(t)}
@@ -130,6 +169,17 @@ def create_app(auth: bool = True) -> FastAPI:
     def table(name: str) -> dict[str, Any]:
         t = _entry(name)
         return {**_details(t), **_service_info(t)}
+
+    @app.get("/api/tables/{name}/runs")
+    async def runs(name: str, request: Request) -> list[dict[str, Any]]:
+        t = _entry(name)
+        token = _token(request)
+        if not token:
+            raise HTTPException(status_code=401, detail="no Airflow token")
+        try:
+            return await service_runs(_api_base(request), token, _service_info(t)["dags"])
+        except httpx.HTTPError as e:
+            raise HTTPException(status_code=502, detail=f"Airflow's API did not answer: {e}") from None
 
     @app.get("/api/tables/{name}/instants/{instant}")
     def instant_detail(name: str, instant: str) -> dict[str, Any]:

@@ -130,6 +130,8 @@ _TABLE = """{% extends "base" %}
 <button data-service="{{ s }}" onclick="trigger('{{ s }}')">Run {{ s }}</button>{% endfor %}
 <span class="muted">DAGs: {% for s, d in dags.items() %}{{ airflow_link("/dags/" ~ d, d) }}{% if not loop.last %}, {% endif %}{% endfor %}</span>
 </div><div id="message" role="status"></div>
+<table id="runs"><thead><tr><th>service</th><th>task run</th><th>state</th><th>started</th><th>why</th></tr></thead>
+<tbody><tr><td colspan="5" class="muted">loading the recent runs from Airflow ...</td></tr></tbody></table>
 {% if t.exists %}<h2>Health</h2>
 <div class="grid" id="charts">{% for name, c in charts.items() %}<div class="card" id="chart-{{ name }}">
 <div><b>{{ c.title }}</b></div>{{ c.svg|safe }}
@@ -157,6 +159,28 @@ _TABLE = """{% extends "base" %}
 <td class="n">{{ c.files_deleted }}</td><td class="n">{{ c.bytes_freed|size if c.bytes_freed is not none else "-" }}</td></tr>
 {% else %}<tr><td colspan="3" class="muted">no clean yet</td></tr>{% endfor %}</tbody></table>
 <script>
+function cell(text, cls) { const td = document.createElement("td"); td.textContent = text || "-"; if (cls) td.className = cls; return td; }
+async function loadRuns() {
+  const body = document.querySelector("#runs tbody");
+  const r = await fetch("{{ prefix }}/api/tables/{{ t.name }}/runs", {credentials: "same-origin"});
+  const runs = r.ok ? await r.json() : [];
+  body.replaceChildren();
+  if (!r.ok || !runs.length) { body.append(Object.assign(document.createElement("tr"), {}));
+    body.lastChild.append(cell(r.ok ? "no service run yet" : "Airflow's API did not answer (" + r.status + ")", "muted"));
+    body.lastChild.firstChild.colSpan = 5; return; }
+  for (const ti of runs) {
+    const tr = document.createElement("tr"); tr.dataset.state = ti.state || ""; tr.dataset.dag = ti.dag_id;
+    const link = document.createElement("a");
+    link.href = "/dags/" + ti.dag_id + "/runs/" + encodeURIComponent(ti.run_id) + "/tasks/" + ti.task_id;
+    link.textContent = ti.dag_id + "." + ti.task_id + " (try " + ti.try_number + ")";
+    link.onclick = () => goAirflow(link.getAttribute("href"));
+    const run = document.createElement("td"); run.append(link);
+    tr.append(cell(ti.service), run, cell(ti.state, ti.state === "failed" ? "bad" : ""),
+              cell((ti.start || "").replace("T", " ").slice(0, 19), "mono"), cell(ti.reason, "reason"));
+    body.append(tr);
+  }
+}
+loadRuns();
 async function trigger(service) {
   const box = document.getElementById("message");
   box.textContent = "triggering " + service + " ...";
@@ -165,6 +189,7 @@ async function trigger(service) {
   const body = await r.json().catch(() => ({}));
   box.textContent = r.ok ? ("triggered " + body.dag_id + ": " + body.dag_run_id)
                          : ("could not trigger " + service + ": " + (body.detail || r.status));
+  setTimeout(loadRuns, 3000);
 }
 </script>
 {% endblock %}"""

@@ -161,6 +161,24 @@ def test_every_instant_is_explained(view):
     assert client.get("/api/tables/orders/instants/20200101000000000").status_code == 404
 
 
+def test_dag_and_task_instance_tabs_lead_to_the_table_and_the_instant(view):
+    """The plugin's "Lakehouse table" tab on a DAG page and "Lakehouse instant" tab on a task
+    instance page land here; a task run's instant is found by its tags."""
+    t, client = view
+    first = client.get("/api/tables/orders").json()["timeline"][0]["time"]
+    r = client.get("/dags/orders_compaction", follow_redirects=False)
+    assert r.status_code == 307 and r.headers["location"] == "/lakehouse/tables/orders"
+    r = client.get("/dags/orders_ingest/runs/manual__1/tasks/ingest", follow_redirects=False)
+    assert r.headers["location"] == f"/lakehouse/tables/orders/instants/{first}"
+    r = client.get("/dags/orders_ingest/runs/manual__9/tasks/ingest", follow_redirects=False)
+    assert r.headers["location"] == "/lakehouse/tables/orders"  # no instant of that run: the table
+    assert client.get("/dags/someone_elses_dag").status_code == 404
+    from lakehouse.airflow.plugin import LakehousePlugin
+    tabs = {v["destination"]: v for v in LakehousePlugin.external_views}
+    assert tabs["dag"]["href"] == "/lakehouse/dags/{DAG_ID}"
+    assert tabs["task_instance"]["href"] == "/lakehouse/dags/{DAG_ID}/runs/{RUN_ID}/tasks/{TASK_ID}"
+
+
 def test_a_pending_compaction_and_clean_show_their_plans(view):
     t, client = view
     t.write(batch(range(3), 4), "upsert")

@@ -1,6 +1,7 @@
-"""The Lakehouse view in a real browser (Debian's chromium, headless, driven by Playwright):
-log in to the running Airflow, open the Lakehouse entry, find the table and its timeline,
-trigger a service, save a screenshot."""
+"""The Lakehouse view in a real browser (Debian's chromium, headless, driven by Playwright): log
+in to the running Airflow, open the Lakehouse entry in light and dark mode, open a table, read its
+charts' data, trigger services and see a new instant and a skipped run's reason, open a compaction
+instant's detail. Screenshots go to LAKEHOUSE_SCREENSHOTS when set (docs/images in the README)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,38 @@ def browser():
         b.close()
 
 
-def test_log_in_find_the_table_and_trigger_a_service(platform, browser, tmp_path):
+def _frame(page):
+    return next(f for f in page.frames if "/lakehouse/" in f.url)
+
+
+def _shot(page, tmp_path, name: str) -> None:
+    shot = tmp_path / name
+    page.screenshot(path=str(shot), full_page=False)
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("LAKEHOUSE_SCREENSHOTS"):
+        os.makedirs(os.environ["LAKEHOUSE_SCREENSHOTS"], exist_ok=True)
+        shutil.copy(shot, os.environ["LAKEHOUSE_SCREENSHOTS"])
+
+
+def _trigger(page, view, api, service: str) -> str:
+    view.get_by_role("button", name=f"Run {service}").click()
+    message = view.locator("#message", has_text=f"triggered trips_{service}")
+    message.wait_for()
+    run_id = message.inner_text().split(": ", 1)[1]
+    assert api.wait_run(f"trips_{service}", run_id) == "success"
+    return run_id
+
+
+def _background(frame) -> str:
+    return frame.evaluate("getComputedStyle(document.body).backgroundColor")
+
+
+def test_the_view_in_light_and_dark_charts_instants_and_services(platform, browser, tmp_path):
+    from lakehouse.airflow import platform as plat
     layout, started, _ = platform
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(30_000)
+    api = plat.Api(layout)
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    page.set_default_timeout(60_000)
     # Logged out, Airflow sends the browser to its login form; sign in as a user would.
     page.goto(f"{layout.url}/plugin/lakehouse")
     page.wait_for_url("**/auth/login**")
@@ -39,6 +68,7 @@ def test_log_in_find_the_table_and_trigger_a_service(platform, browser, tmp_path
     # navigates would abort that navigation).
     page.wait_for_url(lambda url: url.startswith(layout.url) and "/auth/" not in url)
     page.wait_for_load_state("networkidle")
+    page.evaluate("localStorage.setItem('theme', 'light')")  # Airflow's own colour-mode key
     # The "Lakehouse" entry sits in the navigation (under Browse) and opens the embedded view.
     page.goto(f"{layout.url}/")
     page.get_by_role("button", name="Browse").click()
@@ -48,22 +78,51 @@ def test_log_in_find_the_table_and_trigger_a_service(platform, browser, tmp_path
     row = view.locator('tr[data-table="trips"]')
     row.wait_for()
     assert "MERGE_ON_READ" in row.inner_text()
+    assert _background(_frame(page)) == "rgb(255, 255, 255)"  # Airflow's light "bg"
     view.get_by_role("link", name="trips").click()
     view.locator("#timeline").wait_for()
+    frame = _frame(page)
     rows = view.locator("#timeline tbody tr")
     assert rows.count() >= 4  # two ingests, the compaction, the clean
     assert view.locator("svg.lh-timeline g[data-instant]").count() == rows.count()
     assert "trips_ingest.ingest" in view.locator("#timeline").inner_text()
-    view.get_by_role("button", name="Run clean").click()
-    message = view.locator("#message", has_text="triggered trips_clean")
-    message.wait_for()
-    run_id = message.inner_text().split(": ", 1)[1]
-    shot = tmp_path / "lakehouse-view.png"
-    page.screenshot(path=str(shot), full_page=True)
-    assert shot.stat().st_size > 10_000
-    if os.environ.get("LAKEHOUSE_SCREENSHOTS"):
-        os.makedirs(os.environ["LAKEHOUSE_SCREENSHOTS"], exist_ok=True)
-        shutil.copy(shot, os.environ["LAKEHOUSE_SCREENSHOTS"])
-    # The click made a real DAG run.
-    from lakehouse.airflow import platform as plat
-    assert plat.Api(layout).get(f"/dags/trips_clean/dagRuns/{run_id}")["dag_id"] == "trips_clean"
+
+    # The charts' data is the view's JSON, which tests/airflow/ui/test_app.py holds to the CLI's.
+    doc = api.http.get(f"{layout.url}/lakehouse/api/tables/trips").json()
+    size = frame.evaluate("JSON.parse(document.querySelector('script.chart-data[data-chart=size]').textContent)")
+    assert size == [{k: p[k] for k in ("instant", "action", "rows", "bytes")} for p in doc["history"]["points"]]
+    assert view.locator("svg.lh-chart[data-chart=backlog] [data-compaction]").count() == len(doc["history"]["compactions"])
+    _shot(page, tmp_path, "lakehouse-view.png")
+
+    # Ingest through the view's button: a new instant appears in the timeline.
+    before = set(frame.evaluate("[...document.querySelectorAll('#timeline tbody tr')].map(r => r.dataset.instant)"))
+    _trigger(page, view, api, "ingest")
+    frame.evaluate("location.reload()")
+    view.locator("#timeline").wait_for()
+    after = _frame(page).evaluate("[...document.querySelectorAll('#timeline tbody tr')].map(r => r.dataset.instant)")
+    new = set(after) - before
+    assert new and all(view.locator(f'#timeline tr[data-instant="{i}"]').count() == 1 for i in new)
+
+    # Compaction twice: the second finds no delta commit since the first, and its run shows why.
+    _trigger(page, view, api, "compaction")
+    _trigger(page, view, api, "compaction")
+    _frame(page).evaluate("loadRuns()")
+    skipped = view.locator("#runs tr[data-dag=trips_compaction][data-state=skipped] td.reason").first
+    skipped.wait_for()
+    assert "nothing to do" in skipped.inner_text() or "delta commit" in skipped.inner_text(), skipped.inner_text()
+
+    # Dark mode, as Airflow's user menu sets it: the embedded view follows.
+    page.evaluate("localStorage.setItem('theme', 'dark')")
+    page.reload()
+    view = page.frame_locator("iframe")
+    view.locator("#timeline").wait_for()
+    assert page.evaluate("document.documentElement.classList.contains('dark')")
+    assert _background(_frame(page)) == "rgb(22, 29, 45)"  # Airflow's dark "bg" (black #161d2d)
+    _shot(page, tmp_path, "lakehouse-view-dark.png")
+
+    # A compaction instant explained: its plan, file group by file group.
+    view.locator("#timeline tbody tr", has=view.locator("td", has_text="compaction")).first.locator("a").first.click()
+    view.locator("#compaction-plan").wait_for()
+    assert view.locator("#plan tbody tr").count() >= 1
+    _shot(page, tmp_path, "lakehouse-instant-dark.png")
+    page.evaluate("localStorage.setItem('theme', 'light')")
