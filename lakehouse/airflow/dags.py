@@ -22,6 +22,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset
 
+from lakehouse.airflow.health import LakehouseHealthOperator, alerts_asset
 from lakehouse.airflow.operators import LakehouseSparkSubmitOperator
 from lakehouse.airflow.registry import Registry, TableEntry
 
@@ -129,6 +130,15 @@ def table_dags(t: TableEntry) -> dict[str, DAG]:
     with DAG(t.dag_id("clean"), schedule=t.schedule.clean,
              doc_md=_doc(t, "delete file versions the retention policy no longer keeps."), **common) as d:
         op("clean", "clean", _options(dict(t.clean_options)))
+    out[d.dag_id] = d
+
+    with DAG(t.dag_id("health"), schedule=t.schedule.health,
+             doc_md=_doc(t, "check the table's alerts (compaction backlog, stuck instants, overdue clean): "
+                            f"metrics each run, an event on the Asset `{alerts_asset(t.name).name}` when "
+                            "there are alerts, skipped when healthy."), **common) as d:
+        LakehouseHealthOperator(task_id="health", table_path=t.path, table_name=t.name,
+                                options={**t.options, **t.compaction_options, **t.clean_options},
+                                compaction_after=t.schedule.compaction_after_commits if t.is_mor else None)
     out[d.dag_id] = d
     return out
 

@@ -20,6 +20,7 @@ an import error naming the file, the entry and the field, not a DAG that fails a
           ingest: "*/10 * * * *"
           compaction: {after_commits: 4}  # or {cron: "0 * * * *"}; null: manual only
           clean: "@daily"
+          health: "*/15 * * * *"            # the alerts check; null: on demand only
 
 A ``catalog: {uri: sqlite:///catalog.db, namespace: lakehouse}`` section registers every table in
 that Iceberg SQL catalog (``<namespace>.<table>``), which the Airflow plugin also serves over
@@ -29,8 +30,8 @@ A source in ``mode: stream`` is applied by a Structured Streaming query through
 ``format("lakehouse")`` (the ``stream`` Spark application with ``trigger(availableNow)``; Spark's
 checkpoint in ``checkpoint``, by default inside the table) instead of the ``ingest`` application.
 
-Each table gets three DAGs (:mod:`lakehouse.airflow.dags`): ``<name>_ingest``,
-``<name>_compaction`` and ``<name>_clean``.
+Each table gets its DAGs (:mod:`lakehouse.airflow.dags`): ``<name>_ingest``,
+``<name>_compaction`` (Merge-On-Read), ``<name>_clean`` and ``<name>_health``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ ENV_VAR = "LAKEHOUSE_REGISTRY"
 DEFAULT_CONN = "spark_default"
 #: Hudi's default for hoodie.compact.inline.max.delta.commits, when nothing else is said.
 DEFAULT_AFTER_COMMITS = 5
+#: How often a table's alerts are checked, unless its entry says otherwise.
+DEFAULT_HEALTH = "*/15 * * * *"
 _RUNTIME_KEYS = ("spark_conn_id", "spark_conf", "retries", "retry_delay_s", "ship_package")
 
 
@@ -73,6 +76,7 @@ class Schedule:
     compaction_after_commits: int | None = DEFAULT_AFTER_COMMITS  # asset-driven, after K ingest commits
     compaction_cron: str | None = None
     clean: str | None = "@daily"
+    health: str | None = DEFAULT_HEALTH
 
 
 @dataclass(frozen=True)
@@ -217,7 +221,8 @@ def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
             schedule=Schedule(ingest=sched.get("ingest"),
                               compaction_after_commits=(comp or {}).get("after_commits"),
                               compaction_cron=(comp or {}).get("cron"),
-                              clean=sched.get("clean", "@daily")),
+                              clean=sched.get("clean", "@daily"),
+                              health=sched.get("health", DEFAULT_HEALTH)),
             spark_conn_id=rt.get("spark_conn_id", DEFAULT_CONN), spark_conf=_strs(rt.get("spark_conf")),
             retries=rt.get("retries", 2), retry_delay_s=float(rt.get("retry_delay_s", 60)),
             ship_package=bool(rt.get("ship_package", False))))

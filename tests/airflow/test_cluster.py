@@ -211,9 +211,15 @@ def test_make_cluster_runs_both_tables_on_postgres_two_spark_workers_and_s3(clus
         assert canonical(pa.Table.from_batches(theirs).select(cols), cols) == ours, t.name
         assert "lakehouse-secret" not in table.storage.read(".hoodie/hoodie.properties").decode()
 
-    # The Lakehouse view of that Airflow lists both tables.
+    # The Lakehouse view of that Airflow lists both tables, and reads their history from S3 as
+    # `lakehouse stats --json` does (the api-server has the store's credentials from its environment).
+    from lakehouse.inspect.stats import table_stats
     listed = api.http.get("/lakehouse/api/tables").json()
     assert sorted(x["name"] for x in listed) == ["trips", "trips_live"]
+    for t in reg.tables:
+        one = api.http.get(f"/lakehouse/api/tables/{t.name}").json()
+        assert one["stats"] == table_stats(lakehouse.open_table(t.path)), t.name
+        assert len(one["history"]["points"]) == len(lakehouse.open_table(t.path).timeline.completed_writes().instants)
     # Every listening socket of the cluster's processes is on loopback.
     groups = set(pids.values())
     from lakehouse.airflow.cluster import postmaster_pid
@@ -282,9 +288,9 @@ def _drain(api, registry_path, reg) -> None:
     import time
     doc = yaml.safe_load(registry_path.read_text())
     for entry in doc["tables"].values():
-        entry["schedule"].update(ingest=None, clean=None)
+        entry["schedule"].update(ingest=None, clean=None, health=None)
     registry_path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    cron_dags = [t.dag_id(s) for t in reg.tables for s in ("ingest", "clean")]
+    cron_dags = [t.dag_id(s) for t in reg.tables for s in ("ingest", "clean", "health")]
     _wait_for("the DAGs parsed without their crons", lambda: all(
         api.get(f"/dags/{d}")["timetable_summary"] in (None, "None") for d in cron_dags), timeout=300, every=5)
     # Quiet for 20 s: an asset-triggered compaction is created a scheduler loop after its commit.

@@ -81,7 +81,10 @@ def _run(dag):
 
 def test_dag_folder_imports_and_declares_the_services(tmp_path, dagbag_for):
     bag = dagbag_for(write_registry(tmp_path))
-    assert set(bag.dags) == {"trips_ingest", "trips_compaction", "trips_clean"}
+    assert set(bag.dags) == {"trips_ingest", "trips_compaction", "trips_clean", "trips_health"}
+    health = bag.dags["trips_health"]
+    assert [t.task_id for t in health.topological_sort()] == ["health"]
+    assert [a.name for a in health.get_task("health").outlets] == ["lakehouse_trips_alerts"]
     ingest_dag, comp, clean = bag.dags["trips_ingest"], bag.dags["trips_compaction"], bag.dags["trips_clean"]
     assert [t.task_id for t in ingest_dag.topological_sort()] == ["ingest", "commit"]
     assert [t.task_id for t in comp.topological_sort()] == ["compaction_plan", "compaction_execute", "commit"]
@@ -148,6 +151,54 @@ def test_ingest_compaction_and_clean_dags_end_to_end(tmp_path, dagbag_for):
     got = canonical(table.read(), COLS)
     assert got == canonical(ref.read(), COLS)
     assert canonical(hudi_read(path), COLS) == got
+
+
+def test_the_health_dag_sends_metrics_and_an_asset_event_with_the_alerts(tmp_path, dagbag_for, monkeypatch):
+    """<table>_health: skipped while the table is healthy; with a compaction backlog past twice
+    the trigger it succeeds, its Asset event carries the alerts, and Airflow's StatsD client
+    sends the gauges (to a UDP socket of the test, as to a StatsD server)."""
+    import socket
+
+    from airflow.sdk._shared.observability.metrics import stats
+    from airflow.sdk._shared.observability.metrics.base_stats_logger import NoStatsLogger
+    from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
+
+    bag = dagbag_for(write_registry(tmp_path))
+    run, tis = _run(bag.dags["trips_health"])
+    assert tis["health"].state == "skipped"  # not created yet: nothing to check, and it says so
+    from lakehouse.airflow.operators import REPORT_KEY
+    assert "first ingest" in tis["health"].xcom_pull(task_ids="health", key=REPORT_KEY)["reason"]
+    table = reference_table(tmp_path / "tables" / "trips")
+    stream = demo.DemoStream(seed=3, rows=50)
+    for n in range(5):  # base files, then four delta commits in logs: twice after_commits (2)
+        table.upsert(stream.batch(n))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(5)
+    for k, v in {"STATSD_ON": "True", "STATSD_HOST": "127.0.0.1", "STATSD_PORT": str(udp.getsockname()[1]),
+                 "STATSD_PREFIX": "airflow"}.items():
+        monkeypatch.setenv(f"AIRFLOW__METRICS__{k}", v)
+    stats.initialize(factory=get_stats_factory(), export_legacy_names=True)  # as the task runner does
+    try:
+        run, tis = _run(bag.dags["trips_health"])
+        got = {}
+        while "airflow.lakehouse.trips.alerts" not in got or "airflow.lakehouse.trips.log_files" not in got:
+            for line in udp.recv(65536).decode().splitlines():
+                name, _, value = line.partition(":")
+                got[name] = float(value.split("|")[0])
+    finally:
+        stats.initialize(factory=NoStatsLogger, export_legacy_names=True)
+        udp.close()
+    assert run.state == "success" and tis["health"].state == "success"
+    found = {a["kind"]: a for a in tis["health"].xcom_pull(task_ids="health")}
+    # Four delta commits wait; five commits and no clean with hoodie.cleaner.commits.retained=1.
+    assert set(found) == {"compaction_backlog", "clean_overdue"} and found["compaction_backlog"]["value"] == 4
+    assert got["airflow.lakehouse.trips.alerts"] == 2 and got["airflow.lakehouse.trips.compaction_backlog_commits"] == 4
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+    with create_session() as session:
+        events = [e for e in session.query(AssetEvent).all() if e.asset.name == "lakehouse_trips_alerts"]
+    assert len(events) == 1 and {a["kind"] for a in events[0].extra["alerts"]} == set(found)
 
 
 def test_retried_tasks_do_not_duplicate_data(tmp_path, dagbag_for, monkeypatch):

@@ -14,7 +14,7 @@ API with the caller's token, so Airflow applies that user's permissions.
     GET  /lakehouse/api/tables/{name}/instants/{i}    one instant explained (JSON)
     GET  /lakehouse/api/tables/{name}/runs            its recent service runs, with skip reasons (JSON)
     GET  /lakehouse/dags/{dag_id}[/runs/{r}/tasks/{t}] a DAG's table, a task run's instant (redirects)
-    POST /lakehouse/api/tables/{name}/trigger/{svc}   run ingest | compaction | clean (JSON)
+    POST /lakehouse/api/tables/{name}/trigger/{svc}   run ingest | compaction | clean | health (JSON)
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _entry(name: str) -> registry_mod.TableEntry:
 
 
 def _services(t: registry_mod.TableEntry) -> list[str]:
-    return ["ingest", *(["compaction"] if t.is_mor else []), "clean"]
+    return ["ingest", *(["compaction"] if t.is_mor else []), "clean", "health"]
 
 
 def _service_info(t: registry_mod.TableEntry) -> dict[str, Any]:

@@ -170,6 +170,7 @@ async function loadRuns() {
     body.lastChild.firstChild.colSpan = 5; return; }
   for (const ti of runs) {
     const tr = document.createElement("tr"); tr.dataset.state = ti.state || ""; tr.dataset.dag = ti.dag_id;
+    tr.dataset.task = ti.task_id;
     const link = document.createElement("a");
     link.href = "/dags/" + ti.dag_id + "/runs/" + encodeURIComponent(ti.run_id) + "/tasks/" + ti.task_id;
     link.textContent = ti.dag_id + "." + ti.task_id + " (try " + ti.try_number + ")";

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any, Mapping
+from urllib.parse import quote
 
 import httpx
 
@@ -29,7 +30,7 @@ async def _task_instances(client: httpx.AsyncClient, service: str, dag_id: str) 
 
 
 async def _reason(client: httpx.AsyncClient, ti: dict[str, Any]) -> None:
-    r = await client.get(f"/api/v2/dags/{ti['dag_id']}/dagRuns/{ti['run_id']}/taskInstances/"
+    r = await client.get(f"/api/v2/dags/{ti['dag_id']}/dagRuns/{quote(ti['run_id'], safe='')}/taskInstances/"
                          f"{ti['task_id']}/xcomEntries/{REPORT_KEY}")
     if r.status_code == 200:
         value = r.json().get("value")
