@@ -128,6 +128,20 @@ def _api(layout, started):
     return plat.Api(plat.Layout(REPO, layout.port, var=layout.home), pw=started["password"])
 
 
+def _applied_files(table, t) -> dict[str, list[str]]:
+    """instant -> the landed files it applied: from the streaming query's checkpoint, or the
+    batch ingest's ``lakehouse.ingest.files`` commit metadata."""
+    from lakehouse.airflow.stream_demo import stream_files
+    if t.source.mode == "stream":
+        return stream_files(table, t.source.checkpoint)
+    files = {}
+    for inst in table.timeline.completed_writes().instants:
+        names = table.active.commit_metadata(inst).extra_metadata.get("lakehouse.ingest.files")
+        if names:
+            files[inst.time] = [os.path.join(t.source.dir, n) for n in json.loads(names)]
+    return files
+
+
 def _quiet(api, dag_ids: list[str]) -> None:
     """Pause the DAGs (their crons would go on writing) and wait until no task runs. Airflow
     examines no run of a paused DAG, so a run under way stays "running" with its next task not
@@ -162,7 +176,7 @@ def test_make_cluster_runs_both_tables_on_postgres_two_spark_workers_and_s3(clus
     by hudi-rs, listed by the Lakehouse view; every server on 127.0.0.1."""
     import lakehouse
     from lakehouse.airflow import registry as registry_mod
-    from lakehouse.airflow.stream_demo import replay_model, stream_files
+    from lakehouse.airflow.stream_demo import replay_model
     from tests.interop.hudi_oracle import canonical
 
     layout, started, pids = cluster
@@ -193,14 +207,7 @@ def test_make_cluster_runs_both_tables_on_postgres_two_spark_workers_and_s3(clus
     for t in reg.tables:
         _resume_compactions(lakehouse.open_table(t.path))
         table = lakehouse.open_table(t.path)
-        if t.source.mode == "stream":
-            files = stream_files(table, t.source.checkpoint)
-        else:
-            files = {}
-            for inst in table.timeline.completed_writes().instants:
-                names = table.active.commit_metadata(inst).extra_metadata.get("lakehouse.ingest.files")
-                if names:
-                    files[inst.time] = [os.path.join(t.source.dir, n) for n in json.loads(names)]
+        files = _applied_files(table, t)
         assert files, t.name
         ours = canonical(table.read(columns=cols), cols)
         model = replay_model(table, str(layout.home / f"model-{t.name}"), files)
@@ -317,7 +324,7 @@ def test_the_scheduler_runs_the_services_on_their_crons_through_a_lost_worker_an
     import lakehouse
     from lakehouse.airflow import cluster as cl
     from lakehouse.airflow import registry as registry_mod
-    from lakehouse.airflow.stream_demo import replay_model, stream_files
+    from lakehouse.airflow.stream_demo import replay_model
     from lakehouse.errors import TableNotFoundError
     from lakehouse.timeline.instant import Action
     from tests.interop.hudi_oracle import canonical
@@ -373,14 +380,7 @@ def test_the_scheduler_runs_the_services_on_their_crons_through_a_lost_worker_an
             table = lakehouse.open_table(t.path)
             assert not table.timeline.pending().filter(actions=[Action.DELTA_COMMIT]).instants
             landed = sorted(p.name for p in Path(t.source.dir).iterdir() if p.suffix == ".parquet")
-            if t.source.mode == "stream":
-                files = stream_files(table, t.source.checkpoint)
-            else:
-                files = {}
-                for inst in table.timeline.completed_writes().instants:
-                    names = table.active.commit_metadata(inst).extra_metadata.get("lakehouse.ingest.files")
-                    if names:
-                        files[inst.time] = [os.path.join(t.source.dir, n) for n in json.loads(names)]
+            files = _applied_files(table, t)
             applied = [os.path.basename(f) for fs in files.values() for f in fs]
             # Exactly once: every landed batch applied (the runs all finished), none twice.
             assert len(applied) == len(set(applied)), t.name

@@ -13,6 +13,7 @@ API with the caller's token, so Airflow applies that user's permissions.
     GET  /lakehouse/api/tables/{name}                 one table in full: timeline, health, alerts (JSON)
     GET  /lakehouse/api/tables/{name}/instants/{i}    one instant explained (JSON)
     GET  /lakehouse/api/tables/{name}/runs            its recent service runs, with skip reasons (JSON)
+    GET  /lakehouse/api/tables/{name}/assets          its Airflow Assets, with their ids (JSON)
     GET  /lakehouse/dags/{dag_id}[/runs/{r}/tasks/{t}] a DAG's table, a task run's instant (redirects)
     POST /lakehouse/api/tables/{name}/trigger/{svc}   run ingest | compaction | clean | health (JSON)
 """
@@ -31,7 +32,7 @@ from lakehouse.airflow.ui import overview
 from lakehouse.airflow.ui.chart import timeline_svg
 from lakehouse.airflow.ui.health_charts import health_charts
 from lakehouse.airflow.ui.pages import render
-from lakehouse.airflow.ui.service_runs import service_runs
+from lakehouse.airflow.ui.service_runs import service_runs, table_assets
 from lakehouse.errors import LakehouseError
 from lakehouse.inspect.explain import explain
 from lakehouse.inspect.timeline import instant_facts
@@ -82,6 +83,17 @@ def _open(path: str):
         return open_table(path)
     except LakehouseError:
         return None
+
+
+async def _from_airflow(request: Request, call) -> Any:
+    """``call(api_base, token)`` against Airflow's REST API as the viewer."""
+    token = _token(request)
+    if not token:
+        raise HTTPException(status_code=401, detail="no Airflow token")
+    try:
+        return await call(_api_base(request), token)
+    except httpx.HTTPError as e:
+        raise HTTPException(status_code=502, detail=f"Airflow's API did not answer: {e}") from None
 
 
 def _explain(t: registry_mod.TableEntry, instant: str) -> dict[str, Any]:
@@ -171,15 +183,16 @@ def create_app(auth: bool = True) -> FastAPI:
         return {**_details(t), **_service_info(t)}
 
     @app.get("/api/tables/{name}/runs")
-    async def runs(name: str, request: Request) -> list[dict[str, Any]]:
+    async def runs(name: str, request: Request, limit: int = 20) -> list[dict[str, Any]]:
         t = _entry(name)
-        token = _token(request)
-        if not token:
-            raise HTTPException(status_code=401, detail="no Airflow token")
-        try:
-            return await service_runs(_api_base(request), token, _service_info(t)["dags"])
-        except httpx.HTTPError as e:
-            raise HTTPException(status_code=502, detail=f"Airflow's API did not answer: {e}") from None
+        limit = max(1, min(limit, 100))
+        return await _from_airflow(request, lambda base, token: service_runs(base, token, _service_info(t)["dags"],
+                                                                            limit))
+
+    @app.get("/api/tables/{name}/assets")
+    async def assets(name: str, request: Request) -> list[dict[str, Any]]:
+        t = _entry(name)
+        return await _from_airflow(request, lambda base, token: table_assets(base, token, t.name))
 
     @app.get("/api/tables/{name}/instants/{instant}")
     def instant_detail(name: str, instant: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ Colours come from CSS classes (``lh-s1`` ...), so the page's light and dark them
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import Any, Callable, Sequence
 
@@ -90,7 +91,12 @@ def _line(values: Sequence[float | None], top: float, cls: str) -> list[str]:
 
 
 def _top(values: Sequence[float | None]) -> float:
-    m = max((v for v in values if v is not None), default=0)
+    """The axis' top: a little above the largest value; for counts, a multiple of the 4 grid
+    steps, so every tick is a whole number."""
+    vals = [v for v in values if v is not None]
+    m = max(vals, default=0)
+    if vals and all(float(v).is_integer() for v in vals):
+        return max(4, 4 * math.ceil(m * 1.05 / 4))
     return m * 1.1 if m else 1
 
 

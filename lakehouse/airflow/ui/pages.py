@@ -128,7 +128,8 @@ _TABLE = """{% extends "base" %}
 <h2>Services</h2>
 <div id="services">{% for s in services %}
 <button data-service="{{ s }}" onclick="trigger('{{ s }}')">Run {{ s }}</button>{% endfor %}
-<span class="muted">DAGs: {% for s, d in dags.items() %}{{ airflow_link("/dags/" ~ d, d) }}{% if not loop.last %}, {% endif %}{% endfor %}</span>
+<span class="muted">DAGs: {% for s, d in dags.items() %}{{ airflow_link("/dags/" ~ d, d) }}{% if not loop.last %}, {% endif %}{% endfor %}
+<span id="assets"></span></span>
 </div><div id="message" role="status"></div>
 <table id="runs"><thead><tr><th>service</th><th>task run</th><th>state</th><th>started</th><th>why</th></tr></thead>
 <tbody><tr><td colspan="5" class="muted">loading the recent runs from Airflow ...</td></tr></tbody></table>
@@ -162,7 +163,7 @@ _TABLE = """{% extends "base" %}
 function cell(text, cls) { const td = document.createElement("td"); td.textContent = text || "-"; if (cls) td.className = cls; return td; }
 async function loadRuns() {
   const body = document.querySelector("#runs tbody");
-  const r = await fetch("{{ prefix }}/api/tables/{{ t.name }}/runs", {credentials: "same-origin"});
+  const r = await fetch("{{ prefix }}/api/tables/{{ t.name }}/runs?limit=8", {credentials: "same-origin"});
   const runs = r.ok ? await r.json() : [];
   body.replaceChildren();
   if (!r.ok || !runs.length) { body.append(Object.assign(document.createElement("tr"), {}));
@@ -182,6 +183,20 @@ async function loadRuns() {
   }
 }
 loadRuns();
+async function loadAssets() {
+  const r = await fetch("{{ prefix }}/api/tables/{{ t.name }}/assets", {credentials: "same-origin"});
+  if (!r.ok) return;
+  const box = document.getElementById("assets");
+  const assets = await r.json();
+  if (assets.length) box.append("; Assets: ");
+  assets.forEach((a, n) => {
+    const link = Object.assign(document.createElement("a"), {href: "/assets/" + a.id, textContent: a.name});
+    link.dataset.asset = a.name; link.onclick = () => goAirflow(link.getAttribute("href"));
+    if (n) box.append(", ");
+    box.append(link);
+  });
+}
+loadAssets();
 async function trigger(service) {
   const box = document.getElementById("message");
   box.textContent = "triggering " + service + " ...";

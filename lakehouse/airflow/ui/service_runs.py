@@ -47,7 +47,22 @@ async def service_runs(api_base: str, token: str, dags: Mapping[str, str], limit
         found = await asyncio.gather(*(_task_instances(client, s, d) for s, d in dags.items()))
         tis = sorted((ti for part in found for ti in part), key=lambda ti: ti["start"] or "", reverse=True)[:limit]
         await asyncio.gather(*(_reason(client, ti) for ti in tis if ti["state"] == "skipped"))
+    for ti in tis:
+        if ti["state"] == "skipped" and not ti["reason"] and not ti["try_number"]:
+            ti["reason"] = "not run: an earlier step of its DAG run had nothing to do"
     return tis
 
 
-__all__ = ["service_runs", "REPORT_KEY"]
+async def table_assets(api_base: str, token: str, table_name: str) -> list[dict[str, Any]]:
+    """The table's Assets (``lakehouse_<table>_commits``, ``lakehouse_<table>_alerts``) with the
+    ids their Airflow pages (``/assets/<id>``) need."""
+    async with httpx.AsyncClient(base_url=api_base, timeout=10,
+                                 headers={"Authorization": f"Bearer {token}"}) as client:
+        r = await client.get("/api/v2/assets", params={"uri_prefix_pattern": f"lakehouse://tables/{table_name}/",
+                                                       "limit": 20})
+        r.raise_for_status()
+    return [{"id": a["id"], "name": a["name"], "uri": a["uri"]} for a in r.json().get("assets", [])
+            if a["uri"].startswith(f"lakehouse://tables/{table_name}/")]
+
+
+__all__ = ["service_runs", "table_assets", "REPORT_KEY"]

@@ -216,7 +216,8 @@ def test_every_endpoint_needs_an_airflow_user(platform):
     from lakehouse.airflow import platform as plat
     layout, _, _ = platform
     base = f"{layout.url}/lakehouse"
-    gets = ["/", "/tables/trips", "/tables/trips/timeline.svg", "/api/tables", "/api/tables/trips"]
+    gets = ["/", "/tables/trips", "/tables/trips/timeline.svg", "/api/tables", "/api/tables/trips",
+            "/api/tables/trips/runs", "/api/tables/trips/assets"]
     for path in gets:
         assert httpx.get(base + path).status_code == 401, path
         assert httpx.get(base + path, headers={"Authorization": "Bearer forged"}).status_code in (401, 403), path
@@ -227,6 +228,10 @@ def test_every_endpoint_needs_an_airflow_user(platform):
         assert api.http.get(base + path).status_code == 200, path
     rows = api.http.get(f"{base}/api/tables").json()
     assert rows[0]["name"] == "trips" and rows[0]["last_commit"]
+    # The table's Assets with the ids of their Airflow pages (the view links to /assets/<id>).
+    assets = {a["name"]: a for a in api.http.get(f"{base}/api/tables/trips/assets").json()}
+    assert "lakehouse_trips_commits" in assets
+    assert api.get(f"/assets/{assets['lakehouse_trips_commits']['id']}")["name"] == "lakehouse_trips_commits"
     # Triggering goes through Airflow's API as this user: the run is there afterwards.
     r = api.http.post(f"{base}/api/tables/trips/trigger/clean", headers={"X-Lakehouse-Trigger": "1"})
     assert r.status_code == 200, r.text

@@ -82,6 +82,7 @@ def test_the_view_in_light_and_dark_charts_instants_and_services(platform, brows
     assert _background(_frame(page)) == "rgb(255, 255, 255)"  # Airflow's light "bg"
     view.get_by_role("link", name="trips").click()
     view.locator("#timeline").wait_for()
+    view.locator("#runs tr[data-state]").first.wait_for()  # the recent runs, from Airflow's API
     frame = _frame(page)
     rows = view.locator("#timeline tbody tr")
     assert rows.count() >= 4  # two ingests, the compaction, the clean
@@ -121,6 +122,7 @@ def test_the_view_in_light_and_dark_charts_instants_and_services(platform, brows
     view.locator("#timeline").wait_for()
     assert page.evaluate("document.documentElement.classList.contains('dark')")
     assert _background(_frame(page)) == "rgb(22, 29, 45)"  # Airflow's dark "bg" (black #161d2d)
+    view.locator("#runs tr[data-state]").first.wait_for()
     _shot(page, tmp_path, "lakehouse-view-dark.png")
 
     # A compaction instant explained: its plan, file group by file group.
