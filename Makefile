@@ -52,7 +52,7 @@ demo-api: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not cluster"
 
-# make cluster for real, under test: the end-to-end and fault tests (about 17 min on 2 cores; CI runs it after make test).
+# make cluster for real, under test: the end-to-end and fault tests (12-17 min on 2 cores; CI runs it after make test).
 test-cluster: $(STAMP) postgresql
 	$(PY) -m pytest -q -m cluster
 
