@@ -214,8 +214,7 @@ def start(layout: Layout, *, cycle: bool = True, echo: Callable[[str], Any] = pr
         raise
     api = _api(layout, p)
     reg = registry_mod.load(str(layout.home / "tables.yaml"))
-    dag_ids = [t.dag_id(s) for t in reg.tables for s in ("ingest", "compaction", "clean", "health")
-               if t.is_mor or s != "compaction"]
+    dag_ids = [t.dag_id(s) for t in reg.tables for s in t.services]
     plat.wait_until("the lakehouse DAGs", lambda: all(api.dag_exists(d) for d in dag_ids), 300,
                     logs / "airflow-dag-processor.log")
     for d in dag_ids:

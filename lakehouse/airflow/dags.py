@@ -137,8 +137,7 @@ def table_dags(t: TableEntry) -> dict[str, DAG]:
                             f"metrics each run, an event on the Asset `{alerts_asset(t.name).name}` when "
                             "there are alerts, skipped when healthy."), **common) as d:
         LakehouseHealthOperator(task_id="health", table_path=t.path, table_name=t.name,
-                                options={**t.options, **t.compaction_options, **t.clean_options},
-                                compaction_after=t.schedule.compaction_after_commits if t.is_mor else None)
+                                options=t.service_options, compaction_after=t.compaction_trigger)
     out[d.dag_id] = d
     return out
 

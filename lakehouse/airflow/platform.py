@@ -280,9 +280,7 @@ def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
     wait_until("the Airflow API", lambda: _healthy(layout), 180, logs / "api-server.log")
     api = Api(layout)
     reg = registry_mod.load(str(layout.registry))
-    dag_ids = [d for t in reg.tables for d in (t.dag_id("ingest"), t.dag_id("compaction"), t.dag_id("clean"),
-                                                t.dag_id("health"))
-               if t.is_mor or not d.endswith("_compaction")]
+    dag_ids = [t.dag_id(s) for t in reg.tables for s in t.services]
     wait_until("the lakehouse DAGs", lambda: all(api.dag_exists(d) for d in dag_ids), 240,
           logs / "dag-processor.log")
     for d in dag_ids:

@@ -106,6 +106,22 @@ class TableEntry:
     def dag_id(self, service: str) -> str:
         return f"{self.name}_{service}"
 
+    @property
+    def services(self) -> tuple[str, ...]:
+        """The services this table has a DAG for (no compaction for a copy-on-write table)."""
+        return ("ingest", *(("compaction",) if self.is_mor else ()), "clean", "health")
+
+    @property
+    def service_options(self) -> dict[str, str]:
+        """The entry's options with its compaction and clean options over them: what the
+        services read, and so what the health check's thresholds follow."""
+        return {**self.options, **self.compaction_options, **self.clean_options}
+
+    @property
+    def compaction_trigger(self) -> int | None:
+        """Delta commits that trigger a compaction, when the entry's schedule says."""
+        return self.schedule.compaction_after_commits if self.is_mor else None
+
 
 @dataclass(frozen=True)
 class Catalog:

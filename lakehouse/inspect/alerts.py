@@ -58,7 +58,7 @@ def _mins(s: float) -> str:
 
 def compaction_backlog(table: Table, last_point: Mapping[str, Any] | None, trigger: int,
                        now: float) -> Alert | None:
-    if not table.config.table_type.value == "MERGE_ON_READ" or not last_point:
+    if table.config.table_type.value != "MERGE_ON_READ" or not last_point:
         return None
     waiting = last_point["uncompacted_commits"]
     if waiting < 2 * trigger:

@@ -175,16 +175,15 @@ def _archived_fact(e: Mapping[str, Any]) -> Fact:
                            "start": None, "end": None, "duration_s": None, "start_ns": None,
                            "end_ns": None, "archived": True}
     meta = e.get("hoodieCommitMetadata") or e.get("hoodieReplaceCommitMetadata")
-    if meta is not None:
-        stats = [s for lst in (meta.get("partitionToWriteStats") or {}).values() for s in lst or ()]
+    commit = CommitMetadata.from_json(meta, f"archived {row['time']}") if meta is not None else None
+    if commit is not None:
         op = (meta.get("operationType") or "").lower()
         if op == "compact":
-            row.update(action="compaction", operations=len(stats))
+            row.update(action="compaction", operations=len(commit.write_stats()))
         elif op:
             row["operation"] = op
-        row.update(records_written=sum(s.get("numWrites") or 0 for s in stats),
-                   records_deleted=sum(s.get("numDeletes") or 0 for s in stats),
-                   file_groups=len({(s.get("partitionPath"), s.get("fileId")) for s in stats}))
+        row.update(records_written=commit.total("num_writes"), records_deleted=commit.total("num_deletes"),
+                   file_groups=len(commit.file_ids()))
     elif (m := e.get("hoodieCleanMetadata")) is not None:
         row.update(files_deleted=m.get("totalFilesDeleted"),
                    earliest_retained=m.get("earliestCommitToRetain"))
@@ -192,7 +191,6 @@ def _archived_fact(e: Mapping[str, Any]) -> Fact:
         row.update(rolled_back=list(m.get("commitsRollback") or ()), files_deleted=m.get("totalFilesDeleted"))
     elif e.get("hoodieSavePointMetadata") is not None:
         row["savepointed_commit"] = row["time"]
-    commit = CommitMetadata.from_json(meta, f"archived {row['time']}") if meta is not None else None
     return Fact(row, commit, dict(commit.extra_metadata) if commit else {})
 
 

@@ -67,6 +67,15 @@ def instant_extra(active: ActiveTimeline, inst: Instant, timeline: Timeline | No
     return {}
 
 
+def task_run(tags: Mapping[str, str], prefix: str) -> dict[str, str] | None:
+    """The task run that ``tags`` name under ``prefix`` (``airflow.`` made the instant,
+    ``airflow.commit.`` committed it): dag_id, run_id, task_id, try_number; None if incomplete."""
+    dag, run, task = (tags.get(prefix + k) for k in ("dag_id", "run_id", "task_id"))
+    if not (dag and run and task):
+        return None
+    return {"dag_id": dag, "run_id": run, "task_id": task, "try_number": tags.get(prefix + "try_number", "")}
+
+
 def find_tagged(active: ActiveTimeline, tags: Mapping[str, str], actions: Iterable[Action],
                 timeline: Timeline | None = None, limit: int = 200) -> Instant | None:
     """The newest instant of ``actions`` whose extra metadata holds every tag (only the newest

@@ -37,6 +37,7 @@ from lakehouse.errors import LakehouseError
 from lakehouse.inspect.explain import explain
 from lakehouse.inspect.timeline import instant_facts
 from lakehouse.table import open_table
+from lakehouse.timeline.tags import task_run
 
 PREFIX = "/lakehouse"
 TRIGGER_HEADER = "X-Lakehouse-Trigger"
@@ -56,19 +57,14 @@ def _entry(name: str) -> registry_mod.TableEntry:
         raise HTTPException(status_code=404, detail=e.message) from None
 
 
-def _services(t: registry_mod.TableEntry) -> list[str]:
-    return ["ingest", *(["compaction"] if t.is_mor else []), "clean", "health"]
-
-
 def _service_info(t: registry_mod.TableEntry) -> dict[str, Any]:
-    return {"services": _services(t), "dags": {s: t.dag_id(s) for s in _services(t)}}
+    return {"services": list(t.services), "dags": {s: t.dag_id(s) for s in t.services}}
 
 
 def _details(t: registry_mod.TableEntry) -> dict[str, Any]:
     # The registry's service options and compaction trigger set the alerts' thresholds.
-    return overview.details(t.name, t.path, t.table_type,
-                            options={**t.options, **t.compaction_options, **t.clean_options},
-                            compaction_after=t.schedule.compaction_after_commits if t.is_mor else None)
+    return overview.details(t.name, t.path, t.table_type, options=t.service_options,
+                            compaction_after=t.compaction_trigger)
 
 
 def _entry_of_dag(dag_id: str) -> registry_mod.TableEntry:
@@ -76,13 +72,6 @@ def _entry_of_dag(dag_id: str) -> registry_mod.TableEntry:
         if dag_id in _service_info(t)["dags"].values():
             return t
     raise HTTPException(status_code=404, detail=f"{dag_id} is not a DAG of the lakehouse registry")
-
-
-def _open(path: str):
-    try:
-        return open_table(path)
-    except LakehouseError:
-        return None
 
 
 async def _from_airflow(request: Request, call) -> Any:
@@ -138,14 +127,15 @@ def create_app(auth: bool = True) -> FastAPI:
     def table_page(name: str) -> str:
         t = _entry(name)
         d = _details(t)
-        return render("table", prefix=PREFIX, t=d, services=_services(t), dags=_service_info(t)["dags"],
+        return render("table", prefix=PREFIX, t=d, services=list(t.services), dags=_service_info(t)["dags"],
                       chart=timeline_svg(d["timeline"]), charts=health_charts(d))
 
     @app.get("/tables/{name}/timeline.svg")
     def timeline_chart(name: str) -> Response:
-        t = _entry(name)
-        d = _details(t)
-        return Response(timeline_svg(d["timeline"]), media_type="image/svg+xml")
+        # The timeline alone: no file listing, health replay or alerts behind it.
+        table = overview.open_or_none(_entry(name).path)
+        rows = overview.timeline(instant_facts(table)) if table is not None else []
+        return Response(timeline_svg(rows), media_type="image/svg+xml")
 
     @app.get("/tables/{name}/instants/{instant}", response_class=HTMLResponse)
     def instant_page(name: str, instant: str) -> str:
@@ -162,14 +152,14 @@ def create_app(auth: bool = True) -> FastAPI:
     def task_instant(dag_id: str, run_id: str, task_id: str) -> Response:
         """The instant a lakehouse task run made or committed (found by its tags), else its table."""
         t = _entry_of_dag(dag_id)
-        tags = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id}
-        table = _open(t.path)
-        if table is not None:
-            for f in reversed(instant_facts(table)):
-                for prefix in ("airflow.", "airflow.commit."):
-                    if all(f.tags.get(prefix + k) == v for k, v in tags.items()):
-                        return RedirectResponse(f"{PREFIX}/tables/{quote(t.name)}/instants/{f.row['time']}",
-                                                status_code=307)
+        wanted = (dag_id, run_id, task_id)
+        table = overview.open_or_none(t.path)
+        for f in reversed(instant_facts(table) if table is not None else []):
+            for prefix in (overview.MADE, overview.COMMITTED):
+                run = task_run(f.tags, prefix)
+                if run and (run["dag_id"], run["run_id"], run["task_id"]) == wanted:
+                    return RedirectResponse(f"{PREFIX}/tables/{quote(t.name)}/instants/{f.row['time']}",
+                                            status_code=307)
         return RedirectResponse(f"{PREFIX}/tables/{quote(t.name)}", status_code=307)
 
     @app.get("/api/tables")
@@ -205,9 +195,9 @@ def create_app(auth: bool = True) -> FastAPI:
         if request.headers.get(TRIGGER_HEADER) != "1":
             raise HTTPException(status_code=400, detail=f"send the {TRIGGER_HEADER}: 1 header")
         t = _entry(name)
-        if service not in _services(t):
+        if service not in list(t.services):
             raise HTTPException(status_code=404, detail=f"{name} has no {service} service; "
-                                f"it has {', '.join(_services(t))}")
+                                f"it has {', '.join(list(t.services))}")
         token = _token(request)
         if not token:
             raise HTTPException(status_code=401, detail="no Airflow token")

@@ -129,7 +129,8 @@ def backlog_chart(points: list[dict[str, Any]]) -> str:
     if not points:
         return _empty("backlog", "no commit yet")
     files = [p["log_files"] for p in points]
-    top = _top(files)
+    waiting = [p["uncompacted_commits"] for p in points]
+    top, w_top = _top(files), _top(waiting)
     body = []
     for i, p in enumerate(points):
         if p["action"] == "compaction":
@@ -141,11 +142,10 @@ def backlog_chart(points: list[dict[str, Any]]) -> str:
         f'from {p["uncompacted_commits"]} delta commits' + (f' (oldest {p["oldest_uncompacted"]})'
                                                             if p["oldest_uncompacted"] else "")
         for p in points], [p["instant"] for p in points])
-    body += _line([p["uncompacted_commits"] / _top([q["uncompacted_commits"] for q in points]) * top
-                   for p in points], top, "lh-s2l")
+    body += _line([w / w_top * top for w in waiting], top, "lh-s2l")
     body += _x_labels([_short(p["instant"]) for p in points])
     return _frame("backlog", "log backlog against compactions", body, "log files", top, human,
-                  ("delta commits waiting", _top([p["uncompacted_commits"] for p in points]), human))
+                  ("delta commits waiting", w_top, human))
 
 
 def file_size_chart(fs: dict[str, Any] | None) -> str:

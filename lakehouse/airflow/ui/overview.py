@@ -19,12 +19,16 @@ from lakehouse.inspect.health import file_sizes, history
 from lakehouse.inspect.stats import table_stats
 from lakehouse.inspect.timeline import Fact, instant_facts
 from lakehouse.table import Table, open_table
+from lakehouse.timeline.tags import task_run
 
+#: The tag prefixes of the task run that made an instant and of the one that committed it.
+MADE, COMMITTED = "airflow.", "airflow.commit."
 #: How many of the newest instants a page lists (the charts cover them all, archived included).
 TIMELINE_LIMIT = 200
 
 
-def _open(path: str) -> Table | None:
+def open_or_none(path: str) -> Table | None:
+    """The table at ``path``; None while its first ingest has not created it (or it cannot be read)."""
     try:
         return open_table(path)
     except LakehouseError:
@@ -42,23 +46,16 @@ def _summary(name: str, path: str, t: Table, stats: Mapping[str, Any], facts: li
 
 def summary(name: str, path: str, table_type: str) -> dict[str, Any]:
     """One row of the tables page: size, file groups, last commit, pending work, log backlog."""
-    t = _open(path)
+    t = open_or_none(path)
     if t is None:
         return {"name": name, "path": path, "table_type": table_type, "exists": False}
     return _summary(name, path, t, table_stats(t), instant_facts(t))
 
 
-def _task_link(tags: Mapping[str, str], prefix: str = "airflow.") -> dict[str, str] | None:
-    dag, run, task = (tags.get(prefix + k) for k in ("dag_id", "run_id", "task_id"))
-    if not (dag and run and task):
-        return None
-    return {"dag_id": dag, "run_id": run, "task_id": task, "try_number": tags.get(prefix + "try_number", "")}
-
-
 def timeline(facts: list[Fact], limit: int = TIMELINE_LIMIT) -> list[dict[str, Any]]:
     """The newest ``limit`` instants, oldest first: ``lakehouse timeline --json``'s rows with the
     task runs that made and committed them."""
-    return [{**f.row, "made_by": _task_link(f.tags), "committed_by": _task_link(f.tags, "airflow.commit.")}
+    return [{**f.row, "made_by": task_run(f.tags, MADE), "committed_by": task_run(f.tags, COMMITTED)}
             for f in facts[-limit:]]
 
 
@@ -73,7 +70,7 @@ def details(name: str, path: str, table_type: str, *, options: Mapping[str, Any]
             compaction_after: int | None = None, now: float | None = None) -> dict[str, Any]:
     """Everything the table page shows (``options``, ``compaction_after``: the registry's, for
     the alerts' thresholds)."""
-    t = _open(path)
+    t = open_or_none(path)
     if t is None:
         return {"name": name, "path": path, "table_type": table_type, "exists": False, "timeline": [],
                 "groups": [], "cleans": [], "alerts": [], "history": None, "file_sizes": None, "stats": None}
@@ -91,4 +88,4 @@ def details(name: str, path: str, table_type: str, *, options: Mapping[str, Any]
             "groups": file_groups(slices), "cleans": hist["cleans"]}
 
 
-__all__ = ["summary", "details", "timeline", "file_groups", "TIMELINE_LIMIT"]
+__all__ = ["summary", "details", "timeline", "file_groups", "open_or_none", "TIMELINE_LIMIT", "MADE", "COMMITTED"]

@@ -21,6 +21,7 @@ from jinja2 import DictLoader, Environment, select_autoescape
 from markupsafe import Markup, escape
 
 from lakehouse.airflow.ui.health_charts import human_bytes
+from lakehouse.timeline.tags import task_run
 
 _BASE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{% block title %}Lakehouse{% endblock %}</title>
@@ -282,13 +283,6 @@ def _what(r: dict[str, Any]) -> str:
     return ""
 
 
-def _task(tags: dict[str, str], prefix: str) -> dict[str, str] | None:
-    dag, run, task = (tags.get(prefix + k) for k in ("dag_id", "run_id", "task_id"))
-    if not (dag and run and task):
-        return None
-    return {"dag_id": dag, "run_id": run, "task_id": task, "try_number": tags.get(prefix + "try_number", "")}
-
-
 def airflow_link(path: str, label: str) -> Markup:
     """A link to an Airflow UI page that works inside Airflow's sandboxed iframe."""
     return Markup(f'<a href="{escape(path)}" onclick="return goAirflow(this.getAttribute(\'href\'))">'
@@ -314,7 +308,7 @@ def _env():
     env.filters["clock"] = _clock
     # JSON for a <script type="application/json"> island: "<" escaped, so no "</script>" ends it early.
     env.filters["tojson"] = lambda v: Markup(json.dumps(v, default=str).replace("<", "\\u003c"))
-    env.globals.update(run_link=run_link, airflow_link=airflow_link, what=_what, task=_task)
+    env.globals.update(run_link=run_link, airflow_link=airflow_link, what=_what, task=task_run)
     return env
 
 
