@@ -81,13 +81,6 @@ def rich_table(title: str | None, headers: Sequence[str], rows: Sequence[Sequenc
     return t
 
 
-def human_bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    exp = min(3, (n.bit_length() - 1) // 10)
-    return f"{n / 1024 ** exp:.1f} {('KiB', 'MiB', 'GiB')[exp - 1]}"
-
-
 def split_names(value: str | None) -> list[str]:
     return [x.strip() for x in (value or "").split(",") if x.strip()]
 

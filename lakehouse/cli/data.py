@@ -21,12 +21,13 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
-from lakehouse.cli.common import (console, human_bytes, instant_arg, note, options_arg, rich_table,
+from lakehouse.cli.common import (console, instant_arg, note, options_arg, rich_table,
                                   split_names)
 from lakehouse.columns import META_FIELDS
 from lakehouse.config import IndexType, MergeMode, TableType, option_docs
 from lakehouse.errors import LakehouseError, SchemaError
 from lakehouse.iceberg import sync_iceberg
+from lakehouse.inspect.describe import human_bytes
 from lakehouse.inspect.stats import STAT_KEYS, table_stats
 from lakehouse.table import create_table, open_table
 

@@ -19,10 +19,11 @@ from typing import Any, Mapping
 
 import click
 
-from lakehouse.cli.common import (EPILOG, clock, console, emit, human_bytes, instant_arg, json_flag,
+from lakehouse.cli.common import (EPILOG, clock, console, emit, instant_arg, json_flag,
                                   ms_iso, note, rich_table, service_options_flag)
 from lakehouse.config import ArchivalConfig, CleanConfig, CompactionConfig
 from lakehouse.errors import ConfigError, InstantNotFoundError, LakehouseError
+from lakehouse.inspect.describe import human_bytes
 from lakehouse.inspect.timeline import plan_or_none
 from lakehouse.services.compaction import require_mor
 from lakehouse.services.compaction.results import read_results

@@ -3,7 +3,7 @@ and completed and what it touched, read from the timeline files alone."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import click
 from rich import box
@@ -11,33 +11,9 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from lakehouse.cli.common import clock, console, duration, emit, json_flag
+from lakehouse.inspect.describe import what
 from lakehouse.inspect.timeline import timeline_rows
 from lakehouse.table import open_table
-
-
-def _what(r: Mapping[str, Any]) -> str:
-    """One line of what an instant touched."""
-    if r["action"] == "compaction":
-        n = "?" if r.get("operations") is None else r["operations"]
-        return f"{n} operation(s)" + (f", {r['records_written']:,} records" if "records_written" in r else "")
-    if "records_written" in r or "operation" in r:
-        parts = [r.get("operation", "")]
-        if "records_written" in r:
-            deleted = f", {r['records_deleted']:,} deleted" if r.get("records_deleted") else ""
-            parts.append(f"{r['records_written']:,} written{deleted}, {r['file_groups']:,} file group(s)")
-        if r.get("file_groups_replaced"):
-            parts.append(f"{r['file_groups_replaced']:,} replaced")
-        return ": ".join(p for p in parts[:2] if p) + "".join(f", {p}" for p in parts[2:])
-    if "files_deleted" in r and r["action"] == "clean":
-        return f"{r['files_deleted']:,} file(s) deleted"
-    if "files_to_delete" in r:
-        return f"{r['files_to_delete']:,} file(s) to delete"
-    if "rolled_back" in r:
-        n = r.get("files_deleted")
-        return f"rolled back {', '.join(r['rolled_back'])}" + (f", {n:,} file(s) deleted" if n else "")
-    if "savepointed_commit" in r:
-        return f"savepoints {r['savepointed_commit']}" + (f", {r['files']:,} file(s)" if "files" in r else "")
-    return ""
 
 
 @click.command()
@@ -71,7 +47,7 @@ def timeline(path: str, archived: bool, as_json: bool) -> list[dict[str, Any]]:
     for r in rows:
         start_day = (r["start"] or "").partition("T")[0] or None
         cells = [r["time"], r["action"], "archived" if r["archived"] else r["state"],
-                 clock(r["start"], day), clock(r["end"], start_day), duration(r["duration_s"]), _what(r)]
+                 clock(r["start"], day), clock(r["end"], start_day), duration(r["duration_s"]), what(r)]
         out.add_row(*(Text(c) for i, c in enumerate(cells) if wide or i != 4))
     con.print(out)
     return rows

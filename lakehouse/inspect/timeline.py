@@ -107,15 +107,20 @@ def _details(table: Table, tl: Timeline, inst: Instant) -> tuple[dict[str, Any],
     if a is Action.CLEAN:
         if inst.is_completed:
             m = CleanMetadata.from_bytes(data, uri)
-            freed = m.extra_metadata.get(BYTES_FREED)
             return {"files_deleted": m.total_files_deleted, "earliest_retained": m.earliest_commit_to_retain,
-                    "bytes_freed": int(freed) if freed and freed.isdigit() else None}, None
+                    "bytes_freed": _bytes_freed(m.extra_metadata)}, None
         p = CleanerPlan.from_bytes(data, uri)
         return {"files_to_delete": sum(len(v) for v in p.file_paths_to_be_deleted_per_partition.values())}, None
     if inst.is_completed:
         m = RollbackMetadata.from_bytes(data, uri)
         return {"rolled_back": list(m.commits_rollback), "files_deleted": m.total_files_deleted}, None
     return {"rolled_back": [RollbackPlan.from_bytes(data, uri).instant_to_rollback.commit_time]}, None
+
+
+def _bytes_freed(extra: Mapping[str, str]) -> int | None:
+    """What a clean freed, as lakehouse records it (None for a clean by Hudi, which does not)."""
+    freed = extra.get(BYTES_FREED)
+    return int(freed) if freed and freed.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -186,7 +191,8 @@ def _archived_fact(e: Mapping[str, Any]) -> Fact:
                    file_groups=len(commit.file_ids()))
     elif (m := e.get("hoodieCleanMetadata")) is not None:
         row.update(files_deleted=m.get("totalFilesDeleted"),
-                   earliest_retained=m.get("earliestCommitToRetain"))
+                   earliest_retained=m.get("earliestCommitToRetain"),
+                   bytes_freed=_bytes_freed(m.get("extraMetadata") or {}))
     elif (m := e.get("hoodieRollbackMetadata")) is not None:
         row.update(rolled_back=list(m.get("commitsRollback") or ()), files_deleted=m.get("totalFilesDeleted"))
     elif e.get("hoodieSavePointMetadata") is not None:

@@ -15,6 +15,8 @@ import math
 from html import escape
 from typing import Any, Callable, Sequence
 
+from lakehouse.inspect.describe import human_bytes
+
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 560, 200, 56, 60, 26, 30
 
 
@@ -26,17 +28,6 @@ def human(n: float | None) -> str:
         if abs(n) < 1000 or unit == "T":
             return f"{n:.0f}{unit}" if unit == "" or n >= 100 else f"{n:.1f}{unit}"
         n /= 1000
-    return str(n)
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    n = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
     return str(n)
 
 

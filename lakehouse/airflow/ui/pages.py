@@ -20,7 +20,7 @@ from typing import Any
 from jinja2 import DictLoader, Environment, select_autoescape
 from markupsafe import Markup, escape
 
-from lakehouse.airflow.ui.health_charts import human_bytes
+from lakehouse.inspect.describe import human_bytes, what
 from lakehouse.timeline.tags import task_run
 
 _BASE = """<!doctype html>
@@ -262,27 +262,6 @@ def _clock(t: Any) -> str:
     return str(t).replace("T", " ").removesuffix("Z")[:19]
 
 
-def _what(r: dict[str, Any]) -> str:
-    if r.get("action") == "compaction":
-        ops = r.get("operations")
-        return f"{ops if ops is not None else '?'} file group(s)" + (
-            f", {r['records_written']:,} records" if r.get("records_written") is not None else "")
-    if "records_written" in r:
-        parts = [f"{r['records_written']:,} written"]
-        for k in ("inserted", "updated", "deleted"):
-            if r.get(f"records_{k}"):
-                parts.append(f"{r[f'records_{k}']:,} {k}")
-        return ", ".join(parts) + f" in {r.get('file_groups', 0):,} file group(s)"
-    if r.get("action") == "clean" and "files_deleted" in r:
-        return f"{r['files_deleted']:,} file(s) deleted" + (
-            f", {human_bytes(r['bytes_freed'])} freed" if r.get("bytes_freed") else "")
-    if "files_to_delete" in r:
-        return f"plans to delete {r['files_to_delete']:,} file(s)"
-    if "rolled_back" in r:
-        return f"rolls back {', '.join(r['rolled_back'])}"
-    return ""
-
-
 def airflow_link(path: str, label: str) -> Markup:
     """A link to an Airflow UI page that works inside Airflow's sandboxed iframe."""
     return Markup(f'<a href="{escape(path)}" onclick="return goAirflow(this.getAttribute(\'href\'))">'
@@ -308,7 +287,7 @@ def _env():
     env.filters["clock"] = _clock
     # JSON for a <script type="application/json"> island: "<" escaped, so no "</script>" ends it early.
     env.filters["tojson"] = lambda v: Markup(json.dumps(v, default=str).replace("<", "\\u003c"))
-    env.globals.update(run_link=run_link, airflow_link=airflow_link, what=_what, task=task_run)
+    env.globals.update(run_link=run_link, airflow_link=airflow_link, what=what, task=task_run)
     return env
 
 
