@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -91,6 +92,24 @@ class ArchivalConfig:
         return cfg
 
 
+def _catalog_uri(key: str, v: Any) -> str:
+    """A SQLAlchemy URL or ``env:NAME`` (resolved where the table is written); empty: none."""
+    s = str(v).strip()
+    if not s or (s.startswith("env:") and s.removeprefix("env:").strip()):
+        return s
+    if re.match(r"^(https?|thrift)://", s):
+        raise ConfigError(f"{key}={s!r} names a REST or Hive catalog; lakehouse registers tables in "
+                          "an Iceberg SQL (JDBC) catalog only",
+                          help="give a SQLAlchemy URL (sqlite:////abs/path/catalog.db or "
+                               "postgresql+psycopg2://user@host/db); REST engines read that catalog "
+                               "through `lakehouse catalog serve` or Airflow's /lakehouse-catalog")
+    if not re.match(r"^[a-z0-9+]+://", s):
+        raise ConfigError(f"{key}={s!r} is neither a SQLAlchemy URL nor env:NAME",
+                          help="use sqlite:////abs/path/catalog.db, postgresql+psycopg2://user@host/db "
+                               "or env:NAME (the URL from that environment variable)")
+    return s
+
+
 @dataclass(frozen=True)
 class IcebergConfig:
     """Iceberg metadata published with every completed instant (seed 004)."""
@@ -98,7 +117,7 @@ class IcebergConfig:
     enabled: bool = opt("hoodie.meta.sync.iceberg.enabled", True, parse_bool,
                         "publish Iceberg v2 metadata (the read-optimized view) under "
                         ".hoodie/iceberg after every commit, compaction, clean and rollback")
-    catalog_uri: str = opt("hoodie.meta.sync.iceberg.catalog.uri", "", parse_str,
+    catalog_uri: str = opt("hoodie.meta.sync.iceberg.catalog.uri", "", _catalog_uri,
                            "register the table in an Iceberg SQL catalog (Iceberg's JDBC catalog "
                            "tables, as pyiceberg's SqlCatalog keeps them) at this SQLAlchemy URL "
                            "(sqlite:///..., postgresql+psycopg2://...), its pointer moved after every "

@@ -27,7 +27,7 @@ table sweeps once it is a day old.
 
 A streaming query (``writeStream.format("lakehouse")``) commits each micro-batch the same way,
 with the batch id in the commit's extra metadata under Hudi's streaming sink key
-(``_hudi_streaming_sink_checkpoint``: ``{"<batch id>": "<identifier>"}``, the identifier from
+(``_hudi_streaming_sink_checkpoint``: ``{"<identifier>": "<batch id>"}``, the identifier from
 ``hoodie.datasource.write.streaming.checkpoint.identifier``). A batch replayed after a restart
 whose id the table already holds for that identifier is skipped, so each batch is applied once.
 Options whose keys start with ``hoodie.datasource.write.commitmeta.key.prefix`` (default ``_``)
@@ -49,7 +49,9 @@ from typing import Any, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakehouse.config import SERVICE_OPTION_KEYS
 from lakehouse.errors import ConfigError, TableNotFoundError
+from lakehouse.faults import fault_point
 from lakehouse.meta_client import split_storage_options
 from lakehouse.spark.reader import SparkReadPlan, group_slices, plan_read
 from lakehouse.spark.types import arrow_schema, spark_schema
@@ -311,12 +313,15 @@ class Sink:
         """On the driver: the staged rows as one instant; then the staging folder goes."""
         table = table or self.table()
         try:
+            fault_point("datasource.before_commit")  # staged, nothing committed yet
             instant = table.write(self.staged_rows(messages), self.op.value, options=self.write_options,
                                   extra_metadata={**self.extra_metadata, **(extra_metadata or {})})
         finally:
             self.discard()
         if self.inline_compaction and table.config.is_mor:
-            table.compact()
+            # Hudi's inline compaction reads its trigger from the writer's config: the write's
+            # hoodie.compact.* options count, over the table's.
+            table.compact(options={k: v for k, v in self.write_options.items() if k in SERVICE_OPTION_KEYS})
         return instant
 
     def last_batch(self, table: Table) -> int | None:
@@ -331,13 +336,40 @@ def sink_commits(table: Table, identifier: str = DEFAULT_IDENTIFIER,
     return [(t, b) for t, ids in _sink_batches(table, identifier) if after is None or t > after for b in ids]
 
 
+def sink_checkpoint(identifier: str, batch_id: int) -> str:
+    """The value of ``_hudi_streaming_sink_checkpoint`` for a micro-batch, as Hudi's
+    ``CommitUtils.getCheckpointValueAsString`` writes it: a JSON map of identifier to batch id."""
+    return json.dumps({identifier: str(batch_id)})
+
+
+def _batch_ids(value: str | None, identifier: str) -> list[int]:
+    """The batch ids of ``identifier`` in a sink checkpoint value, read as Hudi's
+    ``CommitUtils.readCheckpointValue`` reads it (identifier to batch id). lakehouse before
+    2026-11-24 wrote the pairs the other way round (batch id to identifier); those are read too,
+    so a query restarted on a table it streamed into then still skips what it applied."""
+    if not value:
+        return []
+    try:
+        pairs = json.loads(value)
+    except ValueError:
+        return []
+    if not isinstance(pairs, dict):
+        return []
+    ids = []
+    for k, v in pairs.items():
+        if k == identifier and str(v).lstrip("-").isdigit():
+            ids.append(int(v))
+        elif v == identifier and k.lstrip("-").isdigit():
+            ids.append(int(k))
+    return ids
+
+
 def _sink_batches(table: Table, identifier: str, newest_first: bool = False):
     """(instant, batch ids of ``identifier``) of each completed write whose Hudi sink checkpoint
-    (``_hudi_streaming_sink_checkpoint``: batch id → identifier) names ``identifier``."""
+    (``_hudi_streaming_sink_checkpoint``) names ``identifier``."""
     instants = table.timeline.completed_writes().filter(actions=WRITE_ACTIONS).instants
     for inst in (reversed(instants) if newest_first else instants):
-        value = table.active.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY)
-        ids = [int(b) for b, who in (json.loads(value).items() if value else ()) if who == identifier]
+        ids = _batch_ids(table.active.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY), identifier)
         if ids:
             yield inst.time, ids
 
@@ -384,7 +416,7 @@ class LakehouseStreamWriter(DataSourceStreamArrowWriter):
             # between our commit and its own checkpoint).
             self.sink.discard()
             return
-        self.sink.commit(messages, {SINK_CHECKPOINT_KEY: json.dumps({str(batchId): self.sink.identifier})},
+        self.sink.commit(messages, {SINK_CHECKPOINT_KEY: sink_checkpoint(self.sink.identifier, batchId)},
                          table)
 
     def abort(self, messages: list, batchId: int) -> None:

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
-from lakehouse.spark.datasource import SINK_CHECKPOINT_KEY
+from lakehouse.spark.datasource import DEFAULT_IDENTIFIER, SINK_CHECKPOINT_KEY, sink_checkpoint, sink_commits
+from tests.iceberg.iceberg_oracle import sync_and_compare
 from tests.spark.spark_tables import batch, write_history
 
 pytestmark = pytest.mark.spark
@@ -50,15 +51,16 @@ def test_bad_read_options_are_refused_naming_the_option(tmp_path, spark):
         spark.read.format("lakehouse").option("hoodie.datasource.query.type", "incremental").load(t.path)
 
 
-def _create(path):
-    return lakehouse.create_table(str(path), name="trips", record_key="id", partition_by="city",
-                                  ordering_field="ts")
+def _create(path, table_type="MERGE_ON_READ"):
+    return lakehouse.create_table(str(path), name="trips", table_type=table_type, record_key="id",
+                                  partition_by="city", ordering_field="ts")
 
 
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
 @pytest.mark.parametrize("op", ["upsert", "insert", "bulk_insert", "delete", "insert_overwrite",
                                 "insert_overwrite_table"])
-def test_each_write_operation_equals_the_python_writer(tmp_path, spark, op):
-    ours, ref = _create(tmp_path / "ours"), _create(tmp_path / "ref")
+def test_each_write_operation_equals_the_python_writer(tmp_path, spark, op, table_type):
+    ours, ref = _create(tmp_path / "ours", table_type), _create(tmp_path / "ref", table_type)
     first = batch([f"k{i:03d}" for i in range(60)], 1)
     ours.upsert(first)
     ref.upsert(first)
@@ -70,10 +72,12 @@ def test_each_write_operation_equals_the_python_writer(tmp_path, spark, op):
      .option("hoodie.datasource.write.operation", op).mode("append").save(ours.path))
     ours = lakehouse.open_table(ours.path)
     assert _rows(ours.read()) == _rows(ref.read())
+    assert _rows(ours.read(read_optimized=True)) == _rows(ref.read(read_optimized=True))
     last = ours.timeline.completed_writes().last
     assert ours.active.commit_metadata(last).operation_type == ref.active.commit_metadata(
         ref.timeline.completed_writes().last).operation_type
     assert not list((tmp_path / "ours" / ".hoodie" / ".aux" / "lakehouse" / "staging").glob("*/*"))
+    sync_and_compare(ours, f"format('lakehouse') {op} on {table_type}")  # pyiceberg and Daft
 
 
 def test_a_write_creates_a_missing_table_from_hudis_datasource_keys(tmp_path, spark):
@@ -129,12 +133,30 @@ def test_a_bad_write_fails_before_anything_is_written(tmp_path, spark):
 
 
 def _checkpoints(t) -> list[int]:
+    """Batch ids as Hudi's CommitUtils.readCheckpointValue reads them: a map of the sink's
+    identifier to the batch id."""
     out = []
     for inst in t.timeline.completed_writes():
         v = t.active.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY)
         if v:
-            out.extend(int(b) for b in json.loads(v))
+            pairs = json.loads(v)
+            assert list(pairs) == [DEFAULT_IDENTIFIER], pairs
+            out.append(int(pairs[DEFAULT_IDENTIFIER]))
     return out
+
+
+def test_the_sink_checkpoint_is_hudis_and_the_one_lakehouse_wrote_before_is_still_read(tmp_path):
+    """CommitUtils.getCheckpointValueAsString / readCheckpointValue: {identifier: batch id}. A
+    table a Hudi streaming sink (or lakehouse before it wrote Hudi's layout) committed to holds
+    the batches the query must skip on restart."""
+    t = _create(tmp_path / "t")
+    assert json.loads(sink_checkpoint("q1", 7)) == {"q1": "7"}
+    t.upsert(batch(["k001"], 1), extra_metadata={SINK_CHECKPOINT_KEY: '{"q1": "3", "other": "9"}'})  # Hudi's
+    t.upsert(batch(["k002"], 2), extra_metadata={SINK_CHECKPOINT_KEY: '{"4": "q1"}'})  # lakehouse's old one
+    t.upsert(batch(["k003"], 3), extra_metadata={SINK_CHECKPOINT_KEY: '{"other": "11"}'})
+    assert [b for _, b in sink_commits(t, "q1")] == [3, 4]
+    assert [b for _, b in sink_commits(t, "other")] == [9, 11]
+    assert sink_commits(t, "nobody") == []
 
 
 def test_a_streaming_query_applies_each_batch_once_and_skips_a_replayed_batch(tmp_path, spark):
@@ -190,7 +212,8 @@ def _driver(src, t, ck, env):
                             start_new_session=True)
 
 
-@pytest.mark.parametrize("crash", ["commit_worker_killed_after_commit", "driver_sigkilled"])
+@pytest.mark.parametrize("crash", ["commit_worker_killed_with_the_batch_staged",
+                                   "commit_worker_killed_after_commit", "driver_sigkilled"])
 def test_a_streaming_query_killed_and_restarted_applies_every_row_once(tmp_path, spark_env, crash):
     """SIGKILL mid-batch, then the query restarted from its checkpoint: Spark replays the batch it
     had not recorded; the table holds each batch once (its batch id once among the commits),
@@ -206,12 +229,16 @@ def test_a_streaming_query_killed_and_restarted_applies_every_row_once(tmp_path,
     _land(tmp_path / "src", batches)
     ck = tmp_path / "ck"
     env = dict(spark_env)
-    if crash == "commit_worker_killed_after_commit":
-        # The process committing batch 0 dies once the instant is complete, before Spark
-        # records the batch: the restarted query replays it.
-        env["LAKEHOUSE_FAULTS"] = f"commit.after_complete:kill@{tmp_path / 'fired'}"
+    if crash.startswith("commit_worker_killed"):
+        # The process committing batch 0 dies with its rows staged and nothing committed, or once
+        # the instant is complete but before Spark records the batch: the restarted query
+        # replays it, and applies it only in the first case.
+        point = "datasource.before_commit" if "staged" in crash else "commit.after_complete"
+        env["LAKEHOUSE_FAULTS"] = f"{point}:kill@{tmp_path / 'fired'}"
         first = _driver(tmp_path / "src", t, ck, env)
         assert first.wait(timeout=300) != 0
+        assert (tmp_path / "fired").exists(), "the fault point was not reached"
+        assert _checkpoints(lakehouse.open_table(t.path)) == ([] if "staged" in crash else [0])
     else:
         first = _driver(tmp_path / "src", t, ck, env)
         deadline = time.time() + 300
@@ -219,7 +246,8 @@ def test_a_streaming_query_killed_and_restarted_applies_every_row_once(tmp_path,
             assert first.poll() is None and time.time() < deadline, first.stderr.read()[-3000:]
             time.sleep(0.05)
         os.killpg(first.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
-        first.wait(timeout=60)
+        assert first.wait(timeout=60) == -signal.SIGKILL
+        assert len(_checkpoints(lakehouse.open_table(t.path))) < len(batches), "killed after the last batch"
     env.pop("LAKEHOUSE_FAULTS", None)
     again = _driver(tmp_path / "src", t, ck, env)
     assert again.wait(timeout=300) == 0, again.stderr.read()[-3000:]
@@ -232,6 +260,7 @@ def test_a_streaming_query_killed_and_restarted_applies_every_row_once(tmp_path,
     assert _rows(t.read()) == sorted(model.values())
     cols = ["id", "city", "ts", "v"]
     assert canonical(hudi_read(t.path.removeprefix("file://")), cols) == canonical(t.read(), cols)
+    sync_and_compare(t, f"streamed, {crash}")  # pyiceberg and Daft
 
 
 def test_a_table_the_write_would_create_is_not_created_for_a_batch_lacking_its_key(tmp_path, spark):
@@ -241,3 +270,21 @@ def test_a_table_the_write_would_create_is_not_created_for_a_batch_lacking_its_k
          .option("hoodie.table.name", "trips").option("hoodie.datasource.write.recordkey.field", "uuid")
          .mode("append").save(str(path)))
     assert not (path / ".hoodie" / "hoodie.properties").exists()
+
+
+def test_inline_compaction_compacts_once_its_trigger_is_met(tmp_path, spark):
+    """hoodie.compact.inline (Hudi's HoodieCompactionConfig.INLINE_COMPACT): after a write whose
+    delta commits reach hoodie.compact.inline.max.delta.commits, the write compacts."""
+    t = _create(tmp_path / "t")
+    opts = {"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "2"}
+    expected = {}
+    for n in range(3):
+        b = batch([f"k{i:03d}" for i in range(n * 5, n * 5 + 10)], n + 1)
+        expected.update({r["id"]: (r["id"], r["city"], r["ts"], r["v"]) for r in b.to_pylist()})
+        spark.createDataFrame(b.to_pandas()).write.format("lakehouse").options(**opts).mode("append").save(t.path)
+        t = lakehouse.open_table(t.path)
+        compactions = [i for i in t.timeline.completed_writes() if t.timeline.is_compaction(i.time)]
+        assert len(compactions) == (1 if n >= 1 else 0), (n, compactions)
+    assert _rows(t.read()) == sorted(expected.values())
+    # The compacted slices hold what the snapshot before the third write held.
+    assert _rows(t.read(as_of=compactions[0].time, read_optimized=True)) == _rows(t.read(as_of=compactions[0].time))
