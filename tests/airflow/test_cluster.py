@@ -201,9 +201,19 @@ def test_make_cluster_runs_both_tables_on_postgres_two_spark_workers_and_s3(clus
     for k, v in {"AWS_ENDPOINT_URL_S3": store, "AWS_ACCESS_KEY_ID": "lakehouse",
                  "AWS_SECRET_ACCESS_KEY": "lakehouse-secret", "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(k, v)
+    # The Iceberg catalog in Postgres, as docker-compose's services have it (env: in the registry).
+    catalog_uri = json.loads(layout.state_file.read_text())["services"]["airflow-scheduler"]["env"][
+        "LAKEHOUSE_CATALOG_URI"]
+    assert catalog_uri.startswith("postgresql"), catalog_uri
+    monkeypatch.setenv("LAKEHOUSE_CATALOG_URI", catalog_uri)  # for commits made here
     cols = ["trip_id", "city", "event_ts", "fare", "_hoodie_is_deleted"]
     import hudi
     import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+    from tests.iceberg.iceberg_oracle import assert_same_table
+    by_name = SqlCatalog(reg.catalog.name, uri=catalog_uri, **{
+        "s3.endpoint": store, "s3.access-key-id": "lakehouse", "s3.secret-access-key": "lakehouse-secret",
+        "s3.region": "us-east-1"})
     for t in reg.tables:
         _resume_compactions(lakehouse.open_table(t.path))
         table = lakehouse.open_table(t.path)
@@ -217,6 +227,10 @@ def test_make_cluster_runs_both_tables_on_postgres_two_spark_workers_and_s3(clus
             "aws_region": "us-east-1", "aws_allow_http": "true"}).build().read(hudi.HudiReadOptions())
         assert canonical(pa.Table.from_batches(theirs).select(cols), cols) == ours, t.name
         assert "lakehouse-secret" not in table.storage.read(".hoodie/hoodie.properties").decode()
+        # Found by name in the Postgres catalog: pyiceberg reads the read-optimized view.
+        found = by_name.load_table(f"{reg.catalog.namespace}.{table.name}")
+        assert found.metadata_location.startswith(t.path), found.metadata_location
+        assert_same_table(found.scan().to_arrow(), table.read(read_optimized=True), f"{t.name} by name")
 
     # The Lakehouse view of that Airflow lists both tables, and reads their history from S3 as
     # `lakehouse stats --json` does (the api-server has the store's credentials from its environment).
