@@ -302,7 +302,7 @@ def main(seconds: float, every: float, table: str | None, port: int) -> None:
         click.echo("error: no compaction committed while the stream was writing, which is what the "
                    "demo shows\nHelp: run it longer (--seconds) or check the compaction DAG's runs in "
                    "Airflow", err=True)
-    if not (r.model_equal and r.hudi_rs_equal is not False and r.compactions and r.interleaved):
+    if not (r.model_equal and r.hudi_rs_equal is not False and r.interleaved):  # interleaved: a compaction ran
         raise SystemExit(1)
 
 

@@ -92,21 +92,29 @@ class ArchivalConfig:
         return cfg
 
 
+def catalog_url_problem(url: str) -> tuple[str, str] | None:
+    """Why ``url`` cannot be the Iceberg SQL catalog's URL, as (what is wrong, what to do); None
+    when it can. Checked where the option is given and again where ``env:NAME`` is resolved."""
+    if re.match(r"^(https?|thrift)://", url):
+        return ("names a REST or Hive catalog; lakehouse registers tables in an Iceberg SQL (JDBC) "
+                "catalog only",
+                "give a SQLAlchemy URL (sqlite:////abs/path/catalog.db or postgresql+psycopg2://user@host/db); "
+                "REST engines read that catalog through `lakehouse catalog serve` or Airflow's /lakehouse-catalog")
+    if not re.match(r"^[a-z0-9+]+://", url):
+        return ("is not a SQLAlchemy URL",
+                "use sqlite:////abs/path/catalog.db or postgresql+psycopg2://user@host/db, or env:NAME "
+                "in the option (the URL from that environment variable)")
+    return None
+
+
 def _catalog_uri(key: str, v: Any) -> str:
     """A SQLAlchemy URL or ``env:NAME`` (resolved where the table is written); empty: none."""
     s = str(v).strip()
     if not s or (s.startswith("env:") and s.removeprefix("env:").strip()):
         return s
-    if re.match(r"^(https?|thrift)://", s):
-        raise ConfigError(f"{key}={s!r} names a REST or Hive catalog; lakehouse registers tables in "
-                          "an Iceberg SQL (JDBC) catalog only",
-                          help="give a SQLAlchemy URL (sqlite:////abs/path/catalog.db or "
-                               "postgresql+psycopg2://user@host/db); REST engines read that catalog "
-                               "through `lakehouse catalog serve` or Airflow's /lakehouse-catalog")
-    if not re.match(r"^[a-z0-9+]+://", s):
-        raise ConfigError(f"{key}={s!r} is neither a SQLAlchemy URL nor env:NAME",
-                          help="use sqlite:////abs/path/catalog.db, postgresql+psycopg2://user@host/db "
-                               "or env:NAME (the URL from that environment variable)")
+    problem = catalog_url_problem(s)
+    if problem is not None:
+        raise ConfigError(f"{key}={s!r} {problem[0]}", help=problem[1])
     return s
 
 

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from lakehouse.config import IcebergConfig
+from lakehouse.config.services import catalog_url_problem
 from lakehouse.iceberg.errors import IcebergSyncError
 from lakehouse.iceberg.store import METADATA_DIR
 
@@ -60,17 +61,9 @@ def resolve_uri(uri: str) -> str:
         if not uri:
             raise IcebergSyncError(f"hoodie.meta.sync.iceberg.catalog.uri=env:{var}, but {var} is not set",
                                    help=f"export {var} (the catalog's SQLAlchemy URL) where the table is written")
-    if re.match(r"^(https?|thrift)://", uri):
-        raise IcebergSyncError(
-            f"the Iceberg catalog URL {uri!r} names a REST or Hive catalog; lakehouse registers "
-            "tables in an Iceberg SQL (JDBC) catalog only",
-            help="give hoodie.meta.sync.iceberg.catalog.uri a SQLAlchemy URL (sqlite:////abs/path/"
-                 "catalog.db or postgresql+psycopg2://user@host/db); REST engines then read it through "
-                 "`lakehouse catalog serve` or the Airflow plugin's /lakehouse-catalog (README: "
-                 "Iceberg metadata)")
-    if not re.match(r"^[a-z0-9+]+://", uri):
-        raise IcebergSyncError(f"the Iceberg catalog URL {uri!r} is not a SQLAlchemy URL",
-                               help="use sqlite:////abs/path/catalog.db or postgresql+psycopg2://user@host/db")
+    problem = catalog_url_problem(uri)
+    if problem is not None:
+        raise IcebergSyncError(f"the Iceberg catalog URL {uri!r} {problem[0]}", help=problem[1])
     return uri
 
 
