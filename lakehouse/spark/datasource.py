@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse.config import SERVICE_OPTION_KEYS
-from lakehouse.errors import ConfigError, TableNotFoundError
+from lakehouse.errors import ConfigError, CorruptFileError, TableNotFoundError
 from lakehouse.faults import fault_point
 from lakehouse.meta_client import split_storage_options
 from lakehouse.spark.reader import SparkReadPlan, group_slices, plan_read
@@ -346,15 +346,14 @@ def _batch_ids(value: str | None, identifier: str) -> list[int]:
     """The batch ids of ``identifier`` in a sink checkpoint value, read as Hudi's
     ``CommitUtils.readCheckpointValue`` reads it (identifier to batch id). lakehouse before
     2026-11-24 wrote the pairs the other way round (batch id to identifier); those are read too,
-    so a query restarted on a table it streamed into then still skips what it applied."""
+    so a query restarted on a table it streamed into then still skips what it applied. A value
+    that is not a JSON map raises ValueError (Hudi fails there too: skipping it could apply a
+    batch twice)."""
     if not value:
         return []
-    try:
-        pairs = json.loads(value)
-    except ValueError:
-        return []
+    pairs = json.loads(value)
     if not isinstance(pairs, dict):
-        return []
+        raise ValueError("not a JSON map")
     ids = []
     for k, v in pairs.items():
         if k == identifier and str(v).lstrip("-").isdigit():
@@ -369,7 +368,14 @@ def _sink_batches(table: Table, identifier: str, newest_first: bool = False):
     (``_hudi_streaming_sink_checkpoint``) names ``identifier``."""
     instants = table.timeline.completed_writes().filter(actions=WRITE_ACTIONS).instants
     for inst in (reversed(instants) if newest_first else instants):
-        ids = _batch_ids(table.active.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY), identifier)
+        try:
+            ids = _batch_ids(table.active.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY),
+                             identifier)
+        except ValueError as e:
+            raise CorruptFileError(table.storage.uri(table.active.path(inst)),
+                                   f"its {SINK_CHECKPOINT_KEY} is not a checkpoint map ({e})",
+                                   help="fix the value in the commit's extraMetadata (a JSON map of the "
+                                        "streaming query's identifier to its batch id)") from e
         if ids:
             yield inst.time, ids
 

@@ -157,6 +157,11 @@ def test_the_sink_checkpoint_is_hudis_and_the_one_lakehouse_wrote_before_is_stil
     assert [b for _, b in sink_commits(t, "q1")] == [3, 4]
     assert [b for _, b in sink_commits(t, "other")] == [9, 11]
     assert sink_commits(t, "nobody") == []
+    # A checkpoint that is not a map fails loudly (CommitUtils.readCheckpointValue throws too):
+    # skipping it could apply a batch twice.
+    t.upsert(batch(["k004"], 4), extra_metadata={SINK_CHECKPOINT_KEY: "[3]"})
+    with pytest.raises(lakehouse.errors.CorruptFileError, match=SINK_CHECKPOINT_KEY):
+        sink_commits(t, "q1")
 
 
 def test_a_streaming_query_applies_each_batch_once_and_skips_a_replayed_batch(tmp_path, spark):
