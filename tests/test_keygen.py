@@ -80,6 +80,23 @@ def test_simple_null_or_empty_key_is_refused(bad):
     assert "Help:" in str(err.value)
 
 
+def test_an_empty_key_is_found_in_any_chunk_or_slice():
+    # Empty values are found from the Arrow offsets: a later chunk, an array's slice, and a
+    # null value (whose slot is also zero bytes long) must each be told apart correctly.
+    def table(col):
+        return pa.table({"id": col, "p": ["a"] * len(col)})
+    gen = KeyGenerator(cfg())
+    with pytest.raises(RecordKeyError, match="empty"):
+        gen.record_keys(table(pa.chunked_array([["a", "b"], ["c", ""]])))
+    with pytest.raises(RecordKeyError, match="empty"):
+        gen.record_keys(table(pa.array(["a", "", "c"]).slice(1)))
+    assert gen.record_keys(table(pa.array(["", "b", "c"]).slice(1))).to_pylist() == ["b", "c"]
+    assert gen.partition_paths(pa.table({"id": ["1"], "p": pa.array(["", "x"]).slice(1)})
+                               ).to_pylist() == ["x"]
+    assert gen.partition_paths(pa.table({"id": ["1", "2", "3"], "p": pa.chunked_array([["x"], ["y", ""]])})
+                               ).to_pylist() == ["x", "y", DEFAULT_PARTITION]
+
+
 def test_missing_columns_are_refused():
     with pytest.raises(RecordKeyError, match="'id'"):
         keys(cfg(), other=["1"], p=["a"])

@@ -158,7 +158,24 @@ class Taken:
         return Taken(self.table.drop_columns(columns), self.indices)
 
     def materialize(self) -> pa.Table:
-        return self.table.take(pa.array(self.indices))
+        """The rows, each column gathered once: columns that are one array under two names (a
+        record key or partition path column and the data column it was made from) stay one."""
+        indices = pa.array(self.indices)
+        taken: dict[tuple, pa.ChunkedArray] = {}
+        columns = []
+        for col in self.table.columns:
+            same = _identity(col)
+            got = taken.get(same)
+            if got is None:
+                got = taken[same] = col.take(indices)
+            columns.append(got)
+        return pa.Table.from_arrays(columns, schema=self.table.schema)
+
+
+def _identity(col: pa.ChunkedArray) -> tuple:
+    """Equal for two columns only if they are views of the same memory as the same type."""
+    return (col.type, tuple((c.offset, len(c), tuple(b.address if b is not None else 0 for b in c.buffers()))
+                            for c in col.chunks))
 
 
 Rows = "pa.Table | Taken"

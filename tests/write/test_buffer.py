@@ -49,6 +49,34 @@ def test_flush_rules_follow_flinks_write_batch_size_and_write_task_max_size():
     assert buf.total == 0 and not buf.parts and buf.flushes == 5
 
 
+def test_the_flushes_at_the_end_start_with_the_largest_buffer():
+    # Two flush threads over skewed buckets: the big one last would run on alone at the end.
+    flushed: list[tuple] = []
+    buf = WriteBuffers(batch_bytes=1000, task_max_bytes=10_000,
+                       flush=lambda key, parts: flushed.append(key))
+    for bucket, size in enumerate((10, 300, 20, 200)):
+        buf.add(("p", bucket), Sized(size))
+    buf.flush_all()
+    assert flushed == [("p", 1), ("p", 3), ("p", 2), ("p", 0)]
+
+
+def test_a_column_shared_under_two_names_is_gathered_once():
+    # The record key helper column is the batch's key column itself: taking a bucket's rows
+    # gathers it once and both names point at the one copy, as before the take.
+    from lakehouse.write.assign import Taken
+    keys = pa.chunked_array([["k3", "k1", "k2"], ["k5", "k4"]])
+    table = pa.table({"id": keys, "v": [1, 2, 3, 4, 5]}).append_column("__lh_key", keys)
+    picked = np.array([4, 0, 2])
+    got = Taken(table, picked).materialize()
+    assert got.equals(table.take(pa.array(picked)))
+    same = [c.buffers()[2].address for c in got.column("id").chunks]
+    assert same == [c.buffers()[2].address for c in got.column("__lh_key").chunks]
+    # Equal values in distinct memory are not the same column: each is taken on its own.
+    apart = pa.table({"a": ["x", "y"], "b": ["x", "y"]})
+    got = Taken(apart, np.array([1])).materialize()
+    assert got.to_pydict() == {"a": ["y"], "b": ["y"]}
+
+
 def test_flink_size_options_are_read_in_mb_and_checked():
     wc = WriteConfig.from_options({"write.task.max.size": "64", "write.batch.size": 0.5})
     assert (wc.task_max_bytes, wc.batch_bytes) == (64 << 20, 512 << 10)
