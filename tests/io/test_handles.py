@@ -8,7 +8,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakehouse
-from lakehouse.io.handles import _mostly_distinct
 from tests.write.test_operations import files
 
 
@@ -31,6 +30,7 @@ def test_columns_of_distinct_values_are_written_without_a_dictionary(tmp_path, t
         "city": pa.array(rng.choice(["a", "b", "c"], n)),
         "fare": np.round(rng.gamma(2.0, 12.0, n), 1),  # repeats: ~1,000 distinct values
         "flag": rng.random(n) < 0.5,
+        "stops": pa.array([[int(v)] for v in rng.integers(0, 1 << 40, n)], pa.list_(pa.int64())),  # nested: not sampled (no distinct count for lists)
         "p": ["x"] * n,
     })
     table = lakehouse.create_table(str(tmp_path / "t"), name="t", table_type=table_type, record_key="id",
@@ -43,8 +43,14 @@ def test_columns_of_distinct_values_are_written_without_a_dictionary(tmp_path, t
     assert table.read().sort_by("id").select(batch.column_names).equals(batch)
 
 
-def test_only_columns_large_enough_to_sample_are_judged():
-    assert _mostly_distinct(pa.chunked_array([np.arange(100_000)]))
-    assert not _mostly_distinct(pa.chunked_array([np.arange(100_000) % 5_000]))
-    assert not _mostly_distinct(pa.chunked_array([np.arange(1_000)]))  # small: not judged
-    assert not _mostly_distinct(pa.chunked_array([[[1]] * 100_000]))  # nested: not judged
+def test_a_small_file_keeps_its_dictionaries(tmp_path):
+    # Under twice the sample (16,384 rows) a column is not judged: its dictionary is small anyway.
+    n = 1_000
+    rng = np.random.default_rng(4)
+    batch = pa.table({"id": [f"k{i:04d}" for i in range(n)], "ts": pa.array(rng.integers(0, 1 << 40, n), pa.int64()),
+                      "lat": rng.uniform(-90, 90, n), "p": ["x"] * n})
+    table = lakehouse.create_table(str(tmp_path / "t"), name="t", table_type="COPY_ON_WRITE", record_key="id",
+                                   partition_by="p", ordering_field="ts")
+    table.bulk_insert(batch)
+    [base] = files(tmp_path / "t", lambda name: name.endswith(".parquet"))
+    assert {"ts", "lat"} <= _dictionary_columns(base)
