@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-cluster bench bench-backlog bench-view bench-spark reliability venv clean
+.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-cluster bench bench-read bench-backlog bench-view bench-spark reliability venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,10 +57,17 @@ test-cluster: $(STAMP) postgresql
 	$(PY) -m pytest -q -m cluster
 
 # The core benchmark, then lakehouse beside delta-rs, pyiceberg and plain parquet (bench-out/peers.*)
-# at N=1M, and lakehouse MOR and delta-rs again at N=5M; every table with lakehouse's defaults.
+# at N=1M, and lakehouse MOR and delta-rs again at N=5M; every table with lakehouse's defaults;
+# then where a snapshot read of pending logs spends its time (bench-read).
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_peers.py -n 1000000,5000000
+	$(PY) benchmarks/bench_read_bound.py
+
+# A default MOR table's snapshot read of pending logs against the least a merge by key must do
+# (bench-out/read_bound.json, ~20 s).
+bench-read: $(STAMP)
+	$(PY) benchmarks/bench_read_bound.py
 
 # The reliability suite at full length (500 sustained commits, hypothesis's nightly profile, the
 # Spark task-loss scenario), then its report into docs/reliability.md. `make test` runs the same
