@@ -24,6 +24,7 @@ from typing import Any
 
 import fastavro
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.errors import CorruptFileError, SchemaError, UnsupportedTableError
@@ -394,24 +395,24 @@ def decode_delete_block(block: LogBlock) -> pa.Table:
     if stream.tell() != len(content):
         raise block._corrupt(f"{len(content) - stream.tell()} bytes follow the delete records")
     records = datum["deleteRecordList"]
-    values: list[Any] = []
-    unconditional: list[bool] = []
-    kinds: set[str] = set()
-    for r in records:
-        o = r["orderingVal"]
-        if o is None or o == delete_record.UNCONDITIONAL:
-            values.append(None)
-            unconditional.append(True)
-        else:
-            kinds.add(o[0])
-            values.append(o[1]["value"])
-            unconditional.append(False)
-    ordering = pa.array(values, type=_ordering_type(block, kinds))
+    n = len(records)
+    ords = [r["orderingVal"] for r in records]
+    uncond = delete_record.UNCONDITIONAL
+    conditional = [o is not None and o != uncond for o in ords]
+    if any(conditional):
+        kinds = {o[0] for o, c in zip(ords, conditional) if c}
+        ordering = pa.array([o[1]["value"] if c else None for o, c in zip(ords, conditional)],
+                            type=_ordering_type(block, kinds))
+        unconditional = pc.invert(pa.array(conditional, pa.bool_()))
+    else:
+        # Most delete blocks: deletes without an ordering value (every record unconditional).
+        ordering = pa.nulls(n, _ordering_type(block, set()))
+        unconditional = pa.repeat(True, n)
     return pa.table({
         "record_key": pa.array([r["recordKey"] for r in records], pa.string()),
         "partition_path": pa.array([r["partitionPath"] for r in records], pa.string()),
         "ordering_value": ordering,
-        "unconditional": pa.array(unconditional, pa.bool_()),
+        "unconditional": unconditional,
     })
 
 
