@@ -61,16 +61,13 @@ def _parts(table) -> dict[str, Callable[[], int]]:
         rows, keys = [], []
         for lf in fs.log_files:
             for b in read_log_blocks(storage.read(lf.path), storage.uri(lf.path)):
-                if b.block_type is BlockType.PARQUET_DATA:
-                    rows.append(decode_parquet_data_block(b))
-                elif b.block_type is BlockType.AVRO_DATA:
-                    rows.append(decode_avro_data_block(b))
-                elif b.block_type is BlockType.DELETE:
+                if b.block_type is BlockType.DELETE:
                     keys.append(decode_delete_block(b).column("record_key"))
-                    continue
-                else:
-                    continue
-                keys.append(rows[-1].column(RECORD_KEY))
+                elif b.block_type in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA):
+                    decode = decode_parquet_data_block if b.block_type is BlockType.PARQUET_DATA \
+                        else decode_avro_data_block
+                    rows.append(decode(b))
+                    keys.append(rows[-1].column(RECORD_KEY))
         return rows, keys
 
     def base_and_logs(fs) -> int:
