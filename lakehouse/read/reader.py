@@ -164,8 +164,10 @@ class TableReader:
                 f"{what} {t} is not possible: instants before {first.time} are archived",
                 help=f"use an instant at or after {first.time}, the earliest available one")
 
-    def _context(self, schema: pa.Schema, visible: set[str], columns, row_filter,
+    def slice_read_context(self, schema: pa.Schema, visible: set[str], columns, row_filter,
                  read_logs: bool) -> SliceReadContext:
+        """What reading a file slice of this table needs: which instants are visible (``visible``
+        plus those archived before the active timeline), the merge, the memory bound."""
         key_of = None
         if not self.config.populate_meta_fields:
             kg = KeyGenerator(self.config)
@@ -276,7 +278,7 @@ class TableReader:
                         filters_to_expression(filters, schema), read_logs=True, commit_range=(start, end))
 
     def slice_context(self, plan: "ReadPlan") -> SliceReadContext:
-        return self._context(plan.schema, set(plan.visible), plan.read_columns, plan.row_filter,
+        return self.slice_read_context(plan.schema, set(plan.visible), plan.read_columns, plan.row_filter,
                              plan.read_logs)
 
     def execute(self, plan: "ReadPlan") -> pa.Table:

@@ -20,8 +20,8 @@ import pyarrow.compute as pc
 from lakehouse.config import (TABLE_OPTION_KEYS, BucketEngine, BulkInsertSortMode, ConcurrencyConfig, IndexType,
                               TableConfig, WriteConfig, option_keys)
 from lakehouse.faults import InjectedFault, fault_point
-from lakehouse.concurrency.conflict import START_KEY, check_conflicts, start_marker
-from lakehouse.commit import complete, hooks_deferred
+from lakehouse.concurrency.conflict import START_KEY, start_marker
+from lakehouse.commit import hooks_deferred
 from lakehouse.concurrency.retry import retry_policy
 from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, ConfigError, CorruptFileError,
                               FileAlreadyExistsError, LockError,
@@ -36,13 +36,13 @@ from lakehouse.meta_client import TableMetaClient, meta_client_of
 from lakehouse.merge import MergeSpec
 from lakehouse.read.reader import TableReader, with_meta_fields
 from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
-from lakehouse.services.rollback import (pending_rollback_plan, rollback_expired_writes, rollback_failed_writes,
-                                         rollback_instant)
+from lakehouse.services.rollback import rollback_expired_writes, rollback_failed_writes, rollback_instant
 from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
-from lakehouse.write import assign, bucket_sizing, buffer
+from lakehouse.write import assign, bucket_sizing, buffer, commit_phase
+from lakehouse.write.commit_phase import BUCKETS_KEY, RESULTS_KEY, phase_one_problem
 from lakehouse.write.assign import Target
 from lakehouse.io.handles import HandleContext, schema_json, writes_bloom
 from lakehouse.iceberg import field_ids
@@ -60,23 +60,7 @@ CONCURRENCY_OPTION_KEYS = option_keys(ConcurrencyConfig)
 # Writes the data files of phase 1: (instant time, timeline) -> (write stats, replaced file ids
 # per partition for a replacecommit).
 FileWriter = Callable[[str, Timeline], "tuple[list[WriteStat], dict[str, tuple[str, ...]] | None]"]
-RESULTS_KEY = "lakehouse.write.results"
-BUCKETS_KEY = "lakehouse.bucket.index.num.buckets"
 __all__ = ["Operation", "PARTITION", "Prepared", "RESULTS_KEY", "WriteClient", "phase_one_problem"]
-
-
-def phase_one_problem(meta: "TableMetaClient", instant_time: str) -> str:
-    """Why ``instant_time`` cannot be committed ('' if its phase 1 recorded complete results)."""
-    inst = meta.timeline.get(instant_time)
-    if inst is None:
-        return f"{instant_time} is not on the timeline"
-    if not inst.is_inflight:
-        return f"{instant_time} is {inst.state.name.lower()}, not inflight"
-    recorded = CommitMetadata.from_bytes(meta.active.read(inst), meta.active.path(inst))
-    if recorded.extra_metadata.get(RESULTS_KEY) != "complete":
-        return ("phase 1 has not recorded complete results (still writing, or crashed: the next "
-                "write rolls it back)")
-    return ""
 
 
 class WriteClient:
@@ -343,123 +327,11 @@ class WriteClient:
         self.active.overwrite(inflight, meta.to_bytes())
         fault_point("write.after_results")
 
-    # --- phase 2 ---------------------------------------------------------------------------
+    # --- phase 2 (lakehouse.write.commit_phase) -------------------------------------------
 
     def commit(self, instant_time: str, *, extra_metadata: Mapping[str, str] | None = None) -> CommitMetadata:
-        if not self.concurrency.multi_writer:
-            return self._commit(instant_time, extra_metadata)
-        # The commit may run in another process than phase 1 (the Airflow commit step): it
-        # shows life again, so that nobody takes the waiting write for a dead one meanwhile.
-        beats = self.meta.heartbeats
-        beats.start(instant_time)
-        done = False
-        try:
-            final = self._commit(instant_time, extra_metadata)
-            done = True
-            return final
-        finally:
-            gone = not done and self.active.load().get(instant_time) is None
-            beats.stop(instant_time, delete=done or gone)
-
-    def _commit(self, instant_time: str, extra_metadata: Mapping[str, str] | None) -> CommitMetadata:
-        timeline = self.active.load()
-        inst = timeline.get(instant_time)
-        if inst is None:
-            raise TimelineError(f"instant {instant_time} is not on the timeline",
-                                help="it may have been rolled back; write the batch again")
-        if inst.is_completed:
-            return self.active.commit_metadata(inst)
-        if not inst.is_inflight or inst.action not in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT):
-            raise TimelineError(f"{inst} is not an inflight write", help="run phase 1 first")
-        recorded = CommitMetadata.from_bytes(self.active.read(inst), self.active.path(inst))
-        if recorded.extra_metadata.get(RESULTS_KEY) != "complete":
-            raise WriteError(f"instant {instant_time} has no complete write results; its writer "
-                             "did not finish phase 1",
-                             help="roll it back (the next write does so) and write the batch again")
-        for s in recorded.write_stats():
-            size = self.storage.info(s.path)
-            if size is None or size.size != s.file_size_in_bytes:
-                raise WriteError(f"instant {instant_time}: {s.path} is "
-                                 f"{'missing' if size is None else f'{size.size} bytes, expected {s.file_size_in_bytes}'}",
-                                 help="roll the instant back and write the batch again")
-        # Files this instant created that its results do not list (a retried task's first
-        # attempt, say) would become visible with the commit: remove them while still invisible.
-        listed = {s.path for s in recorded.write_stats()}
-        for m in Markers(self.storage, instant_time).all():
-            if m.data_path not in listed:
-                self.storage.delete(m.data_path)
-        extra = {k: v for k, v in recorded.extra_metadata.items() if k not in (RESULTS_KEY, START_KEY, BUCKETS_KEY)}
-        extra.update(extra_metadata or {})
-        final = CommitMetadata(recorded.partition_to_write_stats, recorded.operation_type, recorded.compacted,
-                               extra, recorded.partition_to_replace_file_ids)
-        fault_point("commit.before_complete")
-        # The post-commit hooks (Iceberg) run at the end, outside the table lock.
-        with hooks_deferred(self.meta):
-            self._complete(inst, recorded, final)
-        return final
-
-    def _complete(self, inst, recorded: CommitMetadata, final: CommitMetadata) -> None:
-        instant_time = inst.time
-        if self.concurrency.multi_writer:
-            txn = self.meta.transactions
-            with txn.lock():
-                now = self._still_ours(inst)
-                try:
-                    self._check_bucket_count(recorded, instant_time)
-                    self._check_field_ids(recorded, instant_time, now)
-                    check_conflicts(self.active, now, instant_time, recorded,
-                                    global_index=self.config.index_type.is_global)
-                except CommitConflictError:
-                    self.rollback_own(inst)
-                    raise
-                txn.check()  # a holder that stalled past its lease must not publish
-                complete(self.meta, inst, final.to_bytes())
-        else:
-            complete(self.meta, inst, final.to_bytes())
-        fault_point("commit.after_complete")
-        Markers(self.storage, instant_time).delete_all()
-
-    def _check_bucket_count(self, meta: CommitMetadata, instant_time: str) -> None:
-        """Under the table lock: the write hashed keys with the table's bucket count (a first
-        write of another writer may have fixed it meanwhile; lakehouse.write.bucket_sizing)."""
-        used = meta.extra_metadata.get(BUCKETS_KEY)
-        if used is None:
-            return
-        stored = read_table_config(self.storage)
-        if stored.index_type is IndexType.BUCKET and str(stored.bucket_num) != used:
-            raise CommitConflictError(
-                f"instant {instant_time} hashed its keys into {used} buckets per partition, but "
-                f"the table's first write fixed its bucket count at {stored.bucket_num}",
-                help="nothing of it is visible; write the batch again (Table.write retries by itself)")
-
-    def _check_field_ids(self, meta: CommitMetadata, instant_time: str, timeline) -> None:
-        """Under the table lock: the field ids this write numbered its new columns with are still
-        free (another writer adding a column at the same time may have taken them)."""
-        mine = FieldIds.of_commit(meta, f"instant {instant_time}")
-        if mine is None:
-            return
-        why = field_ids.conflict(field_ids.known(self.meta, timeline), mine)
-        if why is not None:
-            raise CommitConflictError(
-                f"instant {instant_time}: {why} (two writers added columns at the same time)",
-                help="nothing of it is visible; write the batch again (Table.write retries by itself)")
-
-    def _still_ours(self, inst):
-        """Under the table lock: the instant is still pending and nobody is rolling it back
-        (writers roll back only under the lock, so then its files are all there)."""
-        timeline = self.active.load()
-        cur = timeline.get(inst.time)
-        requested = self.active.path(inst.with_state(State.REQUESTED))
-        if cur is None or not cur.is_inflight or not self.storage.exists(requested):
-            raise TimelineError(f"instant {inst.time} was rolled back while it waited to be "
-                                "committed (its heartbeat had stopped for longer than "
-                                "hoodie.client.heartbeat.interval_in_ms x (tolerable.misses + 1))",
-                                help="nothing of it is visible; write the batch again")
-        for r in timeline.pending().filter(actions=[Action.ROLLBACK]):
-            if pending_rollback_plan(self.active, r).instant_to_rollback.commit_time == inst.time:
-                raise TimelineError(f"instant {inst.time} is being rolled back by {r.time}",
-                                    help="nothing of it is visible; write the batch again")
-        return timeline
+        """Phase 2: the recorded results checked and the instant completed atomically."""
+        return commit_phase.commit(self, instant_time, extra_metadata)
 
     # --- file writing ----------------------------------------------------------------------
 
@@ -580,7 +452,7 @@ class WriteClient:
     def merged_keys(self, timeline, read_slices: dict, ordering: str | None):
         reader = TableReader(self.storage, self.config, self.active, timeline, memory=self.meta.memory)
         cols = [RECORD_KEY] + ([ordering] if ordering else [])
-        ctx = reader._context(reader.schema(), set(timeline.completed_write_times), cols, None,
+        ctx = reader.slice_read_context(reader.schema(), set(timeline.completed_write_times), cols, None,
                               read_logs=True)
 
         def read(files: list[BaseFile]) -> pa.Table:

@@ -161,7 +161,7 @@ def test_merging_logs_in_steps_under_a_tiny_memory_budget_matches_the_oracle(tmp
     for t in instants:
         assert ours(table, as_of=t) == expected(oracle, t), f"as of {t}"
     reader = table._reader()
-    ctx = reader._context(reader.schema(), set(table.timeline.completed_write_times), None, None, True)
+    ctx = reader.slice_read_context(reader.schema(), set(table.timeline.completed_write_times), None, None, True)
     reader.read_slices(table.file_system_view().latest_slices(), ctx)
     assert ctx.stats["log_folds"] > 0, "the budget never made the merge fold: the test proves nothing"
     table.compact(force=True)

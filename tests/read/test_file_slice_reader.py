@@ -26,7 +26,7 @@ def batch(keys, ts):
 
 def context(t, *, budget, visible=None):
     reader = t._reader()
-    ctx = reader._context(reader.schema(), set(t.timeline.completed_write_times), None, None, True)
+    ctx = reader.slice_read_context(reader.schema(), set(t.timeline.completed_write_times), None, None, True)
     ctx = dataclasses.replace(ctx, merge_max_bytes=budget)
     return ctx if visible is None else dataclasses.replace(ctx, is_visible=visible)
 

@@ -1,0 +1,170 @@
+"""Phase 2 of a write: the results phase 1 recorded on the inflight instant are checked against
+the files, and the instant is completed in one atomic step (under the table lock, after the
+conflict checks, with several writers). It may run in another process than phase 1: the
+Airflow commit task, a Spark driver."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping
+
+from lakehouse.commit import complete, hooks_deferred
+from lakehouse.concurrency.conflict import START_KEY, check_conflicts
+from lakehouse.errors import CommitConflictError, TimelineError, WriteError
+from lakehouse.iceberg import field_ids
+from lakehouse.iceberg.field_ids import FieldIds
+from lakehouse.io.markers import Markers
+from lakehouse.config import IndexType
+from lakehouse.faults import fault_point
+from lakehouse.properties import read_table_config
+from lakehouse.services.rollback import pending_rollback_plan
+from lakehouse.timeline.commit_metadata import CommitMetadata
+from lakehouse.timeline.instant import Action, State
+
+if TYPE_CHECKING:
+    from lakehouse.meta_client import TableMetaClient
+    from lakehouse.write.client import WriteClient
+
+# Extra metadata phase 1 records on the inflight instant: its results are complete; the bucket
+# count it hashed keys with. Phase 2 removes both from the completed instant.
+RESULTS_KEY = "lakehouse.write.results"
+BUCKETS_KEY = "lakehouse.bucket.index.num.buckets"
+
+
+def phase_one_problem(meta: "TableMetaClient", instant_time: str) -> str:
+    """Why ``instant_time`` cannot be committed ('' if its phase 1 recorded complete results)."""
+    inst = meta.timeline.get(instant_time)
+    if inst is None:
+        return f"{instant_time} is not on the timeline"
+    if not inst.is_inflight:
+        return f"{instant_time} is {inst.state.name.lower()}, not inflight"
+    recorded = CommitMetadata.from_bytes(meta.active.read(inst), meta.active.path(inst))
+    if recorded.extra_metadata.get(RESULTS_KEY) != "complete":
+        return ("phase 1 has not recorded complete results (still writing, or crashed: the next "
+                "write rolls it back)")
+    return ""
+
+
+def commit(client: "WriteClient", instant_time: str,
+           extra_metadata: Mapping[str, str] | None = None) -> CommitMetadata:
+    """Complete ``instant_time`` (already completed: its metadata, nothing done)."""
+    if not client.concurrency.multi_writer:
+        return _commit(client, instant_time, extra_metadata)
+    # The commit may run in another process than phase 1 (the Airflow commit step): it shows
+    # life again, so that nobody takes the waiting write for a dead one meanwhile.
+    beats = client.meta.heartbeats
+    beats.start(instant_time)
+    done = False
+    try:
+        final = _commit(client, instant_time, extra_metadata)
+        done = True
+        return final
+    finally:
+        gone = not done and client.active.load().get(instant_time) is None
+        beats.stop(instant_time, delete=done or gone)
+
+
+def _commit(client: "WriteClient", instant_time: str,
+            extra_metadata: Mapping[str, str] | None) -> CommitMetadata:
+    active, storage = client.active, client.storage
+    timeline = active.load()
+    inst = timeline.get(instant_time)
+    if inst is None:
+        raise TimelineError(f"instant {instant_time} is not on the timeline",
+                            help="it may have been rolled back; write the batch again")
+    if inst.is_completed:
+        return active.commit_metadata(inst)
+    if not inst.is_inflight or inst.action not in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT):
+        raise TimelineError(f"{inst} is not an inflight write", help="run phase 1 first")
+    recorded = CommitMetadata.from_bytes(active.read(inst), active.path(inst))
+    if recorded.extra_metadata.get(RESULTS_KEY) != "complete":
+        raise WriteError(f"instant {instant_time} has no complete write results; its writer "
+                         "did not finish phase 1",
+                         help="roll it back (the next write does so) and write the batch again")
+    for s in recorded.write_stats():
+        size = storage.info(s.path)
+        if size is None or size.size != s.file_size_in_bytes:
+            raise WriteError(f"instant {instant_time}: {s.path} is "
+                             f"{'missing' if size is None else f'{size.size} bytes, expected {s.file_size_in_bytes}'}",
+                             help="roll the instant back and write the batch again")
+    # Files this instant created that its results do not list (a retried task's first attempt,
+    # say) would become visible with the commit: remove them while still invisible.
+    listed = {s.path for s in recorded.write_stats()}
+    for m in Markers(storage, instant_time).all():
+        if m.data_path not in listed:
+            storage.delete(m.data_path)
+    extra = {k: v for k, v in recorded.extra_metadata.items() if k not in (RESULTS_KEY, START_KEY, BUCKETS_KEY)}
+    extra.update(extra_metadata or {})
+    final = CommitMetadata(recorded.partition_to_write_stats, recorded.operation_type, recorded.compacted,
+                           extra, recorded.partition_to_replace_file_ids)
+    fault_point("commit.before_complete")
+    # The post-commit hooks (Iceberg) run at the end, outside the table lock.
+    with hooks_deferred(client.meta):
+        _complete(client, inst, recorded, final)
+    return final
+
+
+def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: CommitMetadata) -> None:
+    instant_time = inst.time
+    if client.concurrency.multi_writer:
+        txn = client.meta.transactions
+        with txn.lock():
+            now = _still_ours(client, inst)
+            try:
+                _check_bucket_count(client, recorded, instant_time)
+                _check_field_ids(client, recorded, instant_time, now)
+                check_conflicts(client.active, now, instant_time, recorded,
+                                global_index=client.config.index_type.is_global)
+            except CommitConflictError:
+                client.rollback_own(inst)
+                raise
+            txn.check()  # a holder that stalled past its lease must not publish
+            complete(client.meta, inst, final.to_bytes())
+    else:
+        complete(client.meta, inst, final.to_bytes())
+    fault_point("commit.after_complete")
+    Markers(client.storage, instant_time).delete_all()
+
+
+def _check_bucket_count(client: "WriteClient", meta: CommitMetadata, instant_time: str) -> None:
+    """Under the table lock: the write hashed keys with the table's bucket count (a first write
+    of another writer may have fixed it meanwhile; lakehouse.write.bucket_sizing)."""
+    used = meta.extra_metadata.get(BUCKETS_KEY)
+    if used is None:
+        return
+    stored = read_table_config(client.storage)
+    if stored.index_type is IndexType.BUCKET and str(stored.bucket_num) != used:
+        raise CommitConflictError(
+            f"instant {instant_time} hashed its keys into {used} buckets per partition, but "
+            f"the table's first write fixed its bucket count at {stored.bucket_num}",
+            help="nothing of it is visible; write the batch again (Table.write retries by itself)")
+
+
+def _check_field_ids(client: "WriteClient", meta: CommitMetadata, instant_time: str, timeline) -> None:
+    """Under the table lock: the field ids this write numbered its new columns with are still
+    free (another writer adding a column at the same time may have taken them)."""
+    mine = FieldIds.of_commit(meta, f"instant {instant_time}")
+    if mine is None:
+        return
+    why = field_ids.conflict(field_ids.known(client.meta, timeline), mine)
+    if why is not None:
+        raise CommitConflictError(
+            f"instant {instant_time}: {why} (two writers added columns at the same time)",
+            help="nothing of it is visible; write the batch again (Table.write retries by itself)")
+
+
+def _still_ours(client: "WriteClient", inst):
+    """Under the table lock: the instant is still pending and nobody is rolling it back (writers
+    roll back only under the lock, so then its files are all there)."""
+    timeline = client.active.load()
+    cur = timeline.get(inst.time)
+    requested = client.active.path(inst.with_state(State.REQUESTED))
+    if cur is None or not cur.is_inflight or not client.storage.exists(requested):
+        raise TimelineError(f"instant {inst.time} was rolled back while it waited to be "
+                            "committed (its heartbeat had stopped for longer than "
+                            "hoodie.client.heartbeat.interval_in_ms x (tolerable.misses + 1))",
+                            help="nothing of it is visible; write the batch again")
+    for r in timeline.pending().filter(actions=[Action.ROLLBACK]):
+        if pending_rollback_plan(client.active, r).instant_to_rollback.commit_time == inst.time:
+            raise TimelineError(f"instant {inst.time} is being rolled back by {r.time}",
+                                help="nothing of it is visible; write the batch again")
+    return timeline
