@@ -28,7 +28,7 @@ from lakehouse.services.clean import clean, plan_clean
 from lakehouse.services.compaction import commit_compaction, execute_compaction, schedule_compaction
 from lakehouse.services.restore import restore
 from lakehouse.services.rollback import rollback_instant
-from lakehouse.services.savepoint import create_savepoint, delete_savepoint, list_savepoints
+from lakehouse.services.savepoint import Savepoint, create_savepoint, delete_savepoint, list_savepoints
 from lakehouse.storage import Storage, get_storage
 from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
 from lakehouse.timeline.instant import Action
@@ -241,13 +241,16 @@ class Table:
     def list_savepoints(self):
         return list_savepoints(self.meta_client)
 
-    def delete_savepoint(self, instant_time: str) -> None:
-        delete_savepoint(self.meta_client, instant_time)
+    def delete_savepoint(self, savepoint: "str | Savepoint") -> None:
+        """Delete a savepoint, given by its instant time or as :meth:`create_savepoint` or
+        :meth:`list_savepoints` return it."""
+        delete_savepoint(self.meta_client, _savepoint_time(savepoint))
 
-    def restore(self, savepoint_time: str):
-        """Roll back every write after a savepoint, newest first."""
+    def restore(self, savepoint: "str | Savepoint"):
+        """Roll back every write after a savepoint (its instant time, or the savepoint as
+        :meth:`create_savepoint` returns it), newest first."""
         with hooks_deferred(self.meta_client), self.exclusive():
-            return restore(self.meta_client, savepoint_time)
+            return restore(self.meta_client, _savepoint_time(savepoint))
 
     def archive(self, options: Mapping[str, Any] | None = None):
         return archive(self.meta_client, ArchivalConfig.from_options(self.options(options, "archive")))
@@ -451,3 +454,6 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
                                help="open it with lakehouse.open_table, or pick another path") from None
     return Table(storage, config)
 
+
+def _savepoint_time(savepoint: "str | Savepoint") -> str:
+    return savepoint.instant if isinstance(savepoint, Savepoint) else str(savepoint)

@@ -107,11 +107,13 @@ def test_version():
     assert "0.1.0" in run("--version").stdout
 
 
-def test_module_entry_point_runs_as_a_process():
+@pytest.mark.parametrize("module", ["lakehouse.cli", "lakehouse"])
+def test_module_entry_point_runs_as_a_process(module):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-m", "lakehouse.cli", "--help"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
                           text=True, env=env, cwd=REPO_ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Usage: lakehouse [OPTIONS] COMMAND")
     assert "Exit codes" in proc.stdout and "rollback" in proc.stdout
 
 
@@ -246,9 +248,28 @@ def test_unexpected_exceptions_keep_their_traceback(loaded, monkeypatch):
     assert "error:" not in res.stderr
 
 
-def test_debug_flag_reraises_lakehouse_errors(tmp_path):
-    res = CliRunner().invoke(cli.main, ["--debug", "stats", str(tmp_path)])
-    assert type(res.exception).__name__ == "TableNotFoundError"
+@pytest.mark.parametrize("debug", [[], ["--debug"]])
+def test_debug_flag_adds_the_traceback_and_keeps_the_exit_code(tmp_path, debug):
+    res = run(*debug, "read", tmp_path, ok=False)
+    assert res.exit_code == cli.EXIT_TABLE_NOT_FOUND == 3 and isinstance(res.exception, SystemExit)
+    assert "is not a table" in res.stderr and "Help: " in res.stderr
+    assert ("Traceback (most recent call last)" in res.stderr) == bool(debug)
+    if debug:
+        assert "TableNotFoundError" in res.stderr
+    assert cli.main([*debug, "read", str(tmp_path)], standalone_mode=False) == 3
+
+
+def test_debug_flag_keeps_the_exit_code_of_a_commit_conflict(loaded, tmp_path, monkeypatch):
+    t, _ = loaded
+    pending = run("write", t, write_file(batch([50]), tmp_path / "y.parquet"), "--no-commit").stdout.strip()
+
+    def refuse(self, instant_time, **kw):
+        raise CommitConflictError(f"{instant_time} collided with another writer")
+    monkeypatch.setattr(Table, "commit", refuse)
+    res = run("--debug", "commit", t, pending, ok=False)
+    assert res.exit_code == cli.EXIT_COMMIT_UNCERTAIN == 4
+    assert "Traceback" in res.stderr and "CommitConflictError" in res.stderr
+    assert res.stderr.endswith(f"error: {pending} collided with another writer\n")
 
 
 def test_in_process_main_returns_exit_code_without_standalone_mode(tmp_path, capsys):

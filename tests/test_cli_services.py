@@ -5,6 +5,7 @@ Airflow-style compaction, as separate processes."""
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
 import pathlib
@@ -289,6 +290,69 @@ def test_compaction_show_human_output_and_unknown_instant(mor):
     assert t in listing and "requested" in listing
     res = run("compaction", "show", path, writes[1], ok=False)
     assert res.exit_code == 1 and "is not a compaction" in res.stderr and "Help:" in res.stderr
+
+
+@pytest.fixture
+def bulk(tmp_path):
+    """A MOR table of 300 records by bulk_insert, an upsert, and a compaction scheduled over
+    both; returns (path, the writes' instants, the compaction's instant)."""
+    path = tmp_path / "trips"
+    run("create", path, "--record-key", "id", "--partition-by", "city", "--ordering-field", "ts")
+    writes = [run("write", path, write_file(batch(range(300)), tmp_path / "b.parquet"),
+                  "--op", "bulk_insert").stdout.strip(),
+              upsert(path, tmp_path, [1, 2, 3], 200, 100.0, "u")]
+    return path, writes, run("compaction", "schedule", path, "--force").stdout.strip()
+
+
+def test_piped_tables_keep_every_cell_whole(bulk):
+    """Off a terminal (CliRunner's stdout is none) nothing is sized to a screen, not even to the
+    COLUMNS a shell exports: every cell comes out whole, on one line."""
+    path, writes, t = bulk
+
+    def piped(*args):
+        res = CliRunner().invoke(cli.main, [str(a) for a in args], env={"COLUMNS": "80"})
+        assert res.exit_code == 0, res.stderr
+        return res.stdout
+
+    listing = piped("compaction", "show", path)
+    assert t in listing and "requested" in listing and "records written" in listing
+    plan = piped("compaction", "show", path, t)
+    for op in run_json("compaction", "show", path, t)["plan"]:
+        assert op["file_id"] in plan and op["base_instant"] == writes[0]
+    assert plan.count(writes[0]) == 2 and plan.count("planned") == 2
+    out = piped("timeline", path)
+    for time in (*writes, t):
+        assert time in out
+    assert "bulk_insert: 300 written, 300 inserted, 2 file group(s)" in out
+    assert "upsert: 3 written, 3 updated, 2 file group(s)" in out and "completed" in out
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_tables_on_a_narrow_terminal_keep_identifiers_whole(bulk, monkeypatch, columns):
+    path, writes, t = bulk
+    plan = run_json("compaction", "show", path, t)["plan"]
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    def on_terminal(*args):
+        term = _Terminal()
+        monkeypatch.setattr(sys, "stdout", term)  # restored at teardown
+        cli.main([str(a) for a in args], standalone_mode=False)
+        return term.getvalue()
+
+    out = on_terminal("compaction", "show", path, t)
+    for op in plan:
+        assert op["file_id"] in out
+    assert out.count(writes[0]) == 2
+    assert t in on_terminal("compaction", "show", path)
+    out = on_terminal("timeline", path)
+    for time in (*writes, t):
+        assert time in out
 
 
 # --- clean ------------------------------------------------------------------------------------

@@ -12,10 +12,11 @@ Exit codes, stable for scripts:
 * 3 the path holds no table
 * 4 commit conflict, or the commit outcome is unknown: check ``lakehouse timeline`` before retrying
 
-Run it as ``lakehouse ...`` or ``python -m lakehouse.cli ...``. This module only builds the group:
-the data commands live in :mod:`lakehouse.cli.data`, the table-service commands (``compaction``,
-``clean``, ``savepoint``, ``restore``, ``archive``) in :mod:`lakehouse.cli.services`, ``timeline``
-in :mod:`lakehouse.cli.timeline`, ``catalog serve`` in :mod:`lakehouse.cli.catalog`, and what they share in :mod:`lakehouse.cli.common`.
+Run it as ``lakehouse ...``, ``python -m lakehouse ...`` or ``python -m lakehouse.cli ...``. This
+module only builds the group: the data commands live in :mod:`lakehouse.cli.data`, the
+table-service commands (``compaction``, ``clean``, ``savepoint``, ``restore``, ``archive``) in
+:mod:`lakehouse.cli.services`, ``timeline`` in :mod:`lakehouse.cli.timeline`, ``catalog serve`` in
+:mod:`lakehouse.cli.catalog`, and what they share in :mod:`lakehouse.cli.common`.
 """
 
 from __future__ import annotations

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any, Callable, Sequence
+import sys
+import traceback
+from typing import Any, Callable, Iterable, Sequence
 
 import click
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
 from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, LakehouseError,
-                              TableNotFoundError)
+                              TableNotFoundError, TimelineError)
 from lakehouse.inspect.timeline import ns_iso
+from lakehouse.timeline.instant_time import instant_time_of
 
 EXIT_LAKEHOUSE_ERROR, EXIT_USAGE, EXIT_TABLE_NOT_FOUND, EXIT_COMMIT_UNCERTAIN = 1, 2, 3, 4
 
@@ -46,7 +50,8 @@ class LakehouseGroup(click.Group):
             return super().invoke(ctx)
         except LakehouseError as e:
             if ctx.params.get("debug"):
-                raise
+                # The traceback is for a human; scripts under --debug still branch on the code.
+                traceback.print_exc(file=sys.stderr)
             click.echo(f"error: {e.message}", err=True)
             if e.help:
                 click.echo(f"Help: {e.help}", err=True)
@@ -57,8 +62,30 @@ def note(msg: str) -> None:
     click.echo(msg, err=True)
 
 
+# Off a terminal no table is narrowed to a width: rich would fold its cells and crop its lines.
+UNBOUNDED_WIDTH = 1_000_000
+
+
+class _UncroppedConsole(Console):
+    """A line wider than the terminal (identifier columns keep their width however narrow it is)
+    soft-wraps on the screen rather than losing its end."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("crop", False)
+        super().print(*objects, **kwargs)
+
+
 def console() -> Console:
-    return Console()  # made per command: it must write to the sys.stdout of the moment
+    """Made per command: it must write to the sys.stdout of the moment.
+
+    Piped, redirected or in CI, the output is read by a program or pasted back, so nothing is
+    sized to a screen (not even to COLUMNS); on a terminal tables fit the screen.
+    """
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):  # a closed or bare stream is no terminal either
+        tty = False
+    return _UncroppedConsole() if tty else _UncroppedConsole(width=UNBOUNDED_WIDTH)
 
 
 def _cell(v: Any) -> str:
@@ -71,14 +98,26 @@ def _cell(v: Any) -> str:
 def rich_table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[Any]],
                caption: str | None = None, right: Sequence[str] = (),
                nowrap: Sequence[str] = ()) -> RichTable:
+    """``nowrap`` names the identifier columns (instant times, file ids, keys): whole or useless,
+    they keep their widest cell's width and the other columns wrap to make room."""
     t = RichTable(title=title, caption=caption)
-    for h in headers:
+    # Text() keeps values such as "[x]" from being read as rich markup.
+    body = [[Text("null", style="dim") if v is None else Text(_cell(v)) for v in r] for r in rows]
+    for i, h in enumerate(headers):
+        # A wrapping column keeps one character: squeezed to none, rich would drop its cells.
         t.add_column(h, justify="right" if h in right else "left", overflow="fold",
-                     no_wrap=h in nowrap)
-    for r in rows:
-        # Text() keeps values such as "[x]" from being read as rich markup.
-        t.add_row(*(Text("null", style="dim") if v is None else Text(_cell(v)) for v in r))
+                     no_wrap=h in nowrap,
+                     min_width=whole_width(h, (r[i] for r in body)) if h in nowrap else 1)
+    for r in body:
+        t.add_row(*r)
     return t
+
+
+def whole_width(header: str, cells: Iterable[str | Text]) -> int:
+    """The min_width that shows a no_wrap column's header and cells whole: when a table does not
+    fit, rich narrows every column, then crops their cells, and min_width is the one bound it
+    restores."""
+    return max(cell_len(str(c)) for c in (header, *cells))
 
 
 def split_names(value: str | None) -> list[str]:
@@ -86,20 +125,16 @@ def split_names(value: str | None) -> list[str]:
 
 
 def instant_arg(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Instant times as the timeline shows them, or an ISO date-time taken as UTC."""
+    """Instant times as the timeline shows them, or an ISO date-time taken as UTC (the API's
+    rule: lakehouse.timeline.instant_time.instant_time_of)."""
     if value is None:
         return None
-    v = value.strip()
-    if v.isdigit() and len(v) in (14, 17):
-        return v
     try:
-        t = dt.datetime.fromisoformat(v)
-    except ValueError:
+        return instant_time_of(value, param.name or "instant",
+                               prefix=param.name in ("changes_from", "changes_to"))
+    except TimelineError:
         raise click.BadParameter(f"{value!r} is neither an instant time (17 digits, "
                                  "yyyyMMddHHmmssSSS) nor an ISO date-time") from None
-    if t.tzinfo is not None:
-        t = t.astimezone(dt.timezone.utc)
-    return t.strftime("%Y%m%d%H%M%S") + f"{t.microsecond // 1000:03d}"
 
 
 def options_arg(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> dict[str, str]:

@@ -226,7 +226,7 @@ def compaction_show(path: str, instant: str | None, as_json: bool) -> Any:
             heads = ["instant", "state", "operations", "log files", "log bytes", "records written"]
             console().print(rich_table(f"compactions of {table.name}", heads, body,
                                        f"{len(rows)} compaction(s)", right=heads[2:],
-                                       nowrap=heads))
+                                       nowrap=heads[:2]))
         return rows
     inst = next((i for i in found if i.time == instant), None)
     if inst is None:

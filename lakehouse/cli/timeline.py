@@ -10,7 +10,7 @@ from rich import box
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from lakehouse.cli.common import clock, console, duration, emit, json_flag
+from lakehouse.cli.common import clock, console, duration, emit, json_flag, whole_width
 from lakehouse.inspect.describe import what
 from lakehouse.inspect.timeline import timeline_rows
 from lakehouse.table import open_table
@@ -40,9 +40,12 @@ def timeline(path: str, archived: bool, as_json: bool) -> list[dict[str, Any]]:
     wide = con.width >= 100
     out = RichTable(title=f"timeline of {table.name}", caption=caption, box=box.SIMPLE_HEAD,
                     pad_edge=False, collapse_padding=True)
+    # The instant time is what a reader copies into the next command: it never narrows.
+    instant_width = whole_width("instant", (r["time"] for r in rows))
     for h in ("instant", "action", "state", "started", "completed", "took"):
         if wide or h != "completed":
-            out.add_column(h, no_wrap=True, justify="right" if h == "took" else "left")
+            out.add_column(h, no_wrap=True, justify="right" if h == "took" else "left",
+                           min_width=instant_width if h == "instant" else None)
     out.add_column("what", overflow="fold", min_width=16)
     for r in rows:
         start_day = (r["start"] or "").partition("T")[0] or None

@@ -24,6 +24,7 @@ from lakehouse.columns import COMMIT_TIME, META_FIELDS
 from lakehouse.schema import avro_to_arrow_schema
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
+from lakehouse.timeline.instant_time import instant_time_of
 from lakehouse.keygen import DEFAULT_PARTITION, KeyGenerator
 
 Filter = tuple[str, str, Any]
@@ -53,12 +54,39 @@ def filters_to_expression(filters: Sequence[Filter] | pc.Expression | None,
         if f[0] not in schema.names:
             raise SchemaError(f"filter column {f[0]!r} is not in the table schema",
                               help=f"columns are: {', '.join(schema.names)}")
-    filters = [(c, op, _fit_value(v, schema.field(c).type)) for c, op, v in filters]
+        if not isinstance(f[1], str) or f[1].lower() not in _FILTER_OPS:
+            raise ConfigError(f"filter {tuple(f)!r}: {f[1]!r} is not a filter operator",
+                              help="operators are " + ", ".join(_FILTER_OPS))
+        if f[1].lower() in ("in", "not in") and (isinstance(f[2], (str, bytes)) or not _iterable(f[2])):
+            raise ConfigError(f"filter {tuple(f)!r}: {f[1]!r} takes a list of values",
+                              help=f"write it as ({f[0]!r}, {f[1]!r}, [{f[2]!r}])")
+    filters = [(c, op.lower(), _fit_value(v, schema.field(c).type)) for c, op, v in filters]
     try:
-        return pq.filters_to_expression([tuple(f) for f in filters])
+        expr = pq.filters_to_expression([tuple(f) for f in filters])
     except (ValueError, TypeError) as e:
         raise ConfigError(f"bad filter {filters!r}: {e}",
-                          help="ops are =, ==, !=, <, <=, >, >=, in, not in") from None
+                          help="operators are " + ", ".join(_FILTER_OPS)) from None
+    # Bound here, on no rows, so that a value of the wrong type (a string for an int column) is
+    # the caller's typed error now rather than a pyarrow one from the middle of the read.
+    try:
+        schema.empty_table().filter(expr)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        types = ", ".join(f"{c} is {schema.field(c).type}" for c in dict.fromkeys(c for c, _, _ in filters))
+        raise SchemaError(f"filter {filters!r} does not fit the columns' types ({types}): {e}",
+                          help="compare each column with values of its type, e.g. ('ts', '>', 5) "
+                               "for an integer column") from None
+    return expr
+
+
+_FILTER_OPS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in")
+
+
+def _iterable(v: Any) -> bool:
+    try:
+        iter(v)
+    except TypeError:
+        return False
+    return True
 
 
 def _fit_value(v: Any, t: pa.DataType) -> Any:
@@ -164,6 +192,15 @@ class TableReader:
                 f"{what} {t} is not possible: instants before {first.time} are archived",
                 help=f"use an instant at or after {first.time}, the earliest available one")
 
+    def _check_committed_by(self, as_of: str) -> None:
+        """Time travel to before the first commit: an error, as Iceberg's and Delta's are (an
+        empty table there would not even have the table's columns)."""
+        first = self.timeline.completed_writes().first
+        if first is not None and as_of < first.time:
+            raise InstantNotFoundError(
+                f"the table has no commit at or before {as_of}: its first commit is {first.time}",
+                help=f"time travel to {first.time} or later")
+
     def slice_read_context(self, schema: pa.Schema, visible: set[str], columns, row_filter,
                  read_logs: bool) -> SliceReadContext:
         """What reading a file slice of this table needs: which instants are visible (``visible``
@@ -237,8 +274,9 @@ class TableReader:
     def plan_snapshot(self, *, as_of: str | None = None, columns: Sequence[str] | None = None,
                       filters: Sequence[Filter] | None = None, read_optimized: bool = False) -> "ReadPlan":
         if as_of is not None:
-            as_of = str(as_of)
+            as_of = instant_time_of(as_of, "as_of")
             self._check_retained(as_of, "time travel to")
+            self._check_committed_by(as_of)
         schema = self.schema(as_of)
         columns = self._check_columns(columns, schema)
         row_filter = filters_to_expression(filters, schema)
@@ -258,8 +296,11 @@ class TableReader:
                      columns: Sequence[str] | None = None,
                      filters: Sequence[Filter] | None = None) -> "ReadPlan":
         """The file groups written by commits in (start, end], read as of ``end``."""
-        start = None if start is None else str(start)
-        end = None if end is None else str(end)
+        start = None if start is None else instant_time_of(start, "start", prefix=True)
+        end = None if end is None else instant_time_of(end, "end", prefix=True)
+        if start is not None and end is not None and start > end:
+            raise ConfigError(f"the range ({start}, {end}] is empty: its start is after its end",
+                              help="pass the earlier instant first: read_changes(start, end)")
         if start is not None:
             self._check_retained(start, "changes since")
         in_range = [i for i in self.timeline.completed_writes()

@@ -9,8 +9,10 @@ that race to the same millisecond cannot both own it (the loser asks again).
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Callable
+
+from lakehouse.errors import TimelineError
 
 FORMAT = "%Y%m%d%H%M%S"
 
@@ -33,6 +35,39 @@ def parse_instant_time(t: str) -> datetime:
         t += "000"
     dt = datetime.strptime(t[:14], FORMAT).replace(tzinfo=timezone.utc)
     return dt + timedelta(milliseconds=int(t[14:17]))
+
+
+def instant_time_of(value: str | datetime | date, what: str, *, prefix: bool = False) -> str:
+    """``value`` as an instant time: one as the timeline shows it (17 digits, or 14 for a whole
+    second, as Hudi's ``formatQueryInstant`` takes them; with ``prefix``, fewer digits too, such
+    as the "000" Hudi's incremental reads start from), an ISO date or date-time
+    (naive ones are UTC, as instant times are), or a ``datetime``/``date``. ``what`` names the
+    argument in the error: a string that is none of these must not be compared with instant
+    times as it is (``"yesterday"`` sorts after every instant, and would read as the latest)."""
+    if isinstance(value, datetime):
+        return format_instant_time(value)
+    if isinstance(value, date):
+        return format_instant_time(datetime(value.year, value.month, value.day))
+    v = str(value).strip()
+    if v.isdigit() and len(v) in (14, 17):
+        try:
+            parse_instant_time(v)
+            return v
+        except ValueError:
+            pass
+    elif prefix and v.isdigit() and len(v) < 17:
+        # Instant times compare as strings: a shorter one is a point before the instants it
+        # prefixes.
+        return v
+    else:
+        try:
+            return format_instant_time(datetime.fromisoformat(v))
+        except ValueError:
+            pass
+    raise TimelineError(f"{what}={value!r} is neither an instant time (17 digits, yyyyMMddHHmmssSSS) "
+                        "nor an ISO date or date-time",
+                        help="pass an instant time as the timeline shows it (`lakehouse timeline`), "
+                             "or e.g. '2026-11-25T06:00:00' (UTC unless it names a zone)")
 
 
 class InstantTimeGenerator:

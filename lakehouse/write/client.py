@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.config import (TABLE_OPTION_KEYS, BucketEngine, BulkInsertSortMode, ConcurrencyConfig, IndexType,
+from lakehouse.config import (SERVICE_CONFIGS, TABLE_OPTION_KEYS, BucketEngine, BulkInsertSortMode, ConcurrencyConfig, IndexType,
                               TableConfig, WriteConfig, option_keys)
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.concurrency.conflict import START_KEY, start_marker
@@ -89,6 +89,13 @@ class WriteClient:
         # Table-level defaults stored at creation, then this write's own options.
         merged = meta.options(options, "a write")
         check_table_options(self.config, options or {})
+        # Service options travel with a write for the services run with it (the Spark sink's
+        # inline compaction): an ill-typed one fails here, before any file is written, as it
+        # would at create_table or at the service itself.
+        for cls in SERVICE_CONFIGS:
+            keys = option_keys(cls)
+            if any(k in keys for k in options or {}):
+                cls.from_options({k: v for k, v in merged.items() if k in keys})
         self.concurrency = meta.concurrency
         self.write_config = WriteConfig.from_options(
             {k: v for k, v in merged.items() if k not in TABLE_OPTION_KEYS})

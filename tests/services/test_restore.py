@@ -55,3 +55,16 @@ def test_restore_needs_a_savepoint(tmp_path):
     i = t.upsert(pa.table({"id": ["a"], "ts": [1], "v": [1]}))
     with pytest.raises(InstantNotFoundError, match="not a savepoint"):
         t.restore(i)
+
+
+def test_savepoints_are_taken_as_create_savepoint_returns_them(tmp_path):
+    """create_savepoint returns a Savepoint, not an instant string: restore and delete_savepoint
+    take it back as it is."""
+    t = lakehouse.create_table(str(tmp_path / "t"), name="r", record_key="id", ordering_field="ts")
+    t.upsert(pa.table({"id": ["a"], "ts": [1], "v": [1]}))
+    sp = t.create_savepoint()
+    t.upsert(pa.table({"id": ["b"], "ts": [1], "v": [2]}))
+    t.restore(sp)
+    assert sorted(t.read().column("id").to_pylist()) == ["a"]
+    t.delete_savepoint(sp)
+    assert t.list_savepoints() == []

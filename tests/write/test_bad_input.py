@@ -147,3 +147,62 @@ def test_bad_read_arguments(table):
         table.read(filters=[("nope", "=", 1)])
     with pytest.raises(ConfigError):
         table.read(filters=[("id", "=")])
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("hoodie.cleaner.commits.retained", "three", "not an integer"),
+    ("hoodie.cleaner.policy", "NOPE", "NOPE"),
+    ("hoodie.compact.inline.max.delta.commits", "five", "not an integer"),
+    ("hoodie.keep.max.commits", "x", "not an integer"),
+])
+def test_ill_typed_service_option_on_a_write(table, key, value, match):
+    """Service options a write carries (for the services run with it) are checked like the
+    write's own: an ill-typed one is refused before any file is written, not ignored."""
+    before = snapshot_files(table.storage.root)
+    with pytest.raises(ConfigError, match=match) as info:
+        table.upsert(pa.table({"id": ["b"], "city": ["sf"], "ts": [1]}), options={key: value})
+    assert key in str(info.value) and "Help:" in str(info.value)
+    assert snapshot_files(table.storage.root) == before
+
+
+def test_read_instants_must_be_instants(table):
+    """A string that is no instant time would be compared with instant times as it is:
+    "yesterday" sorts after all of them and read as the latest table."""
+    from lakehouse.errors import InstantNotFoundError, TimelineError
+    for bad in ("yesterday", "2026-13-45", "20261345000000000", "123456789012345678", "2024"):
+        with pytest.raises(TimelineError, match="neither an instant time") as info:
+            table.read(as_of=bad)
+        assert "Help:" in str(info.value)
+        if bad != "2024":  # a prefix: Hudi's incremental reads compare instant times as strings
+            with pytest.raises(TimelineError, match="neither an instant time"):
+                table.read_changes(bad)
+    first = table.timeline.completed_writes().first.time
+    # ISO date-times (UTC) and datetimes mean the instant they name.
+    from lakehouse.timeline.instant_time import parse_instant_time
+    when = parse_instant_time(first)
+    iso = when.strftime("%Y-%m-%dT%H:%M:%S.") + first[14:]
+    assert table.read(as_of=iso).num_rows == table.read(as_of=first).num_rows == 1
+    assert table.read(as_of=when).num_rows == 1
+    assert table.read_changes(iso).num_rows == 0 and table.read_changes(None, iso).num_rows == 1
+    assert table.read_changes("000").num_rows == 1  # Hudi's usual "from the start"
+    # Before the first commit: no table to show (Iceberg and Delta refuse it too).
+    with pytest.raises(InstantNotFoundError, match=f"first commit is {first}"):
+        table.read(as_of="2000-01-01")
+    table.upsert(pa.table({"id": ["b"], "city": ["sf"], "ts": [2], "v": [2.0]}))
+    last = table.timeline.completed_writes().last.time
+    with pytest.raises(ConfigError, match="start is after its end"):
+        table.read_changes(last, first)
+
+
+def test_bad_filters_are_typed_errors(table):
+    with pytest.raises(SchemaError, match="ts is int64") as info:
+        table.read(filters=[("ts", ">", "abc")])
+    assert "Help:" in str(info.value)
+    with pytest.raises(SchemaError, match="ts is int64"):
+        table.read(filters=[("ts", "=", "5")])
+    with pytest.raises(ConfigError, match="takes a list"):
+        table.read(filters=[("city", "in", "sf")])
+    with pytest.raises(ConfigError, match="'equals' is not a filter operator"):
+        table.read(filters=[("city", "equals", "sf")])
+    # What is right still reads: numbers compare across int and float, operators in any case.
+    assert table.read(filters=[("ts", ">", 0.5), ("city", "IN", ["sf"])]).num_rows == 1
