@@ -352,12 +352,17 @@ def _fields(v: str | Sequence[str] | None, what: str) -> tuple[str, ...]:
 
 def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[str],
                  table_type: str = "MERGE_ON_READ", partition_by: str | Sequence[str] | None = None,
-                 ordering_field: str | None = None, merge_mode: str = "EVENT_TIME_ORDERING",
+                 ordering_field: str | None = None, merge_mode: str | None = None,
                  index: str | None = None, schema: pa.Schema | None = None,
                  hive_style_partitioning: bool = False, database: str = "default",
                  options: Mapping[str, Any] | None = None, **more_options: Any) -> Table:
     """Create an empty table. ``options`` (or keyword arguments) take Hudi's ``hoodie.*`` names,
     and the store's ``s3.*`` settings (used, not stored).
+
+    ``merge_mode`` defaults as Hudi 1.x infers it for tables before version 9
+    (``HoodieTableConfig.inferMergingConfigsForPreV9Table``): EVENT_TIME_ORDERING when the table has an
+    ordering field (``ordering_field``, or ``hoodie.table.precombine.field`` in the options),
+    else COMMIT_TIME_ORDERING (the latest write wins).
 
     ``index`` defaults by table type: BUCKET for MERGE_ON_READ (every write appends to logs and
     costs what its batch costs; without ``hoodie.bucket.index.num.buckets`` the first write sizes
@@ -374,7 +379,11 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
                           help="pick a name like trips or sales_2024")
     try:
         ttype = TableType(str(table_type).upper())
-        mode = MergeMode(str(merge_mode).upper())
+        if merge_mode is None:
+            has_ordering = bool(ordering_field or opts.get("hoodie.table.precombine.field"))
+            mode = MergeMode.EVENT_TIME_ORDERING if has_ordering else MergeMode.COMMIT_TIME_ORDERING
+        else:
+            mode = MergeMode(str(merge_mode).upper())
         itype = IndexType(str(index).upper()) if index is not None else default_index(
             ttype, opts.get("hoodie.index.type"))
     except ValueError as e:
@@ -387,7 +396,9 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
         raise ConfigError("record_key is required", help="name the column(s) that identify a record")
     if mode is not MergeMode.COMMIT_TIME_ORDERING and not ordering_field:
         raise ConfigError(f"merge mode {mode} needs an ordering field",
-                          help="pass ordering_field=<column>, or use COMMIT_TIME_ORDERING")
+                          help="name the column whose highest value wins (ordering_field= in Python, "
+                               "--ordering-field in the CLI), or leave the merge mode out: without an "
+                               "ordering field the latest write wins (COMMIT_TIME_ORDERING)")
     kg = _pick_keygen(keys, parts, opts)
     storage = get_storage(path, store or None)
     if schema is not None:
@@ -416,10 +427,14 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
         props["hoodie.table.create.schema"] = json.dumps(
             arrow_to_avro_schema(data_schema(schema), name, with_meta_fields=False), separators=(",", ":"))
     config = TableConfig.from_properties(props)
+    if config.merge_mode is not MergeMode.COMMIT_TIME_ORDERING and not config.ordering_field:
+        # The options chose the merge (a payload class) but no column for it.
+        raise ConfigError(f"merge mode {config.merge_mode} needs an ordering field",
+                          help="set hoodie.table.precombine.field too, or leave the payload class out")
     _check_no_conflict(base, config, table_opts, {
         "name": True, "record_key_fields": True, "partition_fields": bool(parts),
         "ordering_field": ordering_field is not None, "table_type": ttype is not TableType.MERGE_ON_READ,
-        "payload_class": mode is not MergeMode.EVENT_TIME_ORDERING, "index_type": index is not None,
+        "payload_class": merge_mode is not None, "index_type": index is not None,
         "hive_style_partitioning": hive_style_partitioning, "database_name": database != "default"})
     if config.index_type is IndexType.BUCKET:
         # Stored explicitly (not left to Hudi's defaults of 256 buckets and "the record key"):

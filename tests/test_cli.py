@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+import lakehouse
 from lakehouse import cli, demo
 from lakehouse.config import FLINK_KEYS
 from lakehouse.errors import CommitConflictError, CommitOutcomeUnknownError
@@ -167,8 +168,19 @@ def test_unknown_hoodie_option_exits_1_with_a_help_line(tmp_path):
 
 
 def test_missing_ordering_field_for_event_time_is_a_config_error(tmp_path):
-    res = run("create", tmp_path / "t", "--record-key", "id", ok=False)
+    res = run("create", tmp_path / "t", "--record-key", "id", "--merge-mode", "event_time_ordering", ok=False)
     assert res.exit_code == 1 and "ordering field" in res.stderr and "Help:" in res.stderr
+    assert "--ordering-field" in res.stderr  # the Help names the CLI's flag, not only Python's
+
+
+def test_without_ordering_field_the_latest_write_wins(tmp_path):
+    """Hudi 1.x's inference for tables before version 9
+    (HoodieTableConfig.inferMergingConfigsForPreV9Table): nothing set, the ordering field decides:
+    none, COMMIT_TIME_ORDERING; one, EVENT_TIME_ORDERING."""
+    run("create", tmp_path / "t", "--record-key", "id")
+    run("create", tmp_path / "u", "--record-key", "id", "--ordering-field", "ts")
+    assert lakehouse.open_table(str(tmp_path / "t")).config.merge_mode.value == "COMMIT_TIME_ORDERING"
+    assert lakehouse.open_table(str(tmp_path / "u")).config.merge_mode.value == "EVENT_TIME_ORDERING"
 
 
 def test_options_lists_every_option_with_defaults():

@@ -187,8 +187,8 @@ def write_output(data: pa.Table, path: str) -> None:
               help="Record key column; repeat or give a comma list for a composite key.")
 @click.option("--partition-by", multiple=True, help="Partition column(s); repeat or comma list.")
 @click.option("--ordering-field", help="Column whose highest value wins among versions of a record.")
-@click.option("--merge-mode", default=MergeMode.EVENT_TIME_ORDERING.value, show_default=True,
-              type=click.Choice([m.value for m in MergeMode], case_sensitive=False))
+@click.option("--merge-mode", default=None, type=click.Choice([m.value for m in MergeMode], case_sensitive=False),
+              help="Default: EVENT_TIME_ORDERING with an ordering field, else COMMIT_TIME_ORDERING.")
 @click.option("--index", default=None, type=click.Choice([i.value for i in IndexType], case_sensitive=False),
               help="Default: BUCKET for MERGE_ON_READ (sized by the first write), SIMPLE for COPY_ON_WRITE.")
 @click.option("--hive-style/--no-hive-style", default=False, show_default=True,
@@ -198,7 +198,7 @@ def write_output(data: pa.Table, path: str) -> None:
 @click.option("--option", "options", multiple=True, callback=options_arg, metavar="KEY=VALUE",
               help="Any hoodie.* option (repeatable); `lakehouse options` lists them.")
 def create(path: str, name: str | None, table_type: str, record_key: tuple[str, ...],
-           partition_by: tuple[str, ...], ordering_field: str | None, merge_mode: str, index: str | None,
+           partition_by: tuple[str, ...], ordering_field: str | None, merge_mode: str | None, index: str | None,
            hive_style: bool, schema_from: str | None, options: dict[str, str]) -> str:
     """Create an empty table at PATH."""
     name = name or Path(path.removeprefix("file://").rstrip("/")).name

@@ -102,6 +102,10 @@ def test_table_exists(table):
     ({"options": {"hoodie.parquet.max.file.size": 10, "hoodie.parquet.small.file.limit": 20}}, "exceeds"),
     ({"table_type": "MERGE_ON_WRITE"}, "MERGE_ON_WRITE"),
     ({"merge_mode": "EVENT_TIME_ORDERING", "ordering_field": None}, "ordering field"),
+    # A payload class that orders by a field, given without one (the merge mode left to default).
+    ({"ordering_field": None,
+      "options": {"hoodie.compaction.payload.class":
+                  "org.apache.hudi.common.model.DefaultHoodieRecordPayload"}}, "ordering field"),
     ({"index": "HBASE"}, "HBASE"),
     ({"options": {"hoodie.bucket.index.num.buckets": 0}}, "minimum"),
 ])
