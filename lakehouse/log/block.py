@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from lakehouse.errors import CorruptFileError, SchemaError, UnsupportedTableError
 from lakehouse.log import delete_record
+from lakehouse.storage.parquet import read_parquet
 from lakehouse.schema import (
     arrow_table_to_avro_records,
     avro_records_to_arrow,
@@ -282,13 +283,9 @@ def decode_parquet_data_block(block: LogBlock, columns: Sequence[str] | None = N
     """The rows of a PARQUET_DATA block, conformed to its SCHEMA header when it has one;
     ``columns``: only these (those the block has), for reads that need a few."""
     try:
-        # ParquetFile, not read_table: no dataset machinery for a small in-memory file (twice as
-        # fast per block, and a snapshot read decodes one block per file group and delta commit).
-        pf = pq.ParquetFile(pa.BufferReader(block.content), page_checksum_verification=True)
-        if columns is not None:
-            have = set(pf.schema_arrow.names)
-            columns = [c for c in columns if c in have]
-        table = pf.read(columns=columns)
+        # No dataset machinery for a small in-memory file (twice as fast per block, and a
+        # snapshot read decodes one block per file group and delta commit).
+        table = read_parquet(pa.BufferReader(block.content), columns)
     except (pa.ArrowInvalid, OSError) as e:
         raise block._corrupt(f"parquet content is unreadable: {e}") from e
     table = table.replace_schema_metadata(None)
@@ -297,7 +294,7 @@ def decode_parquet_data_block(block: LogBlock, columns: Sequence[str] | None = N
     try:
         schema = avro_to_arrow_schema(block.schema)
         if columns is not None:
-            schema = pa.schema([f for f in schema if f.name in set(columns)])
+            schema = pa.schema([f for f in schema if f.name in set(table.column_names)])
         return conform_table(table, schema, extra="drop")
     except SchemaError as e:
         raise block._corrupt(f"parquet content does not match the SCHEMA header: {e}") from e

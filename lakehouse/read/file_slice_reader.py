@@ -13,7 +13,6 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lakehouse.errors import CorruptFileError, StorageError
 from lakehouse.file_group.file_slice import FileSlice
@@ -25,6 +24,7 @@ from lakehouse.columns import DELETE, IS_DELETED, KEY, RECORD_KEY, SEQ, UNCONDIT
 from lakehouse.merge import AFTER_CUT, IS_DELETED_FIELD, MergeSpec, delete_flags, drop_helpers, resolve
 from lakehouse.schema import conform_table
 from lakehouse.storage.base import Storage
+from lakehouse.storage.parquet import decode_dictionaries, read_parquet
 
 
 KeyFunction = Callable[[pa.Table], pa.ChunkedArray]
@@ -69,13 +69,14 @@ def _expression_fields(expr: pc.Expression, schema: pa.Schema) -> set[str]:
 
 
 def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None,
-                   row_filter: pc.Expression | None = None) -> pa.Table:
+                   row_filter: pc.Expression | None = None, *, keep_dictionaries: bool = False) -> pa.Table:
+    """A base file's rows in ``schema``'s types (``columns`` only, when given). With
+    ``keep_dictionaries``, string columns of small dictionaries whose type the schema keeps stay
+    dictionary-encoded (see :mod:`lakehouse.storage.parquet`): for a read that drops rows before
+    :func:`~lakehouse.storage.parquet.decode_dictionaries` makes them plain."""
     try:
         with storage.open_input(path) as f:
-            pf = pq.ParquetFile(f, page_checksum_verification=True)
-            present = set(pf.schema_arrow.names)
-            cols = [c for c in (columns or schema.names) if c in present]
-            table = pf.read(columns=cols)
+            table = read_parquet(f, columns or schema.names, keep_dictionaries=True)
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
@@ -88,6 +89,11 @@ def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list
                                     "the file itself is not known to be damaged") from e
         raise CorruptFileError(storage.uri(path), f"not a readable parquet file ({e})") from e
     target = pa.schema([schema.field(c) for c in (columns or schema.names)])
+    if keep_dictionaries and row_filter is None and any(pa.types.is_dictionary(t) for t in table.schema.types):
+        have = table.schema
+        target = pa.schema([f.with_type(have.field(f.name).type)
+                            if f.name in have.names and pa.types.is_dictionary(have.field(f.name).type)
+                            and have.field(f.name).type.value_type == f.type else f for f in target])
     table = conform_table(table, target, extra="ignore")
     if row_filter is not None:
         table = table.filter(row_filter)
@@ -255,18 +261,23 @@ def collect_slice(fs: FileSlice, ctx: SliceReadContext) -> SliceParts:
     if base_file is not None:
         # Split the base here, where slices run in parallel: most base records no log block
         # touches, and they are final as they are; only the others go to the merge.
-        base = read_base_file(ctx.storage, base_file.path, ctx.schema, needed)
+        # Its small-dictionary string columns stay dictionaries until the records the logs
+        # replace are out: the filter then copies their indices, not their strings.
+        base = read_base_file(ctx.storage, base_file.path, ctx.schema, needed,
+                              keep_dictionaries=ctx.key_of is None)
         keys = _keys(base, ctx)
+        if pa.types.is_dictionary(keys.type):
+            keys = keys.cast(keys.type.value_type)
         log_keys = pa.chunked_array([t.column(KEY).combine_chunks() for t in parts.logs],
                                     pa.string()).combine_chunks() if parts.logs else pa.array([], pa.string())
         touched = pc.is_in(keys, value_set=log_keys)
-        untouched = base.filter(pc.invert(touched))
+        untouched = decode_dictionaries(base.filter(pc.invert(touched)))
         if IS_DELETED_FIELD in untouched.column_names:
             untouched = untouched.filter(pc.invert(delete_flags(untouched)))
         if ctx.row_filter is not None:
             untouched = untouched.filter(ctx.row_filter)
         parts.done = untouched.select(out_cols)
-        hit = base.filter(touched)
+        hit = decode_dictionaries(base.filter(touched))
         parts.base = _with_helpers(hit, _keys(hit, ctx), 0, delete_flags(hit),
                                    pa.repeat(False, hit.num_rows))
     return parts
