@@ -377,11 +377,12 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
     if not name or not str(name).replace("_", "").isalnum():
         raise ConfigError(f"table name {name!r} must be letters, digits and underscores",
                           help="pick a name like trips or sales_2024")
+    # The ordering field is the argument or, as Hudi's own writers take it, the table option.
+    ordering = ordering_field or opts.get("hoodie.table.precombine.field")
     try:
         ttype = TableType(str(table_type).upper())
         if merge_mode is None:
-            has_ordering = bool(ordering_field or opts.get("hoodie.table.precombine.field"))
-            mode = MergeMode.EVENT_TIME_ORDERING if has_ordering else MergeMode.COMMIT_TIME_ORDERING
+            mode = MergeMode.EVENT_TIME_ORDERING if ordering else MergeMode.COMMIT_TIME_ORDERING
         else:
             mode = MergeMode(str(merge_mode).upper())
         itype = IndexType(str(index).upper()) if index is not None else default_index(
@@ -394,7 +395,7 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
     parts = _fields(partition_by, "partition_by")
     if not keys:
         raise ConfigError("record_key is required", help="name the column(s) that identify a record")
-    if mode is not MergeMode.COMMIT_TIME_ORDERING and not ordering_field:
+    if mode is not MergeMode.COMMIT_TIME_ORDERING and not ordering:
         raise ConfigError(f"merge mode {mode} needs an ordering field",
                           help="name the column whose highest value wins (ordering_field= in Python, "
                                "--ordering-field in the CLI), or leave the merge mode out: without an "

@@ -181,6 +181,10 @@ def test_without_ordering_field_the_latest_write_wins(tmp_path):
     run("create", tmp_path / "u", "--record-key", "id", "--ordering-field", "ts")
     assert lakehouse.open_table(str(tmp_path / "t")).config.merge_mode.value == "COMMIT_TIME_ORDERING"
     assert lakehouse.open_table(str(tmp_path / "u")).config.merge_mode.value == "EVENT_TIME_ORDERING"
+    # The ordering field given as Hudi's table option counts as one too.
+    run("create", tmp_path / "v", "--record-key", "id", "--option", "hoodie.table.precombine.field=ts")
+    v = lakehouse.open_table(str(tmp_path / "v")).config
+    assert v.merge_mode.value == "EVENT_TIME_ORDERING" and v.ordering_field == "ts"
 
 
 def test_options_lists_every_option_with_defaults():
