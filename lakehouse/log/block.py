@@ -294,7 +294,8 @@ def decode_parquet_data_block(block: LogBlock, columns: Sequence[str] | None = N
     try:
         schema = avro_to_arrow_schema(block.schema)
         if columns is not None:
-            schema = pa.schema([f for f in schema if f.name in set(table.column_names)])
+            have = set(table.column_names)
+            schema = pa.schema([f for f in schema if f.name in have])
         return conform_table(table, schema, extra="drop")
     except SchemaError as e:
         raise block._corrupt(f"parquet content does not match the SCHEMA header: {e}") from e

@@ -74,9 +74,10 @@ def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list
     ``keep_dictionaries``, string columns of small dictionaries whose type the schema keeps stay
     dictionary-encoded (see :mod:`lakehouse.storage.parquet`): for a read that drops rows before
     :func:`~lakehouse.storage.parquet.decode_dictionaries` makes them plain."""
+    keep_dictionaries = keep_dictionaries and row_filter is None
     try:
         with storage.open_input(path) as f:
-            table = read_parquet(f, columns or schema.names, keep_dictionaries=True)
+            table = read_parquet(f, columns or schema.names, keep_dictionaries=keep_dictionaries)
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
@@ -89,7 +90,7 @@ def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list
                                     "the file itself is not known to be damaged") from e
         raise CorruptFileError(storage.uri(path), f"not a readable parquet file ({e})") from e
     target = pa.schema([schema.field(c) for c in (columns or schema.names)])
-    if keep_dictionaries and row_filter is None and any(pa.types.is_dictionary(t) for t in table.schema.types):
+    if keep_dictionaries and any(pa.types.is_dictionary(t) for t in table.schema.types):
         have = table.schema
         target = pa.schema([f.with_type(have.field(f.name).type)
                             if f.name in have.names and pa.types.is_dictionary(have.field(f.name).type)
