@@ -21,10 +21,11 @@ with the BUCKET index, whose records' file groups are a hash of their keys, know
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
@@ -66,7 +67,8 @@ class WriteBuffers:
         self.flushes = 0
         self._pool = ThreadPoolExecutor(max_workers=parallelism) if parallelism > 1 else None
         self._running: dict[Key, Future] = {}
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._finished: list[tuple[Key, Future]] = []  # flushes done since the last wait
 
     def __enter__(self) -> "WriteBuffers":
         return self
@@ -97,29 +99,52 @@ class WriteBuffers:
         if self._pool is None:
             self._flush(key, parts)
             return
-        earlier = self._running.get(key)
+        earlier = self._running.pop(key, None)
         if earlier is not None:
             earlier.result()
-        with self._lock:
+        with self._cond:
             self.in_flight += size
-        self._running[key] = self._pool.submit(self._run, key, parts, size)
+        future = self._pool.submit(self._run, key, parts, size)
+        self._running[key] = future
+        future.add_done_callback(functools.partial(self._done, key))
 
     def _run(self, key: Key, parts: list[Any], size: int) -> None:
         try:
             self._flush(key, parts)
         finally:
-            with self._lock:
+            with self._cond:
                 self.in_flight -= size
 
+    def _done(self, key: Key, future: Future) -> None:
+        with self._cond:
+            self._finished.append((key, future))
+            self._cond.notify_all()
+
     def _wait(self, limit: int) -> None:
-        """Until at most ``limit`` bytes are being flushed; a failed flush raises here."""
+        """Until at most ``limit`` bytes are being flushed, with ``limit`` 0 until every flush is
+        done; a failed flush raises here. Finished flushes are handed over by their callbacks: a
+        wait costs what finished since the last one, not a look at every flush still running
+        (which made a write to many file groups quadratic: a 5k-row upsert into 1,280 of them
+        spent ~3 s polling futures)."""
+        if limit <= 0:
+            # Every flush's own outcome: in_flight reaches 0 when the last flush's bytes are
+            # released, which is before its future says whether it failed.
+            while self._running:
+                self._running.popitem()[1].result()
+            with self._cond:
+                self._finished.clear()
+            return
         while True:
-            done = [k for k, f in self._running.items() if f.done()]
-            for k in done:
-                self._running.pop(k).result()
-            if self.in_flight <= limit or not self._running:
+            with self._cond:
+                while not self._finished and self.in_flight > limit:
+                    self._cond.wait()
+                finished, self._finished = self._finished, []
+            for key, future in finished:
+                if self._running.get(key) is future:
+                    del self._running[key]
+                future.result()
+            if self.in_flight <= limit:
                 return
-            wait(list(self._running.values()), return_when=FIRST_COMPLETED)
 
     def flush_all(self) -> None:
         """Flush what is left, one file group per task, in parallel, and wait for every flush.

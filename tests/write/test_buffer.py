@@ -5,6 +5,7 @@ lakehouse and hudi-rs."""
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +59,51 @@ def test_the_flushes_at_the_end_start_with_the_largest_buffer():
         buf.add(("p", bucket), Sized(size))
     buf.flush_all()
     assert flushed == [("p", 1), ("p", 3), ("p", 2), ("p", 0)]
+
+
+def test_a_failed_flush_raises_though_another_flush_ends_after_its_bytes_are_released():
+    # A flush releases its bytes before its future records the failure. The wait at the end
+    # once returned as soon as nothing was in flight, woken by another flush ending in that
+    # moment: the failed file group's records were then silently missing from the commit.
+    failed, returned = threading.Event(), threading.Event()
+
+    def flush(key, parts):
+        if key == ("p", 1):
+            raise OSError("disk full")
+        assert failed.wait(10)  # ends after the failed flush released its bytes
+
+    class HeldFailures(WriteBuffers):
+        def _run(self, key, parts, size):  # holds the failure between release and future
+            try:
+                super()._run(key, parts, size)
+            except OSError:
+                failed.set()
+                returned.wait(1)
+                raise
+
+    buf = HeldFailures(batch_bytes=1000, task_max_bytes=10_000, flush=flush, parallelism=2)
+    with buf:
+        buf.add(("p", 0), Sized(10))
+        buf.add(("p", 1), Sized(20))
+        with pytest.raises(OSError, match="disk full"):
+            buf.flush_all()
+        returned.set()
+
+
+def test_many_flushes_in_flight_end_with_every_one_waited_for():
+    flushed: set = set()
+    lock = threading.Lock()
+
+    def flush(key, parts):
+        with lock:
+            flushed.add(key)
+
+    buf = WriteBuffers(batch_bytes=5, task_max_bytes=400, flush=flush, parallelism=2)
+    with buf:
+        for b in range(2_000):
+            buf.add(("p", b), Sized(5))  # every add flushes: in-flight bytes bounded by 200
+        buf.flush_all()
+    assert len(flushed) == 2_000 and buf.in_flight == 0 and buf.total == 0
 
 
 def test_a_column_shared_under_two_names_is_gathered_once():
