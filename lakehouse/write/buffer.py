@@ -37,7 +37,7 @@ from lakehouse.columns import BUCKET, KEY, PARTITION
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write.assign import Taken, materialize, new_target, run_target, split_lazily
 from lakehouse.write.index.bucket import bucket_ids, existing_buckets, hash_columns
-from lakehouse.write.prepare import Operation, Prepared
+from lakehouse.write.prepare import Operation, Prepared, combines, precombine
 
 if TYPE_CHECKING:
     from lakehouse.write.client import WriteClient
@@ -227,6 +227,16 @@ def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContex
     def flush(key: Key, parts: list[Any]) -> None:
         partition, bucket = key
         rows = materialize(parts)
+        if len(parts) > 1:
+            # Parts of several chunks: each chunk reduced its own duplicate keys (prepare), these
+            # reduce across them, as Flink's writer deduplicates a bucket's buffer when it flushes.
+            # Else a key in two chunks lands twice in one base file, or a delete block written
+            # after the data blocks undoes a later re-insert. Versions in different flushes go to
+            # successive log files, which readers apply in order.
+            if combines(client, prepared.operation):
+                rows = precombine(client, rows)
+            if sort_keys:
+                rows = rows.sort_by(KEY)
         with lock:
             task = next(tasks)
             if partition not in partitions_made:
