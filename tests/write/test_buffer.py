@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 import lakehouse
@@ -291,3 +292,19 @@ def test_a_chunked_write_allocates_from_the_system_pool_and_restores_the_default
     t.upsert(_rows(100, 1))  # small: the default pool
     t.upsert(_rows(4000, 2), options={"write.task.max.size": 0.25})  # in chunks
     assert seen == [before, "system"] and pa.default_memory_pool().backend_name == before
+
+
+def test_a_sorted_bulk_insert_taken_in_chunks_writes_each_file_in_key_order(tmp_path):
+    # hoodie.bulkinsert.sort.mode=GLOBAL_SORT: each chunk's parts are sorted, and a flush that
+    # holds parts of several chunks sorts them together, or a file is a run of sorted pieces.
+    t = _table(tmp_path / "t", **{"hoodie.bulkinsert.sort.mode": "GLOBAL_SORT",
+                                  "hoodie.bucket.index.num.buckets": 2})
+    rng = np.random.default_rng(5)
+    batch = _rows(6000, 1).take(pa.array(rng.permutation(6000)))
+    t.bulk_insert(batch, options={"write.task.max.size": 0.25, "write.batch.size": 256})
+    bases = files(tmp_path / "t", lambda n: n.endswith(".parquet"))
+    assert bases
+    for f in bases:
+        keys = pq.read_table(f, columns=["_hoodie_record_key"]).column(0).to_pylist()
+        assert keys == sorted(keys), f
+    assert t.read().num_rows == 6000
