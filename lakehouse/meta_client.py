@@ -14,7 +14,8 @@ from typing import Any, ContextManager, Mapping
 
 from lakehouse.concurrency.heartbeat import Heartbeats
 from lakehouse.concurrency.transaction import TransactionManager
-from lakehouse.config import ConcurrencyConfig, MemoryConfig, TableConfig, merged_options, option_keys
+from lakehouse.config import (STORAGE_LOCK_PROVIDER, ConcurrencyConfig, MemoryConfig, TableConfig,
+                              merged_options, option_keys)
 from lakehouse.errors import ConfigError
 from lakehouse.properties import read_table_config
 from lakehouse.storage import Storage, get_storage
@@ -70,7 +71,7 @@ class TableMetaClient:
 
     @property
     def transactions(self) -> TransactionManager:
-        """The table lock of this process's writers (several writers only)."""
+        """The table lock of this process's writers (and of compaction planning: :meth:`plan_guard`)."""
         if self._txn is None:
             self._txn = TransactionManager(self.storage, self.concurrency)
         return self._txn
@@ -80,6 +81,18 @@ class TableMetaClient:
         if self.concurrency.multi_writer:
             return self.transactions.lock()
         return contextlib.nullcontext()
+
+    def plan_guard(self) -> ContextManager[Any]:
+        """The table lock around what a compaction plan and a write's start must not interleave:
+        the plan's check that no write is pending with its instant, and a write's instant. With
+        one writer too, as table services run in other processes (the Airflow DAGs), where Hudi's
+        in-process lock for async services cannot reach. Nothing to take where the store cannot
+        hold a lock (no atomic create) and no lock provider outside it is set."""
+        if self.concurrency.multi_writer:
+            return self.transactions.lock()
+        if self.concurrency.lock_provider == STORAGE_LOCK_PROVIDER and not self.storage.atomic_create:
+            return contextlib.nullcontext()
+        return self.transactions.lock()
 
     @property
     def heartbeats(self) -> Heartbeats:

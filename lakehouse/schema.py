@@ -296,6 +296,11 @@ def _physical_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _check_required(f: pa.Field, col: pa.ChunkedArray) -> None:
+    if col.null_count:
+        raise SchemaError(f"column {f.name!r} is required but holds {col.null_count} nulls")
+
+
 def conform_table(table: pa.Table, schema: pa.Schema, *, extra: str = "error") -> pa.Table:
     """``table`` with exactly ``schema``'s columns, in order and cast.
 
@@ -307,9 +312,8 @@ def conform_table(table: pa.Table, schema: pa.Schema, *, extra: str = "error") -
         # the required columns' nulls to check, and the schema's metadata to take. ~8x faster
         # than column by column (~50 us saved per call, paid per log block and base file).
         for f in schema:
-            if not f.nullable and table.column(f.name).null_count:
-                raise SchemaError(f"column {f.name!r} is required but holds "
-                                  f"{table.column(f.name).null_count} nulls")
+            if not f.nullable:
+                _check_required(f, table.column(f.name))
         if table.schema.equals(schema, check_metadata=True):
             return table
         return pa.Table.from_arrays(table.columns, schema=schema)
@@ -329,9 +333,8 @@ def conform_table(table: pa.Table, schema: pa.Schema, *, extra: str = "error") -
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                     raise SchemaError(f"column {f.name!r} of type {col.type} does not fit the "
                                       f"schema type {f.type}: {e}") from e
-            if not f.nullable and col.null_count:
-                raise SchemaError(f"column {f.name!r} is required but holds "
-                                  f"{col.null_count} nulls")
+            if not f.nullable:
+                _check_required(f, col)
             columns.append(col)
         elif f.nullable:
             columns.append(pa.nulls(table.num_rows, f.type))

@@ -151,7 +151,7 @@ class TableReader:
     def prune_partitions(self, partitions: Iterable[str], filters: Sequence[Filter] | None,
                          schema: pa.Schema) -> set[str] | None:
         """Partitions that may hold rows passing the filters on partition columns (None: all)."""
-        if not filters or isinstance(filters, pc.Expression):
+        if filters is None or isinstance(filters, pc.Expression) or not filters:
             return None
         pfields = set(self.config.partition_fields)
         terms = [f for f in filters if f[0] in pfields]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lakehouse.errors import InstantNotFoundError
+from lakehouse.errors import InstantNotFoundError, TimelineError
 from lakehouse.services.compaction import undo_execution
 from lakehouse.services.rollback import resume_pending_rollbacks, rollback_instant
 from lakehouse.timeline.instant import Action
@@ -40,6 +40,15 @@ def restore(meta: "TableMetaClient", savepoint_time: str) -> RestoreResult:
         raise InstantNotFoundError(f"{savepoint_time} is not a savepoint",
                                    help="savepoints: " + (", ".join(saved) if saved else "none; "
                                                           "create one with `lakehouse savepoint create`"))
+    newer = [i.time for i in timeline.completed().filter(actions=[Action.SAVEPOINT]) if i.time > sp.time]
+    if newer:
+        # Their commits would have to be rolled back, which a savepoint forbids: refuse before
+        # undoing anything rather than stop half-way at the first of them (Hudi's
+        # BaseRollbackActionExecutor refuses to roll back a savepointed commit as well).
+        raise TimelineError(
+            f"cannot restore to {sp.time}: newer savepoint(s) {', '.join(newer)} keep commits "
+            "a restore would roll back", help="restore to the newest savepoint, or delete the "
+            "newer ones first (`lakehouse savepoint delete`)")
     resume_pending_rollbacks(meta, timeline)
     undone: list[str] = []
     rollbacks: list[str] = []

@@ -172,13 +172,14 @@ class WriteClient:
         its heartbeat first, with several writers), and load the timeline its write works on."""
         timeline = self.rollback_failed_writes(self.active.load())
         delete_stale_markers(self.storage, timeline.completed_write_times)
-        instant = self.active.create_requested(
-            action, requested_content,
-            before_create=self._heartbeat_starter() if self.concurrency.multi_writer else None)
-        if self.concurrency.multi_writer:
-            # Anything planned before our instant (a compaction, say) must shape this write.
-            timeline = self.active.load()
-        return instant, timeline
+        with self.meta.plan_guard():
+            instant = self.active.create_requested(
+                action, requested_content,
+                before_create=self._heartbeat_starter() if self.concurrency.multi_writer else None)
+        # A compaction planned before our instant (by another process, even with one writer)
+        # must shape this write: its logs go to the slice the compaction creates. One planned
+        # after it saw our instant pending and was refused.
+        return instant, self.active.load()
 
     def _heartbeat_starter(self):
         beats = self.meta.heartbeats

@@ -225,6 +225,78 @@ def test_not_scheduled_while_an_earlier_write_is_pending(fx):
     assert not res.scheduled and "still inflight" in res.reason
 
 
+def test_a_plan_made_by_another_process_just_before_a_write_takes_its_instant_shapes_the_write(fx, monkeypatch):
+    """One writer, the default: the Airflow compaction-plan task is another process. A plan made
+    after the writer looked at the timeline but before it took its instant must shape the write
+    (its logs on the compaction's new slice), or the compaction's new base file hides them."""
+    fx.upsert(["a", "b", "x"])
+    fx.upsert(["a", "x"])
+    import lakehouse.write.client as client_mod
+    real = client_mod.delete_stale_markers
+    planned = []
+
+    def plan_meanwhile(storage, times):
+        if not planned:
+            planned.append(lakehouse.open_table(str(fx.path)).schedule_compaction(force=True).instant)
+        return real(storage, times)
+    monkeypatch.setattr(client_mod, "delete_stale_markers", plan_meanwhile)
+    w = fx.upsert(["a", "b", "x"])
+    monkeypatch.undo()
+    assert planned[0] is not None and planned[0] < w
+    fx.check(hudi=False)
+    execute_compaction(fx.table, planned[0])
+    assert commit_compaction(fx.table, planned[0]).committed
+    fx.check()
+
+
+def test_a_write_starting_while_a_plan_is_made_waits_for_it(fx, monkeypatch):
+    """The other order: a write (another process) starts between the planner's check that no
+    write is pending and the plan's instant. Without the table lock around both, the write
+    missed the plan and the compaction the write: its records vanished once it committed."""
+    import threading
+    import time
+
+    import lakehouse.services.compaction.plan as plan_mod
+    from lakehouse.concurrency.lock import StorageLockProvider
+    fx.upsert(["a", "b", "x"])
+    fx.upsert(["a", "x"])
+    writer = lakehouse.open_table(str(fx.path), options={"hoodie.write.lock.wait_time_ms_between_retry": "5"})
+    waiting, done, out = threading.Event(), threading.Event(), {}
+    real_try = StorageLockProvider.try_acquire
+
+    def try_acquire(self):
+        lease = real_try(self)
+        if lease is None and threading.current_thread().name == "writer":
+            waiting.set()
+        return lease
+    monkeypatch.setattr(StorageLockProvider, "try_acquire", try_acquire)
+
+    def write():
+        try:
+            fx.table = writer
+            out["w"] = fx.upsert(["a", "b", "x"])
+        finally:
+            done.set()
+    real_plan = plan_mod.plan_operations
+
+    def plan_operations(slices, cfg):
+        threading.Thread(target=write, name="writer").start()
+        deadline = time.monotonic() + 60
+        while not (waiting.is_set() or done.is_set()) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return real_plan(slices, cfg)
+    monkeypatch.setattr(plan_mod, "plan_operations", plan_operations)
+    t = lakehouse.open_table(str(fx.path)).schedule_compaction(force=True).instant
+    assert done.wait(60) and "w" in out
+    monkeypatch.undo()
+    assert t is not None
+    fx.check(hudi=False)
+    execute_compaction(fx.table, t)
+    assert commit_compaction(fx.table, t).committed
+    fx.check()
+    assert waiting.is_set() and t < out["w"], "the write took its instant while the plan was being made"
+
+
 def test_copy_on_write_tables_do_not_compact(tmp_path):
     t = lakehouse.create_table(str(tmp_path / "t"), name="c", table_type="COPY_ON_WRITE",
                                record_key="id", ordering_field="ts")

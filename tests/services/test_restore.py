@@ -7,6 +7,7 @@ import pytest
 
 import lakehouse
 from lakehouse.errors import InstantNotFoundError, TimelineError
+from lakehouse.timeline.instant import Action
 from tests.interop.hudi_oracle import hudi_read
 
 
@@ -55,6 +56,25 @@ def test_restore_needs_a_savepoint(tmp_path):
     i = t.upsert(pa.table({"id": ["a"], "ts": [1], "v": [1]}))
     with pytest.raises(InstantNotFoundError, match="not a savepoint"):
         t.restore(i)
+
+
+def test_a_restore_past_a_newer_savepoint_is_refused_before_undoing_anything(tmp_path):
+    """A restore rolls back every commit after its savepoint, and a savepointed commit must not
+    be rolled back (Hudi's BaseRollbackActionExecutor refuses it): the newer savepoint is named
+    before anything is undone, not found half-way with the writes after it already gone."""
+    t = lakehouse.create_table(str(tmp_path / "t"), name="r", record_key="id", ordering_field="ts")
+    old = t.create_savepoint(t.upsert(pa.table({"id": ["a"], "ts": [1], "v": [1]})))
+    t.create_savepoint(t.upsert(pa.table({"id": ["a", "b"], "ts": [2, 2], "v": [2, 2]})))
+    newest = t.upsert(pa.table({"id": ["c"], "ts": [3], "v": [3]}))
+    before = rows(t)
+    with pytest.raises(TimelineError, match="newer savepoint") as e:
+        t.restore(old)
+    assert "delete" in e.value.help
+    assert rows(t) == before and newest in t.timeline.completed_write_times
+    assert not t.timeline.filter(actions=[Action.ROLLBACK]).instants
+    t.delete_savepoint(t.list_savepoints()[-1])
+    t.restore(old)
+    assert rows(t) == [("a", 1)] == hrows(tmp_path / "t")
 
 
 def test_savepoints_are_taken_as_create_savepoint_returns_them(tmp_path):

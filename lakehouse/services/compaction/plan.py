@@ -108,9 +108,10 @@ def schedule_compaction(meta: "TableMetaClient", config: CompactionConfig | None
         # back (an earlier pending write's logs would be missed); roll it back now, as a clean
         # does under Hudi's LAZY failed-writes policy. Live writers' writes still hold it back.
         rollback_expired_writes(meta)
-    # With several writers, the check "no earlier write pending" and the plan's instant must be
-    # one step, or a writer could allocate an instant in between and write logs the plan misses.
-    with meta.exclusive():
+    # The check "no earlier write pending" and the plan's instant must be one step, or a writer
+    # could take its instant in between, miss the plan and write logs the plan misses (one
+    # writer too: the writer and the planner are different processes).
+    with meta.plan_guard():
         return _schedule(meta, cfg, now, force, extra_metadata)
 
 
