@@ -10,6 +10,8 @@ one call. :class:`lakehouse.table.Table` is a facade over it; nothing below the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import importlib
 from typing import Any, ContextManager, Mapping
 
 from lakehouse.concurrency.heartbeat import Heartbeats
@@ -71,26 +73,38 @@ class TableMetaClient:
 
     @property
     def transactions(self) -> TransactionManager:
-        """The table lock of this process's writers (and of compaction planning: :meth:`plan_guard`)."""
+        """The table lock of this process (:meth:`exclusive` says when it is taken)."""
         if self._txn is None:
-            self._txn = TransactionManager(self.storage, self.concurrency)
+            config = self.concurrency
+            if not config.multi_writer and not self._provider_loadable():
+                # One writer, the lock provider set for Hudi's Java jobs (ZooKeeper, say): not
+                # loadable here, and the storage lock guards the same steps.
+                config = dataclasses.replace(config, lock_provider=STORAGE_LOCK_PROVIDER)
+            self._txn = TransactionManager(self.storage, config)
         return self._txn
 
-    def exclusive(self) -> ContextManager[Any]:
-        """The table lock when several writers share the table, else nothing to take."""
-        if self.concurrency.multi_writer:
-            return self.transactions.lock()
-        return contextlib.nullcontext()
+    def _provider_loadable(self) -> bool:
+        provider = self.concurrency.lock_provider
+        if provider == STORAGE_LOCK_PROVIDER:
+            return True
+        module, _, name = provider.rpartition(".")
+        try:
+            return hasattr(importlib.import_module(module), name)
+        except ImportError:
+            return False
 
-    def plan_guard(self) -> ContextManager[Any]:
-        """The table lock around what a compaction plan and a write's start must not interleave:
-        the plan's check that no write is pending with its instant, and a write's instant. With
-        one writer too, as table services run in other processes (the Airflow DAGs), where Hudi's
-        in-process lock for async services cannot reach. Nothing to take where the store cannot
-        hold a lock (no atomic create) and no lock provider outside it is set."""
+    def exclusive(self) -> ContextManager[Any]:
+        """The table lock, around the timeline steps that must not interleave: a write's
+        recovery of failed writes and its instant, a commit's last check and its publish, a
+        compaction plan's check that no write is pending and its instant, a rollback or restore.
+        With one writer too: the commit step and the table services run in other processes
+        (the Airflow tasks), where Hudi's in-process lock for async services cannot reach.
+        With one writer on a store without atomic create and no loadable lock provider, there
+        is no lock to take (the README says what to avoid then)."""
         if self.concurrency.multi_writer:
             return self.transactions.lock()
-        if self.concurrency.lock_provider == STORAGE_LOCK_PROVIDER and not self.storage.atomic_create:
+        if not self.storage.atomic_create and (
+                self.concurrency.lock_provider == STORAGE_LOCK_PROVIDER or not self._provider_loadable()):
             return contextlib.nullcontext()
         return self.transactions.lock()
 

@@ -101,9 +101,6 @@ class Table:
     def exclusive(self) -> ContextManager[Any]:
         return self.meta_client.exclusive()
 
-    def plan_guard(self) -> ContextManager[Any]:
-        return self.meta_client.plan_guard()
-
     def options(self, given: Mapping[str, Any] | None, where: str) -> dict[str, str]:
         return self.meta_client.options(given, where)
 

@@ -463,7 +463,7 @@ def _file_writer(client: WriteClient, df: "DataFrame", job: _Job, counts: dict[s
     def write_files(t: str, timeline) -> tuple[list[WriteStat], None]:
         job.instant = t
         job.field_ids = client.instant_field_ids[t].paths
-        view = FileSystemView.load(client.storage, timeline, client.active)
+        view, timeline = client.write_view(timeline)
         job.pending = client.pending_compaction_fgs(timeline)
         if not counts:
             return [], None

@@ -29,7 +29,7 @@ from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, Co
                               UnsupportedTableError, WriteError)
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
 from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_metadata_content
-from lakehouse.file_group.view import FileSystemView
+from lakehouse.file_group.view import FileSystemView, list_data_files
 from lakehouse.properties import read_table_config
 from lakehouse.columns import DELETE, KEY, PARTITION, RECORD_KEY
 from lakehouse.meta_client import TableMetaClient, meta_client_of
@@ -170,15 +170,17 @@ class WriteClient:
     def begin(self, action: Action, requested_content: bytes = b""):
         """Start an instant: recover failed writes, allocate the instant (under the table lock,
         its heartbeat first, with several writers), and load the timeline its write works on."""
-        timeline = self.rollback_failed_writes(self.active.load())
-        delete_stale_markers(self.storage, timeline.completed_write_times)
-        with self.meta.plan_guard():
+        # Under the table lock (one writer too): a commit step of the write rolled back here,
+        # running in another process, either lands first (and it is not rolled back) or finds
+        # the write gone; a compaction is planned either before our instant or not at all.
+        with hooks_deferred(self.meta), self.meta.exclusive():
+            timeline = self.rollback_failed_writes(self.active.load())
+            delete_stale_markers(self.storage, timeline.completed_write_times)
             instant = self.active.create_requested(
                 action, requested_content,
                 before_create=self._heartbeat_starter() if self.concurrency.multi_writer else None)
-        # A compaction planned before our instant (by another process, even with one writer)
-        # must shape this write: its logs go to the slice the compaction creates. One planned
-        # after it saw our instant pending and was refused.
+        # A compaction planned before our instant must shape this write: its logs go to the
+        # slice the compaction creates.
         return instant, self.active.load()
 
     def _heartbeat_starter(self):
@@ -352,9 +354,22 @@ class WriteClient:
                 out[(o.partition_path, o.file_id)] = inst.time
         return out
 
+    def write_view(self, timeline) -> tuple[FileSystemView, Timeline]:
+        """The file-system view a write looks keys up in and routes by, with the timeline it
+        was built on. A compaction pending on the write's ``timeline`` may have committed (and
+        a clean then deleted its input slice) before the files were listed: the listing is
+        then read with the timeline as it is after it, or the write would find those file
+        groups empty and insert their keys a second time."""
+        files = list_data_files(self.storage)
+        now = self.active.load()
+        pending = {i.time for i in timeline.pending_compactions()}
+        if pending - {i.time for i in now.pending_compactions()}:
+            timeline = now
+        return FileSystemView(files, timeline, self.active), timeline
+
     def _write_files(self, prepared: Prepared, t: str, timeline) -> tuple[list[WriteStat], dict]:
         op = prepared.operation
-        view = FileSystemView.load(self.storage, timeline, self.active)
+        view, timeline = self.write_view(timeline)
         pending = self.pending_compaction_fgs(timeline)
         groups = view.file_groups()
         latest: dict[tuple[str, str], FileSlice] = {}

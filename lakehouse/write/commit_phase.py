@@ -120,7 +120,13 @@ def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: Comm
             txn.check()  # a holder that stalled past its lease must not publish
             complete(client.meta, inst, final.to_bytes())
     else:
-        complete(client.meta, inst, final.to_bytes())
+        # One writer: the next write's recovery rolls back a write left pending, under the
+        # lock; a commit step in another process must not publish what it is undoing.
+        with client.meta.exclusive() as lease:
+            _still_ours(client, inst)
+            if lease is not None:
+                client.meta.transactions.check()
+            complete(client.meta, inst, final.to_bytes())
     fault_point("commit.after_complete")
     Markers(client.storage, instant_time).delete_all()
 
@@ -159,10 +165,13 @@ def _still_ours(client: "WriteClient", inst):
     cur = timeline.get(inst.time)
     requested = client.active.path(inst.with_state(State.REQUESTED))
     if cur is None or not cur.is_inflight or not client.storage.exists(requested):
+        why = ("its heartbeat had stopped for longer than hoodie.client.heartbeat.interval_in_ms "
+               "x (tolerable.misses + 1)" if client.concurrency.multi_writer else
+               "a new write started first: with one writer, a write left pending is a failed one")
         raise TimelineError(f"instant {inst.time} was rolled back while it waited to be "
-                            "committed (its heartbeat had stopped for longer than "
-                            "hoodie.client.heartbeat.interval_in_ms x (tolerable.misses + 1))",
-                            help="nothing of it is visible; write the batch again")
+                            f"committed ({why})",
+                            help="nothing of it is visible; write the batch again (commit a "
+                                 "write before the next one starts)")
     for r in timeline.pending().filter(actions=[Action.ROLLBACK]):
         if pending_rollback_plan(client.active, r).instant_to_rollback.commit_time == inst.time:
             raise TimelineError(f"instant {inst.time} is being rolled back by {r.time}",

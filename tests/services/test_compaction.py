@@ -225,76 +225,66 @@ def test_not_scheduled_while_an_earlier_write_is_pending(fx):
     assert not res.scheduled and "still inflight" in res.reason
 
 
-def test_a_plan_made_by_another_process_just_before_a_write_takes_its_instant_shapes_the_write(fx, monkeypatch):
-    """One writer, the default: the Airflow compaction-plan task is another process. A plan made
-    after the writer looked at the timeline but before it took its instant must shape the write
-    (its logs on the compaction's new slice), or the compaction's new base file hides them."""
+def test_a_plan_asked_for_while_a_write_takes_its_instant_waits_for_it(fx, monkeypatch):
+    """One writer, the default: the Airflow compaction-plan task is another process. A plan
+    made after the writer looked at the timeline but before it took its instant was missed by
+    the write, whose logs the compaction's new base file then hid. The planner now waits for
+    the table lock the writer holds there, then plans after the write (or nothing while it is
+    pending)."""
+    import lakehouse.write.client as client_mod
+    from tests.concurrency.aside import Aside
     fx.upsert(["a", "b", "x"])
     fx.upsert(["a", "x"])
-    import lakehouse.write.client as client_mod
+    planner = Aside(monkeypatch, "planner")
     real = client_mod.delete_stale_markers
-    planned = []
 
     def plan_meanwhile(storage, times):
-        if not planned:
-            planned.append(lakehouse.open_table(str(fx.path)).schedule_compaction(force=True).instant)
+        if planner._thread is None:
+            planner.start(lambda: lakehouse.open_table(str(fx.path)).schedule_compaction(force=True))
         return real(storage, times)
     monkeypatch.setattr(client_mod, "delete_stale_markers", plan_meanwhile)
     w = fx.upsert(["a", "b", "x"])
+    first = planner.join()
     monkeypatch.undo()
-    assert planned[0] is not None and planned[0] < w
+    t = first.instant or fx.table.schedule_compaction(force=True).instant
     fx.check(hudi=False)
-    execute_compaction(fx.table, planned[0])
-    assert commit_compaction(fx.table, planned[0]).committed
+    execute_compaction(fx.table, t)
+    assert commit_compaction(fx.table, t).committed
     fx.check()
+    # Either the write was still pending when the planner got the lock, or it had committed.
+    assert planner.waited.is_set()
+    assert (first.instant is None and w in first.reason) or first.instant > w
 
 
 def test_a_write_starting_while_a_plan_is_made_waits_for_it(fx, monkeypatch):
     """The other order: a write (another process) starts between the planner's check that no
     write is pending and the plan's instant. Without the table lock around both, the write
     missed the plan and the compaction the write: its records vanished once it committed."""
-    import threading
-    import time
-
     import lakehouse.services.compaction.plan as plan_mod
-    from lakehouse.concurrency.lock import StorageLockProvider
+    from tests.concurrency.aside import Aside
     fx.upsert(["a", "b", "x"])
     fx.upsert(["a", "x"])
-    writer = lakehouse.open_table(str(fx.path), options={"hoodie.write.lock.wait_time_ms_between_retry": "5"})
-    waiting, done, out = threading.Event(), threading.Event(), {}
-    real_try = StorageLockProvider.try_acquire
-
-    def try_acquire(self):
-        lease = real_try(self)
-        if lease is None and threading.current_thread().name == "writer":
-            waiting.set()
-        return lease
-    monkeypatch.setattr(StorageLockProvider, "try_acquire", try_acquire)
-
-    def write():
-        try:
-            fx.table = writer
-            out["w"] = fx.upsert(["a", "b", "x"])
-        finally:
-            done.set()
+    writer = Aside(monkeypatch, "writer")
+    handle = lakehouse.open_table(str(fx.path))
     real_plan = plan_mod.plan_operations
 
     def plan_operations(slices, cfg):
-        threading.Thread(target=write, name="writer").start()
-        deadline = time.monotonic() + 60
-        while not (waiting.is_set() or done.is_set()) and time.monotonic() < deadline:
-            time.sleep(0.005)
+        if writer._thread is None:
+            def write():
+                fx.table = handle
+                return fx.upsert(["a", "b", "x"])
+            writer.start(write)
         return real_plan(slices, cfg)
     monkeypatch.setattr(plan_mod, "plan_operations", plan_operations)
     t = lakehouse.open_table(str(fx.path)).schedule_compaction(force=True).instant
-    assert done.wait(60) and "w" in out
+    w = writer.join()
     monkeypatch.undo()
     assert t is not None
     fx.check(hudi=False)
     execute_compaction(fx.table, t)
     assert commit_compaction(fx.table, t).committed
     fx.check()
-    assert waiting.is_set() and t < out["w"], "the write took its instant while the plan was being made"
+    assert writer.waited.is_set() and t < w, "the write took its instant while the plan was being made"
 
 
 def test_copy_on_write_tables_do_not_compact(tmp_path):

@@ -111,7 +111,7 @@ def schedule_compaction(meta: "TableMetaClient", config: CompactionConfig | None
     # The check "no earlier write pending" and the plan's instant must be one step, or a writer
     # could take its instant in between, miss the plan and write logs the plan misses (one
     # writer too: the writer and the planner are different processes).
-    with meta.plan_guard():
+    with meta.exclusive():
         return _schedule(meta, cfg, now, force, extra_metadata)
 
 

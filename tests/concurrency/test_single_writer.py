@@ -1,0 +1,157 @@
+"""One writer (the default mode) with the commit step and the table services in other
+processes, as the Airflow DAGs run them: the steps that must not interleave take the table lock
+(lakehouse.meta_client.TableMetaClient.exclusive), each test interleaving two of them at the
+point where, without it, committed data was lost or undone data came back."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+import lakehouse
+import lakehouse.file_group.view as view_mod
+import lakehouse.services.rollback as rollback_mod
+import lakehouse.write.client as client_mod
+from lakehouse.errors import TimelineError
+from tests.concurrency.aside import Aside
+from tests.interop.hudi_oracle import hudi_read
+
+
+def _table(path, **options):
+    return lakehouse.create_table(str(path), name="s", table_type="MERGE_ON_READ", record_key="id",
+                                  ordering_field="ts", partition_by="p", options=options)
+
+
+def _rows(ids, ts, v=None):
+    return pa.table({"id": ids, "p": ["x"] * len(ids), "ts": [ts] * len(ids),
+                     "v": [ts if v is None else v] * len(ids)})
+
+
+def _read(path) -> dict[str, int]:
+    out = {}
+    for r in lakehouse.open_table(str(path)).read(columns=["id", "v"]).to_pylist():
+        assert r["id"] not in out, f"{r['id']} is in the table twice"
+        out[r["id"]] = r["v"]
+    h = hudi_read(path)
+    assert sorted((r["id"], r["v"]) for r in h.select(["id", "v"]).to_pylist()) == sorted(out.items())
+    return out
+
+
+@pytest.mark.parametrize("hook", ["plan_rollback", "_execute"])
+def test_a_commit_step_racing_the_next_writes_recovery_is_never_undone_after_success(tmp_path, monkeypatch, hook):
+    """Phase 1 of W1 ends; the next write W2 starts and its recovery (EAGER: a pending write is
+    a failed one) rolls W1 back, while W1's commit step runs in another process. The commit
+    step either lands first (and W1 stays) or fails: it never reports success for a write the
+    recovery then deletes (it did: 'committed', and W1's records gone)."""
+    p = tmp_path / "t"
+    _table(p).upsert(_rows(["a", "b"], 1))
+    w1 = lakehouse.open_table(str(p)).upsert(_rows(["a", "c"], 2), commit=False)
+    step = Aside(monkeypatch, "commit-step")
+    real = getattr(rollback_mod, hook)
+
+    def racing(*args):
+        target = args[1] if hook == "plan_rollback" else args[1].instant_to_rollback.commit_time
+        if getattr(target, "time", target) == w1 and step._thread is None:
+            step.start(lambda: lakehouse.open_table(str(p)).commit(w1))
+        return real(*args)
+    monkeypatch.setattr(rollback_mod, hook, racing)
+    lakehouse.open_table(str(p)).upsert(_rows(["d"], 3))
+    try:
+        step.join()
+        acknowledged = True
+    except TimelineError as e:
+        acknowledged = False
+        assert "rolled back" in str(e) or "not on the timeline" in str(e)
+    monkeypatch.undo()
+    expected = {"a": 1, "b": 1, "d": 3} if not acknowledged else {"a": 2, "b": 1, "c": 2, "d": 3}
+    assert _read(p) == expected
+    assert step.waited.is_set(), "the commit step did not wait for the recovery's lock"
+
+
+def test_a_rollback_racing_a_compaction_does_not_bring_the_commit_back(tmp_path, monkeypatch):
+    """An operator rolls back the latest delta commit C while the compaction DAG plans, runs
+    and commits a compaction: the plan either comes after the rollback (without C) or the
+    rollback is refused (a later compaction built on C). It was neither: the compaction,
+    planned after the rollback's checks, copied C's records into its base file."""
+    p = tmp_path / "t"
+    t = _table(p)
+    t.upsert(_rows(["a", "b"], 1))
+    t.upsert(_rows(["b"], 5))
+    c = t.upsert(_rows(["a"], 6))
+    service = Aside(monkeypatch, "compaction")
+    real = rollback_mod.plan_rollback
+
+    def compact():
+        o = lakehouse.open_table(str(p))
+        s = o.schedule_compaction(force=True)
+        if s.instant:
+            o.run_compaction(s.instant)
+            assert o.commit_compaction(s.instant).committed
+        return s.instant
+
+    def racing(active, target, *rest):
+        if target.time == c and service._thread is None:
+            service.start(compact)
+        return real(active, target, *rest)
+    monkeypatch.setattr(rollback_mod, "plan_rollback", racing)
+    assert lakehouse.open_table(str(p)).rollback().target == c
+    compacted = service.join()
+    monkeypatch.undo()
+    assert compacted is not None and compacted > c
+    assert _read(p) == {"a": 1, "b": 5}
+    assert service.waited.is_set()
+
+
+@pytest.mark.parametrize("index", ["SIMPLE", "BLOOM"])
+def test_a_compaction_committed_and_cleaned_while_a_write_starts_does_not_duplicate_keys(tmp_path, monkeypatch, index):
+    """A write started with a compaction pending; before it listed the files, the compaction
+    committed and a clean keeping one file version deleted its input slice. The write saw the
+    compaction pending (so not its new base file) and the input gone: the file group looked
+    empty and the write inserted its keys a second time. It now reads the listing with the
+    timeline as it is after the listing."""
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="s", table_type="MERGE_ON_READ", record_key="id",
+                               ordering_field="ts", partition_by="p", index=index,
+                               options={"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                                        "hoodie.cleaner.fileversions.retained": "1"})
+    t.upsert(_rows(["a", "b"], 1))
+    t.upsert(_rows(["a"], 2))
+    plan = t.schedule_compaction(force=True).instant
+    real = view_mod.list_data_files
+    cleaned = []
+
+    def meanwhile(*args, **kw):
+        # The write's first listing of the data files: the services run just before it.
+        if writing and not cleaned:
+            cleaned.append(None)
+            o = lakehouse.open_table(str(p))
+            o.run_compaction(plan)
+            assert o.commit_compaction(plan).committed
+            cleaned[0] = o.clean().files_deleted
+        return real(*args, **kw)
+    writing = False
+    monkeypatch.setattr(view_mod, "list_data_files", meanwhile)
+    monkeypatch.setattr(client_mod, "list_data_files", meanwhile, raising=False)
+    w = lakehouse.open_table(str(p))
+    writing = True
+    w.upsert(_rows(["a", "c"], 3))
+    monkeypatch.undo()
+    assert cleaned[0] > 0, "the clean deleted nothing: the race was not set up"
+    assert _read(p) == {"a": 3, "b": 1, "c": 3}
+
+
+@pytest.mark.parametrize("provider", ["org.apache.hudi.client.transaction.lock.InProcessLockProvider",
+                                      "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"])
+def test_one_writer_with_a_lock_provider_set_for_hudis_java_jobs_uses_the_storage_lock(tmp_path, provider):
+    """Hudi job configs often carry a Java lock provider; one writer is not refused for it
+    (nothing here can load it) and takes the storage lock instead."""
+    p = tmp_path / "t"
+    t = _table(p, **{"hoodie.write.lock.provider": provider})
+    t.upsert(_rows(["a", "b"], 1))
+    t = lakehouse.open_table(str(p))
+    t.upsert(_rows(["a"], 2))
+    assert t.compact(force=True).committed
+    assert _read(p) == {"a": 2, "b": 1}
+    assert os.path.isdir(p / ".hoodie" / ".locks")
