@@ -198,3 +198,40 @@ def delete_flags(table: pa.Table) -> pa.ChunkedArray:
         return pc.fill_null(pc.cast(table.column(IS_DELETED_FIELD), pa.bool_()), False)
     return pa.chunked_array([pa.repeat(False, table.num_rows)], pa.bool_()) if table.num_rows \
         else pa.chunked_array([], pa.bool_())
+
+
+def arrange_duplicate_base_keys(base: pa.Table, over: pa.Table, how: str
+                                ) -> tuple[pa.Table, pa.Table, pa.Table | None]:
+    """Base versions and the newer versions over them (KEY, SEQ, DELETE on both), arranged so
+    that one :func:`resolve` of their concatenation gives Hudi's answer for a key a base file
+    holds more than once (an insert with hoodie.combine.before.insert=false, a bulk insert of
+    duplicates). Returns (base, over, passed): ``passed`` the copies to add to the result as
+    they are.
+
+    ``how="first"``: the newer version merges with the key's first copy in the file, later
+    copies pass unmerged (a snapshot read: Spark's RecordMergingFileIterator and
+    HoodieKeyBasedFileGroupRecordBuffer remove a log record from their map once used; hudi-rs
+    0.5 does the same). ``how="each"``: it merges with every copy on its own, each keeping its
+    place (HoodieMergeHandle.write, which looks each old record up without removing the new
+    one: COW upserts and 0.14/0.15 compaction)."""
+    n = base.num_rows
+    if n == 0:
+        return base, over, None
+    keys = base.column(KEY).combine_chunks()
+    if len(pc.unique(keys)) == n:
+        return base, over, None
+    pos = pa.array(np.arange(n, dtype=np.int64))
+    firsts = pa.table({"k": keys, "i": pos}).group_by("k", use_threads=False).aggregate([("i", "min")])
+    later = pc.not_equal(pos, firsts.column("i_min").take(pc.index_in(keys, value_set=firsts.column("k"))))
+    if how == "first":
+        passed = base.filter(later)
+        passed = passed.filter(pc.invert(pc.fill_null(passed.column(DELETE), False)))
+        return base.filter(pc.invert(later)), over, passed
+    # "each": every later copy becomes a key of its own, with a copy of the newer version over it.
+    own = pc.if_else(later, pc.binary_join_element_wise(keys, pc.cast(pos, pa.string()), "\x00"), keys)
+    base = base.set_column(base.schema.get_field_index(KEY), KEY, own)
+    idx = pc.index_in(keys.filter(later), value_set=over.column(KEY).combine_chunks())
+    has = pc.is_valid(idx)
+    copies = over.take(idx.filter(has))
+    copies = copies.set_column(copies.schema.get_field_index(KEY), KEY, own.filter(later).filter(has))
+    return base, pa.concat_tables([over, copies], promote_options="permissive"), None

@@ -66,3 +66,54 @@ def test_partition_filters_on_url_encoded_partitions(tmp_path):
     assert t.read(columns=["id"], filters=[("p", "=", "a:b")]).column("id").to_pylist() == ["a"]
     assert t.read(columns=["id"], filters=[("p", "=", "c/d")]).column("id").to_pylist() == ["b"]
     assert sorted(os.listdir(tmp_path / "t")) == [".hoodie", "p=a%3Ab", "p=c%2Fd"]
+
+
+# A key a base file holds twice: inserted with hoodie.combine.before.insert=false.
+_NEWER = {"wins": ("W", 9), "loses": ("L", 1), "ties": ("M", 5), "deleted": (None, None)}
+
+
+def _merged_copies(copies, newer, mode, how):
+    """Hudi's answer for one key: ``how="first"`` merges the newer version into the first copy
+    only (HoodieKeyBasedFileGroupRecordBuffer, Spark's RecordMergingFileIterator, hudi-rs);
+    ``"each"`` into every copy (HoodieMergeHandle.write: COW upserts, 0.14/0.15 compaction)."""
+    v, ts = newer
+    out = []
+    for i, (cv, cts) in enumerate(copies):
+        if how == "first" and i > 0:
+            out.append((cv, cts))
+        elif v is None:
+            continue
+        elif mode == "COMMIT_TIME_ORDERING" or ts >= cts:
+            out.append((v, ts))
+        else:
+            out.append((cv, cts))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("case", sorted(_NEWER))
+@pytest.mark.parametrize("mode", ["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"])
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_a_key_a_base_file_holds_twice_merges_as_hudi_does(tmp_path, case, mode, table_type):
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="d", table_type=table_type, record_key="id",
+                               ordering_field="ts", merge_mode=mode,
+                               options={"hoodie.combine.before.insert": "false"})
+    copies = [("A", 5), ("B", 6)]
+    t.insert(pa.table({"id": ["k1", "k1", "k2"], "v": ["A", "B", "C"], "ts": [5, 6, 5]}))
+    v, ts = _NEWER[case]
+    if v is None:
+        t.delete(pa.table({"id": ["k1"]}))
+    else:
+        t.upsert(pa.table({"id": ["k1"], "v": [v], "ts": [ts]}))
+
+    def k1(table):
+        return sorted((r["v"], r["ts"]) for r in table.to_pylist() if r["id"] == "k1")
+    rs = hudi_read(p)
+    if table_type == "MERGE_ON_READ":
+        assert k1(t.read(columns=["id", "v", "ts"])) == _merged_copies(copies, _NEWER[case], mode, "first")
+        assert k1(rs.select(["id", "v", "ts"])) == k1(t.read(columns=["id", "v", "ts"]))
+        assert t.compact(force=True).committed
+    after = k1(t.read(columns=["id", "v", "ts"]))
+    assert after == _merged_copies(copies, _NEWER[case], mode, "each")
+    assert k1(hudi_read(p).select(["id", "v", "ts"])) == after
+    assert k1(t.read(columns=["id", "v", "ts"], read_optimized=True)) == after

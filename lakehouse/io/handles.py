@@ -23,7 +23,7 @@ from lakehouse.file_group.naming import BaseFileName, LogFileName, join, write_t
 from lakehouse.log.block import encode_avro_data_block, encode_delete_block, encode_parquet_data_block
 from lakehouse.read.file_slice_reader import read_base_file
 from lakehouse.columns import COMMIT_SEQNO, COMMIT_TIME, DELETE, FILE_NAME, KEY, PARTITION_PATH, RECORD_KEY, SEQ, UNCONDITIONAL
-from lakehouse.merge import MergeSpec, drop_helpers, resolve
+from lakehouse.merge import MergeSpec, arrange_duplicate_base_keys, drop_helpers, resolve
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.io.bloom_filter import BloomFilter
@@ -283,7 +283,9 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
     if concat:
         merged = fresh.filter(pc.invert(pc.fill_null(fresh.column(DELETE), False)))
     else:
-        merged = resolve(pa.concat_tables([old_versions, fresh]), ctx.spec)
+        over = pc.is_in(fresh.column(KEY), value_set=old_versions.column(KEY).combine_chunks())
+        ov, fo, _ = arrange_duplicate_base_keys(old_versions, fresh.filter(over), "each")
+        merged = resolve(pa.concat_tables([ov, fo, fresh.filter(pc.invert(over))]), ctx.spec)
     # Untouched winners from the old file keep their commit metadata; only the file name moves.
     merged = drop_helpers(merged)
     kept = kept.set_column(kept.schema.get_field_index(FILE_NAME), FILE_NAME,

@@ -21,7 +21,8 @@ from lakehouse.log.block import decode_avro_data_block, decode_delete_block, dec
 from lakehouse.log.reader import check_committed_blocks, read_log_blocks
 from lakehouse.config import MergeMode
 from lakehouse.columns import DELETE, IS_DELETED, KEY, RECORD_KEY, SEQ, UNCONDITIONAL
-from lakehouse.merge import AFTER_CUT, IS_DELETED_FIELD, MergeSpec, delete_flags, drop_helpers, resolve
+from lakehouse.merge import (AFTER_CUT, IS_DELETED_FIELD, MergeSpec, arrange_duplicate_base_keys, delete_flags,
+                             drop_helpers, resolve)
 from lakehouse.schema import conform_table
 from lakehouse.storage.base import Storage
 from lakehouse.storage.parquet import decode_dictionaries, read_parquet
@@ -46,6 +47,9 @@ class SliceReadContext:
     # Bytes of decoded log records one slice's merge holds before merging them down
     # (``hoodie.memory.merge.max.size``; None: no bound).
     merge_max_bytes: int | None = None
+    # A key a base file holds more than once (lakehouse.merge.arrange_duplicate_base_keys):
+    # "first" for reads, "each" for compaction, as Hudi 0.14/0.15 do.
+    duplicate_base_keys: str = "first"
     stats: dict[str, int] = field(default_factory=lambda: {"log_blocks": 0, "corrupt_blocks": 0,
                                                                  "vanished_logs": 0, "log_folds": 0})
 
@@ -344,7 +348,10 @@ def _merge(logs: pa.Table, base: pa.Table | None, ctx: SliceReadContext) -> pa.T
     # that result against the base record by ordering value. So a lower-ordered re-insert after
     # an unconditional delete loses to the base record, exactly as Java Hudi and hudi-rs read it.
     over_base = pc.is_in(work.column(KEY), value_set=base_keys)
-    second = resolve(pa.concat_tables([base, work.filter(over_base)], promote_options="permissive"), ctx.spec)
+    base, over, extra = arrange_duplicate_base_keys(base, work.filter(over_base), ctx.duplicate_base_keys)
+    second = resolve(pa.concat_tables([base, over], promote_options="permissive"), ctx.spec)
+    if extra is not None:
+        second = pa.concat_tables([second, extra], promote_options="permissive")
     rest = work.filter(pc.invert(pc.or_(over_base, pc.fill_null(work.column(DELETE), False))))
     return pa.concat_tables([second, rest, fresh], promote_options="permissive")
 

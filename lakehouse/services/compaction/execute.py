@@ -107,7 +107,8 @@ def compact_operation(task: _Task) -> WriteStat:
     ctx = SliceReadContext(storage=storage, schema=schema,
                            spec=MergeSpec(config.merge_mode, config.ordering_field),
                            is_visible=task.is_visible,
-                           merge_max_bytes=task.merge_max_bytes)
+                           merge_max_bytes=task.merge_max_bytes,
+                           duplicate_base_keys="each")
     fs = _slice(storage, task.op)
     on_disk = {lf.path: lf.size for lf in fs.log_files}
     for path, size in task.committed_log_sizes:
