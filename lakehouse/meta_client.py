@@ -90,7 +90,7 @@ class TableMetaClient:
         module, _, name = provider.rpartition(".")
         try:
             return hasattr(importlib.import_module(module), name)
-        except ImportError:
+        except Exception:  # noqa: BLE001 - not loadable here, whatever the module raised
             return False
 
     def exclusive(self) -> ContextManager[Any]:

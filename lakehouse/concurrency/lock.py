@@ -16,6 +16,7 @@ Times come from an injected clock, so expiry and takeover are tested without sle
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -113,12 +114,23 @@ class StorageLockProvider:
                  "took_over": n if expiry is not None else None}).encode())
         except FileAlreadyExistsError:
             return None  # someone else was faster
-        if self._latest() != lease.number:
+        try:
+            stale = self._latest() != lease.number
+        except BaseException:
+            # Not knowing whether the lease holds, give it back rather than leave it to expire
+            # (a minute in which nobody else writes).
+            with contextlib.suppress(Exception):
+                self.release(lease)
+            raise
+        if stale:
             # Our listing was stale and the number we took had been forgotten already: a newer
             # lease exists, so ours is void. Numbers only grow; give this one back and retry.
             self.release(lease)
             return None
-        self._forget_before(lease.number - 1)
+        try:
+            self._forget_before(lease.number - 1)
+        except Exception:  # noqa: BLE001 - housekeeping: the next holder forgets them
+            pass
         return lease
 
     def acquire(self, timeout_s: float | None = None) -> Lease:

@@ -357,14 +357,21 @@ class WriteClient:
     def write_view(self, timeline) -> tuple[FileSystemView, Timeline]:
         """The file-system view a write looks keys up in and routes by, with the timeline it
         was built on. A compaction pending on the write's ``timeline`` may have committed (and
-        a clean then deleted its input slice) before the files were listed: the listing is
-        then read with the timeline as it is after it, or the write would find those file
-        groups empty and insert their keys a second time."""
-        files = list_data_files(self.storage)
-        now = self.active.load()
+        a clean then deleted its input slice) before the files were listed: the write would
+        find those file groups empty and insert their keys a second time. The listing is then
+        read with a timeline loaded just before it (every file of an instant completed there
+        is listed), and taken again if a compaction completed while it was taken (its new base
+        files may be missing from it: the write's logs would go to the replaced slice). No
+        compaction is planned while this write is pending, so this ends."""
         pending = {i.time for i in timeline.pending_compactions()}
-        if pending - {i.time for i in now.pending_compactions()}:
-            timeline = now
+        while True:
+            before = self.active.load()
+            files = list_data_files(self.storage)
+            still = {i.time for i in before.pending_compactions()}
+            if still == {i.time for i in self.active.load().pending_compactions()}:
+                break
+        if pending - still:
+            timeline = before
         return FileSystemView(files, timeline, self.active), timeline
 
     def _write_files(self, prepared: Prepared, t: str, timeline) -> tuple[list[WriteStat], dict]:

@@ -122,10 +122,8 @@ def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: Comm
     else:
         # One writer: the next write's recovery rolls back a write left pending, under the
         # lock; a commit step in another process must not publish what it is undoing.
-        with client.meta.exclusive() as lease:
+        with client.meta.exclusive():
             _still_ours(client, inst)
-            if lease is not None:
-                client.meta.transactions.check()
             complete(client.meta, inst, final.to_bytes())
     fault_point("commit.after_complete")
     Markers(client.storage, instant_time).delete_all()

@@ -127,3 +127,42 @@ def test_a_stale_taker_gives_up_a_forgotten_number(storage):
     assert storage.exists(StorageLockProvider._path(2, ".released"))
     del stale._latest
     a.check(held)  # the real holder still holds it
+
+
+def test_a_failed_cleanup_of_old_leases_neither_fails_nor_keeps_the_lock(storage, monkeypatch):
+    """Forgetting old leases is housekeeping: a store error there (an S3 503 on DELETE) used to
+    fail the acquire with the new lease neither returned nor released, so nobody could take
+    the lock until it expired."""
+    clock = Clock()
+    a, b = provider(storage, clock, "a"), provider(storage, clock, "b")
+    for _ in range(3):
+        a.release(a.acquire())
+    real = type(storage).delete
+
+    def flaky(self, path, *args, **kw):
+        if LOCK_DIR in path:
+            raise OSError("503 SlowDown")
+        return real(self, path, *args, **kw)
+    monkeypatch.setattr(type(storage), "delete", flaky)
+    lease = a.acquire()
+    monkeypatch.undo()
+    a.release(lease)
+    assert b.try_acquire() is not None
+
+
+def test_a_lease_whose_standing_cannot_be_checked_is_given_back(storage, monkeypatch):
+    clock = Clock()
+    a, b = provider(storage, clock, "a"), provider(storage, clock, "b")
+    calls = []
+    real = StorageLockProvider._latest
+
+    def failing_second_look(self):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("503 SlowDown")
+        return real(self)
+    monkeypatch.setattr(StorageLockProvider, "_latest", failing_second_look)
+    with pytest.raises(OSError):
+        a.try_acquire()
+    monkeypatch.undo()
+    assert b.try_acquire() is not None

@@ -142,6 +142,41 @@ def test_a_compaction_committed_and_cleaned_while_a_write_starts_does_not_duplic
     assert _read(p) == {"a": 3, "b": 1, "c": 3}
 
 
+@pytest.mark.parametrize("index", ["BUCKET", "SIMPLE"])
+def test_a_compaction_committed_while_a_write_lists_its_files_keeps_the_write(tmp_path, monkeypatch, index):
+    """The other side of the test above: the compaction commits right after the write listed
+    the files (its new base files not in the listing). Reading that listing with the timeline
+    on which the compaction is complete put the write's logs on the replaced slice: committed,
+    then invisible. The listing is taken again instead."""
+    p = tmp_path / "t"
+    t = lakehouse.create_table(str(p), name="s", table_type="MERGE_ON_READ", record_key="id",
+                               ordering_field="ts", partition_by="p", index=index)
+    t.upsert(_rows(["a", "b"], 1))
+    t.compact(force=True)
+    t.upsert(_rows(["a"], 2))
+    plan = t.schedule_compaction(force=True).instant
+    real = view_mod.list_data_files
+    done = []
+
+    def then_compaction_commits(*args, **kw):
+        files = real(*args, **kw)
+        if writing and not done:
+            done.append(1)
+            o = lakehouse.open_table(str(p))
+            o.run_compaction(plan)
+            assert o.commit_compaction(plan).committed
+        return files
+    writing = False
+    monkeypatch.setattr(view_mod, "list_data_files", then_compaction_commits)
+    monkeypatch.setattr(client_mod, "list_data_files", then_compaction_commits, raising=False)
+    w = lakehouse.open_table(str(p))
+    writing = True
+    w.upsert(_rows(["a", "c"], 3))
+    monkeypatch.undo()
+    assert done
+    assert _read(p) == {"a": 3, "b": 1, "c": 3}
+
+
 @pytest.mark.parametrize("provider", ["org.apache.hudi.client.transaction.lock.InProcessLockProvider",
                                       "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"])
 def test_one_writer_with_a_lock_provider_set_for_hudis_java_jobs_uses_the_storage_lock(tmp_path, provider):
