@@ -39,6 +39,42 @@ def _read(path) -> dict[str, int]:
     return out
 
 
+def _compaction_task(path, plan: str, *, clean: bool):
+    """The Airflow compaction DAG's steps for ``plan`` (then a clean): files the clean deleted."""
+    def run() -> int:
+        o = lakehouse.open_table(str(path))
+        o.run_compaction(plan)
+        assert o.commit_compaction(plan).committed
+        return o.clean().files_deleted if clean else 0
+    return run
+
+
+def _write_with_services_at_listing(monkeypatch, path, batch: pa.Table, services, *, after_listing: bool):
+    """Upsert ``batch`` with ``services()`` (another process's steps) run once, just before or
+    just after the write's first listing of the data files; returns what they returned."""
+    real = view_mod.list_data_files
+    armed, ran = [], []
+
+    def hooked(*args, **kw):
+        if not armed or ran:
+            return real(*args, **kw)
+        ran.append(None)
+        if not after_listing:
+            ran[0] = services()
+        files = real(*args, **kw)
+        if after_listing:
+            ran[0] = services()
+        return files
+    monkeypatch.setattr(view_mod, "list_data_files", hooked)
+    monkeypatch.setattr(client_mod, "list_data_files", hooked, raising=False)
+    writer = lakehouse.open_table(str(path))
+    armed.append(True)
+    writer.upsert(batch)
+    monkeypatch.undo()
+    assert ran, "the write listed no files"
+    return ran[0]
+
+
 @pytest.mark.parametrize("hook", ["plan_rollback", "_execute"])
 def test_a_commit_step_racing_the_next_writes_recovery_is_never_undone_after_success(tmp_path, monkeypatch, hook):
     """Phase 1 of W1 ends; the next write W2 starts and its recovery (EAGER: a pending write is
@@ -118,27 +154,10 @@ def test_a_compaction_committed_and_cleaned_while_a_write_starts_does_not_duplic
                                         "hoodie.cleaner.fileversions.retained": "1"})
     t.upsert(_rows(["a", "b"], 1))
     t.upsert(_rows(["a"], 2))
-    plan = t.schedule_compaction(force=True).instant
-    real = view_mod.list_data_files
-    cleaned = []
-
-    def meanwhile(*args, **kw):
-        # The write's first listing of the data files: the services run just before it.
-        if writing and not cleaned:
-            cleaned.append(None)
-            o = lakehouse.open_table(str(p))
-            o.run_compaction(plan)
-            assert o.commit_compaction(plan).committed
-            cleaned[0] = o.clean().files_deleted
-        return real(*args, **kw)
-    writing = False
-    monkeypatch.setattr(view_mod, "list_data_files", meanwhile)
-    monkeypatch.setattr(client_mod, "list_data_files", meanwhile, raising=False)
-    w = lakehouse.open_table(str(p))
-    writing = True
-    w.upsert(_rows(["a", "c"], 3))
-    monkeypatch.undo()
-    assert cleaned[0] > 0, "the clean deleted nothing: the race was not set up"
+    compaction = _compaction_task(p, t.schedule_compaction(force=True).instant, clean=True)
+    cleaned = _write_with_services_at_listing(monkeypatch, p, _rows(["a", "c"], 3), compaction,
+                                              after_listing=False)
+    assert cleaned > 0, "the clean deleted nothing: the race was not set up"
     assert _read(p) == {"a": 3, "b": 1, "c": 3}
 
 
@@ -154,26 +173,8 @@ def test_a_compaction_committed_while_a_write_lists_its_files_keeps_the_write(tm
     t.upsert(_rows(["a", "b"], 1))
     t.compact(force=True)
     t.upsert(_rows(["a"], 2))
-    plan = t.schedule_compaction(force=True).instant
-    real = view_mod.list_data_files
-    done = []
-
-    def then_compaction_commits(*args, **kw):
-        files = real(*args, **kw)
-        if writing and not done:
-            done.append(1)
-            o = lakehouse.open_table(str(p))
-            o.run_compaction(plan)
-            assert o.commit_compaction(plan).committed
-        return files
-    writing = False
-    monkeypatch.setattr(view_mod, "list_data_files", then_compaction_commits)
-    monkeypatch.setattr(client_mod, "list_data_files", then_compaction_commits, raising=False)
-    w = lakehouse.open_table(str(p))
-    writing = True
-    w.upsert(_rows(["a", "c"], 3))
-    monkeypatch.undo()
-    assert done
+    compaction = _compaction_task(p, t.schedule_compaction(force=True).instant, clean=False)
+    _write_with_services_at_listing(monkeypatch, p, _rows(["a", "c"], 3), compaction, after_listing=True)
     assert _read(p) == {"a": 3, "b": 1, "c": 3}
 
 
