@@ -10,6 +10,8 @@ listing was stale (the number it created had been forgotten) sees a newer lease 
 creating its own and gives it up, so a number is never held twice. The lease
 number is a fencing token: it only grows. A holder that stalls past its lease loses the lock to
 the next writer and learns so at its next check (:class:`LockLostError`), before committing.
+A lease whose holder was a process of this machine that no longer exists (a killed task) is
+taken over at once rather than when it runs out.
 
 Times come from an injected clock, so expiry and takeover are tested without sleeping.
 """
@@ -59,6 +61,15 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
+def _this_process() -> tuple[str, int, int | None]:
+    """(host name, pid, pid namespace): a pid names a process only within its namespace."""
+    try:
+        pidns: int | None = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        pidns = None
+    return socket.gethostname(), os.getpid(), pidns
+
+
 class StorageLockProvider:
     """A lease-based lock in the table's storage (see the module docstring)."""
 
@@ -105,13 +116,15 @@ class StorageLockProvider:
     def try_acquire(self) -> Lease | None:
         n = self._latest()
         expiry = self._expiry(n)
-        if expiry is not None and expiry > self.clock():
+        if expiry is not None and expiry > self.clock() and not self._holder_gone(n):
             return None
         lease = Lease(n + 1, self.owner, uuid.uuid4().hex, self.clock() + self.lease_s)
+        host, pid, pidns = _this_process()
         try:
             self.storage.create(self._path(lease.number), json.dumps(
                 {"owner": lease.owner, "token": lease.token, "expires_at": lease.expires_at,
-                 "took_over": n if expiry is not None else None}).encode())
+                 "took_over": n if expiry is not None else None,
+                 "host": host, "pid": pid, "pidns": pidns}).encode())
         except FileAlreadyExistsError:
             return None  # someone else was faster
         try:
@@ -184,6 +197,26 @@ class StorageLockProvider:
             return str(json.loads(self.storage.read(self._path(n)))["owner"])
         except (FileNotFoundError, ValueError, KeyError):
             return "an unknown writer"
+
+    def _holder_gone(self, n: int) -> bool:
+        """Whether lease ``n`` was taken by a process of this machine (same host name and pid
+        namespace) that no longer exists: a killed task's lease need not run out (a minute in
+        which nobody writes). A pid taken again by a new process only means waiting."""
+        try:
+            doc = json.loads(self.storage.read(self._path(n)))
+        except (FileNotFoundError, ValueError):
+            return False
+        host, pid, pidns = _this_process()
+        if not isinstance(doc, dict) or pidns is None or doc.get("pidns") != pidns \
+                or doc.get("host") != host or not isinstance(doc.get("pid"), int) or doc["pid"] == pid:
+            return False
+        try:
+            os.kill(doc["pid"], 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False  # exists, another user's
+        return False
 
     def _forget_before(self, n: int) -> None:
         """Leases older than the previous one are history (the previous one stays: its holder

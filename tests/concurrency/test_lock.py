@@ -166,3 +166,50 @@ def test_a_lease_whose_standing_cannot_be_checked_is_given_back(storage, monkeyp
         a.try_acquire()
     monkeypatch.undo()
     assert b.try_acquire() is not None
+
+
+def _held_by_a_process(storage, *, die: bool):
+    """A lease taken by another process of this machine, which then dies (SIGKILL: nothing
+    released) or stays alive; returns (the process, its lease number)."""
+    import subprocess
+    import sys
+    code = ("import sys, time\n"
+            "from lakehouse.storage import get_storage\n"
+            "from lakehouse.concurrency.lock import StorageLockProvider\n"
+            f"lease = StorageLockProvider(get_storage({storage.uri()!r}), lease_s=600).acquire()\n"
+            "print(lease.number, flush=True)\n"
+            "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    number = int(proc.stdout.readline())
+    if die:
+        proc.kill()
+        proc.wait()
+    return proc, number
+
+
+def test_the_lease_of_a_killed_process_of_this_machine_is_taken_at_once(storage):
+    clock = Clock()  # never reaches the lease's end: only the holder's death frees it
+    proc, number = _held_by_a_process(storage, die=True)
+    lease = provider(storage, clock, "next").try_acquire()
+    assert lease is not None and lease.number == number + 1
+
+
+def test_a_live_holder_in_another_process_keeps_its_lease(storage):
+    clock = Clock()
+    proc, _ = _held_by_a_process(storage, die=False)
+    try:
+        assert provider(storage, clock, "next").try_acquire() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_lease_of_another_machine_is_never_taken_for_a_dead_pid(storage):
+    import json
+    clock = Clock()
+    a = provider(storage, clock, "a")
+    lease = a.acquire()
+    path = f"{LOCK_DIR}/lock-{lease.number:012d}.json"
+    doc = json.loads(storage.read(path))
+    storage.write(path, json.dumps({**doc, "host": "elsewhere", "pid": 2 ** 22 + 7}).encode())
+    assert provider(storage, clock, "b").try_acquire() is None
