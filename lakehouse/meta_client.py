@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
+import functools
 from typing import Any, ContextManager, Mapping
 
 from lakehouse.concurrency.heartbeat import Heartbeats
-from lakehouse.concurrency.transaction import TransactionManager
+from lakehouse.concurrency.transaction import TransactionManager, loadable
 from lakehouse.config import (STORAGE_LOCK_PROVIDER, ConcurrencyConfig, MemoryConfig, TableConfig,
                               merged_options, option_keys)
 from lakehouse.errors import ConfigError
@@ -71,27 +71,26 @@ class TableMetaClient:
         storage = get_storage(path, store or None)
         return cls(storage, read_table_config(storage), rest)
 
+    @functools.cached_property
+    def _lock_config(self) -> ConcurrencyConfig | None:
+        """The table lock's settings (None: no lock to take). With one writer, a lock provider
+        set for Hudi's Java jobs (ZooKeeper, say) is not loadable here and the storage lock
+        guards the same steps; on a store without atomic create, that lock cannot be had."""
+        config = self.concurrency
+        if config.multi_writer:
+            return config
+        if not loadable(config.lock_provider):
+            config = dataclasses.replace(config, lock_provider=STORAGE_LOCK_PROVIDER)
+        if config.lock_provider == STORAGE_LOCK_PROVIDER and not self.storage.atomic_create:
+            return None
+        return config
+
     @property
     def transactions(self) -> TransactionManager:
         """The table lock of this process (:meth:`exclusive` says when it is taken)."""
         if self._txn is None:
-            config = self.concurrency
-            if not config.multi_writer and not self._provider_loadable():
-                # One writer, the lock provider set for Hudi's Java jobs (ZooKeeper, say): not
-                # loadable here, and the storage lock guards the same steps.
-                config = dataclasses.replace(config, lock_provider=STORAGE_LOCK_PROVIDER)
-            self._txn = TransactionManager(self.storage, config)
+            self._txn = TransactionManager(self.storage, self._lock_config or self.concurrency)
         return self._txn
-
-    def _provider_loadable(self) -> bool:
-        provider = self.concurrency.lock_provider
-        if provider == STORAGE_LOCK_PROVIDER:
-            return True
-        module, _, name = provider.rpartition(".")
-        try:
-            return hasattr(importlib.import_module(module), name)
-        except Exception:  # noqa: BLE001 - not loadable here, whatever the module raised
-            return False
 
     def exclusive(self) -> ContextManager[Any]:
         """The table lock, around the timeline steps that must not interleave: a write's
@@ -101,10 +100,7 @@ class TableMetaClient:
         (the Airflow tasks), where Hudi's in-process lock for async services cannot reach.
         With one writer on a store without atomic create and no loadable lock provider, there
         is no lock to take (the README says what to avoid then)."""
-        if self.concurrency.multi_writer:
-            return self.transactions.lock()
-        if not self.storage.atomic_create and (
-                self.concurrency.lock_provider == STORAGE_LOCK_PROVIDER or not self._provider_loadable()):
+        if self._lock_config is None:
             return contextlib.nullcontext()
         return self.transactions.lock()
 

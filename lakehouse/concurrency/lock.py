@@ -70,6 +70,23 @@ def _this_process() -> tuple[str, int, int | None]:
     return socket.gethostname(), os.getpid(), pidns
 
 
+def _holder_gone(doc: dict | None) -> bool:
+    """Whether the lease ``doc`` was taken by a process of this machine (same host name and pid
+    namespace) that no longer exists: a killed task's lease need not run out (a minute in
+    which nobody writes). A pid taken again by a new process only means waiting."""
+    host, pid, pidns = _this_process()
+    if doc is None or pidns is None or doc.get("pidns") != pidns or doc.get("host") != host \
+            or not isinstance(doc.get("pid"), int) or doc["pid"] == pid:
+        return False
+    try:
+        os.kill(doc["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # exists, another user's
+    return False
+
+
 class StorageLockProvider:
     """A lease-based lock in the table's storage (see the module docstring)."""
 
@@ -98,9 +115,13 @@ class StorageLockProvider:
 
     def _expiry(self, n: int) -> float | None:
         """When lease ``n`` runs out (None: released or unreadable as a lease, i.e. free)."""
+        return self._state(n)[0]
+
+    def _state(self, n: int) -> tuple[float | None, dict | None]:
+        """When lease ``n`` runs out (as :meth:`_expiry`) and its lease document, if readable."""
         if n == 0 or self.storage.exists(self._path(n, ".released")):
-            return None
-        expires = 0.0
+            return None, None
+        expires, lease_doc = 0.0, None
         for suffix in (".json", ".heartbeat"):
             try:
                 doc = json.loads(self.storage.read(self._path(n, suffix)))
@@ -109,14 +130,16 @@ class StorageLockProvider:
                 continue
             except (ValueError, KeyError, TypeError):
                 continue  # a torn heartbeat: the lease file still tells
-        return expires
+            if suffix == ".json":
+                lease_doc = doc
+        return expires, lease_doc
 
     # --- the protocol ----------------------------------------------------------------------------
 
     def try_acquire(self) -> Lease | None:
         n = self._latest()
-        expiry = self._expiry(n)
-        if expiry is not None and expiry > self.clock() and not self._holder_gone(n):
+        expiry, doc = self._state(n)
+        if expiry is not None and expiry > self.clock() and not _holder_gone(doc):
             return None
         lease = Lease(n + 1, self.owner, uuid.uuid4().hex, self.clock() + self.lease_s)
         host, pid, pidns = _this_process()
@@ -197,26 +220,6 @@ class StorageLockProvider:
             return str(json.loads(self.storage.read(self._path(n)))["owner"])
         except (FileNotFoundError, ValueError, KeyError):
             return "an unknown writer"
-
-    def _holder_gone(self, n: int) -> bool:
-        """Whether lease ``n`` was taken by a process of this machine (same host name and pid
-        namespace) that no longer exists: a killed task's lease need not run out (a minute in
-        which nobody writes). A pid taken again by a new process only means waiting."""
-        try:
-            doc = json.loads(self.storage.read(self._path(n)))
-        except (FileNotFoundError, ValueError):
-            return False
-        host, pid, pidns = _this_process()
-        if not isinstance(doc, dict) or pidns is None or doc.get("pidns") != pidns \
-                or doc.get("host") != host or not isinstance(doc.get("pid"), int) or doc["pid"] == pid:
-            return False
-        try:
-            os.kill(doc["pid"], 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            return False  # exists, another user's
-        return False
 
     def _forget_before(self, n: int) -> None:
         """Leases older than the previous one are history (the previous one stays: its holder

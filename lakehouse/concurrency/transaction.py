@@ -41,6 +41,17 @@ def make_provider(storage: Storage, config: ConcurrencyConfig, *, clock: Clock =
     return cls(storage, config)
 
 
+def loadable(class_path: str) -> bool:
+    """Whether the lock provider ``class_path`` can be loaded in this process."""
+    if class_path == STORAGE_LOCK_PROVIDER:
+        return True
+    module, _, name = class_path.rpartition(".")
+    try:
+        return hasattr(importlib.import_module(module), name)
+    except Exception:  # noqa: BLE001 - not loadable here, whatever the module raised
+        return False
+
+
 class TransactionManager:
     """Holds the table lock for this process's writers."""
 

@@ -105,10 +105,11 @@ def _commit(client: "WriteClient", instant_time: str,
 
 def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: CommitMetadata) -> None:
     instant_time = inst.time
-    if client.concurrency.multi_writer:
-        txn = client.meta.transactions
-        with txn.lock():
-            now = _still_ours(client, inst)
+    # Under the table lock (one writer too: the next write's recovery rolls back a write left
+    # pending, and a commit step in another process must not publish what it is undoing).
+    with client.meta.exclusive():
+        now = _still_ours(client, inst)
+        if client.concurrency.multi_writer:
             try:
                 _check_bucket_count(client, recorded, instant_time)
                 _check_field_ids(client, recorded, instant_time, now)
@@ -117,14 +118,8 @@ def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: Comm
             except CommitConflictError:
                 client.rollback_own(inst)
                 raise
-            txn.check()  # a holder that stalled past its lease must not publish
-            complete(client.meta, inst, final.to_bytes())
-    else:
-        # One writer: the next write's recovery rolls back a write left pending, under the
-        # lock; a commit step in another process must not publish what it is undoing.
-        with client.meta.exclusive():
-            _still_ours(client, inst)
-            complete(client.meta, inst, final.to_bytes())
+            client.meta.transactions.check()  # a holder that stalled past its lease must not publish
+        complete(client.meta, inst, final.to_bytes())
     fault_point("commit.after_complete")
     Markers(client.storage, instant_time).delete_all()
 

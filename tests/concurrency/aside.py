@@ -28,6 +28,10 @@ class Aside:
             return lease
         monkeypatch.setattr(StorageLockProvider, "try_acquire", try_acquire)
 
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
     def start(self, fn: Callable[[], Any], timeout_s: float = 60.0) -> None:
         """Run ``fn`` aside until it ends or waits for the lock."""
         def run():

@@ -89,7 +89,7 @@ def test_a_commit_step_racing_the_next_writes_recovery_is_never_undone_after_suc
 
     def racing(*args):
         target = args[1] if hook == "plan_rollback" else args[1].instant_to_rollback.commit_time
-        if getattr(target, "time", target) == w1 and step._thread is None:
+        if getattr(target, "time", target) == w1 and not step.started:
             step.start(lambda: lakehouse.open_table(str(p)).commit(w1))
         return real(*args)
     monkeypatch.setattr(rollback_mod, hook, racing)
@@ -128,7 +128,7 @@ def test_a_rollback_racing_a_compaction_does_not_bring_the_commit_back(tmp_path,
         return s.instant
 
     def racing(active, target, *rest):
-        if target.time == c and service._thread is None:
+        if target.time == c and not service.started:
             service.start(compact)
         return real(active, target, *rest)
     monkeypatch.setattr(rollback_mod, "plan_rollback", racing)

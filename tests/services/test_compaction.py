@@ -239,7 +239,7 @@ def test_a_plan_asked_for_while_a_write_takes_its_instant_waits_for_it(fx, monke
     real = client_mod.delete_stale_markers
 
     def plan_meanwhile(storage, times):
-        if planner._thread is None:
+        if not planner.started:
             planner.start(lambda: lakehouse.open_table(str(fx.path)).schedule_compaction(force=True))
         return real(storage, times)
     monkeypatch.setattr(client_mod, "delete_stale_markers", plan_meanwhile)
@@ -269,7 +269,7 @@ def test_a_write_starting_while_a_plan_is_made_waits_for_it(fx, monkeypatch):
     real_plan = plan_mod.plan_operations
 
     def plan_operations(slices, cfg):
-        if writer._thread is None:
+        if not writer.started:
             def write():
                 fx.table = handle
                 return fx.upsert(["a", "b", "x"])
