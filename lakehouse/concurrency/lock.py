@@ -109,20 +109,33 @@ class StorageLockProvider:
     def _path(n: int, suffix: str = ".json") -> str:
         return f"{LOCK_DIR}/lock-{n:012d}{suffix}"
 
+    def _listing(self) -> tuple[int, frozenset[str]]:
+        """The newest lease number and the names in the lock folder: one listing, from which
+        the state of the newest lease is read without asking for each of its files."""
+        names = frozenset(i.name for i in self.storage.list(LOCK_DIR))  # absent: empty
+        return max((int(m.group(1)) for n in names if (m := _LEASE.match(n))), default=0), names
+
     def _latest(self) -> int:
-        names = [i.name for i in self.storage.list(LOCK_DIR)] if self.storage.exists(LOCK_DIR) else []
-        return max((int(m.group(1)) for n in names if (m := _LEASE.match(n))), default=0)
+        return self._listing()[0]
 
     def _expiry(self, n: int) -> float | None:
         """When lease ``n`` runs out (None: released or unreadable as a lease, i.e. free)."""
         return self._state(n)[0]
 
-    def _state(self, n: int) -> tuple[float | None, dict | None]:
-        """When lease ``n`` runs out (as :meth:`_expiry`) and its lease document, if readable."""
-        if n == 0 or self.storage.exists(self._path(n, ".released")):
+    def _state(self, n: int, names: frozenset[str] | None = None) -> tuple[float | None, dict | None]:
+        """When lease ``n`` runs out (as :meth:`_expiry`) and its lease document, if readable.
+        ``names``: a listing of the lock folder taken after lease ``n`` was (files it does not
+        name are not read; a heartbeat is written a third of a lease after the lease, so a
+        fresh listing that lacks it means there is none yet)."""
+        name = lambda suffix: self._path(n, suffix).rsplit("/", 1)[1]  # noqa: E731
+        if n == 0:
+            return None, None
+        if (name(".released") in names) if names is not None else self.storage.exists(self._path(n, ".released")):
             return None, None
         expires, lease_doc = 0.0, None
         for suffix in (".json", ".heartbeat"):
+            if names is not None and name(suffix) not in names:
+                continue
             try:
                 doc = json.loads(self.storage.read(self._path(n, suffix)))
                 expires = max(expires, float(doc["expires_at"]))
@@ -137,8 +150,8 @@ class StorageLockProvider:
     # --- the protocol ----------------------------------------------------------------------------
 
     def try_acquire(self) -> Lease | None:
-        n = self._latest()
-        expiry, doc = self._state(n)
+        n, names = self._listing()
+        expiry, doc = self._state(n, names)
         if expiry is not None and expiry > self.clock() and not _holder_gone(doc):
             return None
         lease = Lease(n + 1, self.owner, uuid.uuid4().hex, self.clock() + self.lease_s)
@@ -151,7 +164,8 @@ class StorageLockProvider:
         except FileAlreadyExistsError:
             return None  # someone else was faster
         try:
-            stale = self._latest() != lease.number
+            latest, names = self._listing()
+            stale = latest != lease.number
         except BaseException:
             # Not knowing whether the lease holds, give it back rather than leave it to expire
             # (a minute in which nobody else writes).
@@ -164,7 +178,7 @@ class StorageLockProvider:
             self.release(lease)
             return None
         try:
-            self._forget_before(lease.number - 1)
+            self._forget_before(lease.number - 1, names)
         except Exception:  # noqa: BLE001 - housekeeping: the next holder forgets them
             pass
         return lease
@@ -193,6 +207,8 @@ class StorageLockProvider:
             raise LockLostError(f"lease {lease.number} of {lease.owner} was taken over by "
                                 f"{self._holder(latest)}",
                                 help="do not commit: another writer holds the lock; retry the operation")
+        if lease.expires_at > self.clock() + margin_s:
+            return  # renewals only move a lease's end later: no need to read it back
         expiry = self._expiry(lease.number)
         if expiry is None or expiry <= self.clock() + margin_s:
             raise LockLostError(f"lease {lease.number} of {lease.owner} expired"
@@ -221,15 +237,15 @@ class StorageLockProvider:
         except (FileNotFoundError, ValueError, KeyError):
             return "an unknown writer"
 
-    def _forget_before(self, n: int) -> None:
+    def _forget_before(self, n: int, names: frozenset[str]) -> None:
         """Leases older than the previous one are history (the previous one stays: its holder
-        may still look for lock-<n+1> to learn it lost)."""
+        may still look for lock-<n+1> to learn it lost). ``names``: a listing of the folder."""
         if n <= 1:
             return
-        for info in self.storage.list(LOCK_DIR):
-            m = re.match(r"^lock-(\d{12})\.", info.name)
+        for name in sorted(names):
+            m = re.match(r"^lock-(\d{12})\.", name)
             if m and int(m.group(1)) < n:
-                self.storage.delete(f"{LOCK_DIR}/{info.name}")
+                self.storage.delete(f"{LOCK_DIR}/{name}")
 
 
 __all__ = ["LockProvider", "StorageLockProvider", "Lease", "LockError", "LockTimeoutError",

@@ -118,14 +118,15 @@ def test_a_stale_taker_gives_up_a_forgotten_number(storage):
         a.release(a.acquire(timeout_s=0))
     held = a.acquire(timeout_s=0)  # lease 5; leases 1-3 are forgotten
     stale = provider(storage, clock, "stale")
-    real = stale._latest
+    real = stale._listing
     calls = []
-    stale._latest = lambda: 1 if not calls.append(1) and len(calls) == 1 else real()  # first listing predates 2-5
+    # The first listing predates leases 2-5 (and names none of lease 1's files)
+    stale._listing = lambda: (1, frozenset()) if not calls.append(1) and len(calls) == 1 else real()
     assert not storage.exists(StorageLockProvider._path(2))
     assert stale.try_acquire() is None
     assert len(calls) == 2  # it listed again after creating lease 2, and saw lease 5
     assert storage.exists(StorageLockProvider._path(2, ".released"))
-    del stale._latest
+    del stale._listing
     a.check(held)  # the real holder still holds it
 
 
@@ -154,14 +155,14 @@ def test_a_lease_whose_standing_cannot_be_checked_is_given_back(storage, monkeyp
     clock = Clock()
     a, b = provider(storage, clock, "a"), provider(storage, clock, "b")
     calls = []
-    real = StorageLockProvider._latest
+    real = StorageLockProvider._listing
 
     def failing_second_look(self):
         calls.append(1)
         if len(calls) == 2:
             raise OSError("503 SlowDown")
         return real(self)
-    monkeypatch.setattr(StorageLockProvider, "_latest", failing_second_look)
+    monkeypatch.setattr(StorageLockProvider, "_listing", failing_second_look)
     with pytest.raises(OSError):
         a.try_acquire()
     monkeypatch.undo()
@@ -213,3 +214,33 @@ def test_a_lease_of_another_machine_is_never_taken_for_a_dead_pid(storage):
     doc = json.loads(storage.read(path))
     storage.write(path, json.dumps({**doc, "host": "elsewhere", "pid": 2 ** 22 + 7}).encode())
     assert provider(storage, clock, "b").try_acquire() is None
+
+
+def test_a_lock_cycle_costs_few_storage_requests(storage):
+    """Every write takes the lock (twice, with one writer too), and on an object store each
+    request is a round trip: the newest lease's state comes from the folder listing (a released
+    lease is not read), and the holder's check reads nothing while its own lease has time to
+    run. Before, a cycle cost 16 requests, 10 of them reads and existence checks."""
+    clock = Clock()
+    a = provider(storage, clock, "a")
+    for _ in range(3):
+        a.release(a.acquire())
+    calls: list[str] = []
+    for name in ("list", "read", "exists", "info", "create", "write", "delete"):
+        real = getattr(storage, name)
+
+        def counted(path, *args, _real=real, _name=name, **kw):
+            calls.append(_name)
+            return _real(path, *args, **kw)
+        setattr(storage, name, counted)
+    lease = a.acquire()
+    assert sorted(calls) == ["create", "delete", "delete", "list", "list"]  # the new lease, forgetting lease 2
+    calls.clear()
+    a.check(lease, margin_s=5)
+    assert calls == ["list"]
+    calls.clear()
+    clock.now += 9  # less than 5 s to run: now the lease files tell (a renewal may have moved it)
+    with pytest.raises(LockLostError, match="expired"):
+        a.check(lease, margin_s=5)
+    assert "read" in calls
+    a.release(lease)
