@@ -106,8 +106,12 @@ class StorageLockProvider:
     # --- files ---------------------------------------------------------------------------------
 
     @staticmethod
-    def _path(n: int, suffix: str = ".json") -> str:
-        return f"{LOCK_DIR}/lock-{n:012d}{suffix}"
+    def _name(n: int, suffix: str = ".json") -> str:
+        return f"lock-{n:012d}{suffix}"
+
+    @classmethod
+    def _path(cls, n: int, suffix: str = ".json") -> str:
+        return f"{LOCK_DIR}/{cls._name(n, suffix)}"
 
     def _listing(self) -> tuple[int, frozenset[str]]:
         """The newest lease number and the names in the lock folder: one listing, from which
@@ -127,14 +131,14 @@ class StorageLockProvider:
         ``names``: a listing of the lock folder taken after lease ``n`` was (files it does not
         name are not read; a heartbeat is written a third of a lease after the lease, so a
         fresh listing that lacks it means there is none yet)."""
-        name = lambda suffix: self._path(n, suffix).rsplit("/", 1)[1]  # noqa: E731
         if n == 0:
             return None, None
-        if (name(".released") in names) if names is not None else self.storage.exists(self._path(n, ".released")):
+        if names is not None and self._name(n, ".released") in names or \
+                names is None and self.storage.exists(self._path(n, ".released")):
             return None, None
         expires, lease_doc = 0.0, None
         for suffix in (".json", ".heartbeat"):
-            if names is not None and name(suffix) not in names:
+            if names is not None and self._name(n, suffix) not in names:
                 continue
             try:
                 doc = json.loads(self.storage.read(self._path(n, suffix)))
