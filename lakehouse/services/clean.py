@@ -389,12 +389,20 @@ def _delete_file(storage: Storage, path: str) -> tuple[str, bool, int, str | Non
     return path, True, info.size if (info is not None and existed) else 0, None
 
 
-def _delete_partition(storage: Storage, partition: str) -> bool:
-    # Re-checked here: a writer may have put a file in it since the plan was made.
-    entries = storage.list(partition)
-    if not partition or any(e.is_dir or e.name != PARTITION_METAFILE for e in entries):
-        return False
-    storage.delete_dir(partition)
+def _delete_partition(meta: "TableMetaClient", partition: str) -> bool:
+    """Remove a partition the plan found empty, unless a write may be putting files in it.
+    Under the table lock: a write creates its instant under it before it writes any file, so
+    with no write pending on a fresh timeline, none can write here until the folder is gone
+    (the recursive delete would take a racing write's new file with it)."""
+    storage = meta.storage
+    with meta.exclusive():
+        if not partition or meta.active.load().pending().filter(actions=WRITE_ACTIONS).instants:
+            return False
+        # Re-checked here: a writer may have put a file in it since the plan was made.
+        entries = storage.list(partition)
+        if any(e.is_dir or e.name != PARTITION_METAFILE for e in entries):
+            return False
+        storage.delete_dir(partition)
     return True
 
 
@@ -429,7 +437,7 @@ def _run(meta: "TableMetaClient", inst: Instant, engine: Engine | None) -> Clean
         freed += size
         if err:
             errors.append(f"{path}: {err}")
-    deleted_parts = tuple(p for p in plan.partitions_to_be_deleted if _delete_partition(storage, p))
+    deleted_parts = tuple(p for p in plan.partitions_to_be_deleted if _delete_partition(meta, p))
     fault_point("clean.before_complete")
     parts = sorted(set(plan.file_paths_to_be_deleted_per_partition) | set(plan.partitions_to_be_deleted))
     earliest = plan.earliest_instant_to_retain.timestamp if plan.earliest_instant_to_retain else ""

@@ -365,6 +365,37 @@ def test_empty_partition_is_deleted(tmp_path):
     assert meta["partitionMetadata"]["nyc"]["isPartitionDeleted"] is True
 
 
+
+def test_an_empty_partition_a_write_has_begun_on_is_kept(tmp_path):
+    """The clean removes a partition it found empty with a recursive delete. A write that began
+    after the plan may put its first file there between the clean's last look and that delete,
+    which took the file with it: committed, then gone. The partition now stays while any write
+    is pending (the check and the delete under the table lock, where writes begin)."""
+    path = tmp_path / "t"
+    t = new_table(path)
+    t.upsert(batch(["a"], 1))
+    t.upsert(batch(["a"], 2))
+    (path / "nyc").mkdir()
+    (path / "nyc" / ".hoodie_partition_metadata").write_text("commitTime=1\npartitionDepth=1\n")
+    planned = plan_clean(t, cfg(**{"cleaner.commits.retained": 1}, **{"cleaner.incremental.mode": False}))
+    assert planned.plan.partitions_to_be_deleted == ("nyc",)
+    t.meta_client.active.create_requested(Action.COMMIT)  # a write begins
+    storage = t.meta_client.storage
+    real, landed = storage.list, []
+
+    def listing_then_the_write_lands(p="", **kw):
+        out = real(p, **kw)
+        if p == "nyc" and not landed:
+            landed.append(path / "nyc" / "its-first-file.parquet")
+            landed[0].write_bytes(b"data")
+        return out
+    storage.list = listing_then_the_write_lands
+    res = execute_clean(t, planned.instant)
+    del storage.list
+    assert res.partitions_deleted == ()
+    assert (path / "nyc" / ".hoodie_partition_metadata").exists()
+    assert all(f.exists() for f in landed)
+
 # --- incremental mode --------------------------------------------------------------------------
 
 
