@@ -19,7 +19,8 @@ from lakehouse.errors import ConfigError
 from lakehouse.faults import ENV
 from lakehouse.services.compaction import (commit_compaction, execute_compaction, read_plan,
                                            schedule_compaction)
-from lakehouse.timeline.instant import Action, State
+from lakehouse.timeline.commit_metadata import CommitMetadata
+from lakehouse.timeline.instant import Action, Instant, State
 from lakehouse.timeline.instant_time import parse_instant_time
 from tests.conftest import HUDI_AVRO_SCHEMAS, require_shared
 from tests.interop.hudi_oracle import hudi_read
@@ -216,6 +217,43 @@ def test_execute_redoes_an_inflight_compaction(fx):
     assert commit_compaction(fx.table, t).committed
     fx.check()
 
+
+
+def test_an_executor_started_again_leaves_a_committed_compaction_alone(fx, monkeypatch):
+    """An Airflow retry of the execute task while the first try still ran (a zombie): the retry
+    sees the compaction inflight and undoes it, and the first try's commit step landed between
+    that look and the undo, which then deleted the files of a committed compaction (gone for
+    good if the retry died before writing them again). The undo and the commit step's check and
+    publish are now each under the table lock, and the undo re-reads the timeline there."""
+    fx.upsert(["a", "x"])
+    fx.upsert(["a", "x"])
+    t = fx.table.schedule_compaction(force=True).instant
+    execute_compaction(fx.table, t)  # the first try; its commit step comes next
+    retry = lakehouse.open_table(str(fx.path))
+    real = type(retry).timeline
+    missing_after_undo: list[str] = []
+
+    def timeline_then_the_commit_lands(self):
+        tl = real.fget(self)
+        if self is retry and not hasattr(retry, "_landed"):
+            retry._landed = True
+            assert commit_compaction(lakehouse.open_table(str(fx.path)), t).committed
+        return tl
+    monkeypatch.setattr(type(retry), "timeline", property(timeline_then_the_commit_lands))
+    real_transition = type(retry.active).transition
+
+    def transition(self, inst, to, content=b""):
+        if inst.time == t and to is State.INFLIGHT:  # the retry starting over: what did its undo leave?
+            done = Instant(t, Action.COMMIT, State.COMPLETED)
+            meta = CommitMetadata.from_bytes(self.read(done), self.path(done))
+            missing_after_undo.extend(s.path for s in meta.write_stats() if not self.storage.exists(s.path))
+        return real_transition(self, inst, to, content)
+    monkeypatch.setattr(type(retry.active), "transition", transition)
+    res = execute_compaction(retry, t)
+    monkeypatch.undo()
+    assert missing_after_undo == []
+    assert res.reason == "already committed" and not res.redone
+    fx.check()
 
 def test_not_scheduled_while_an_earlier_write_is_pending(fx):
     fx.upsert(["a"])

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.errors import TimelineError
 from lakehouse.faults import fault_point
-from lakehouse.commit import complete
+from lakehouse.commit import complete, hooks_deferred
 from lakehouse.iceberg import field_ids
 from lakehouse.read.reader import TableReader
 from lakehouse.services.compaction.execute import undo_execution
@@ -52,7 +52,15 @@ def _problems(meta: "TableMetaClient", t: str, stats: list[WriteStat], failures:
 
 def commit_compaction(meta: "TableMetaClient", instant_time: str | None = None, *,
                       extra_metadata: Mapping[str, str] | None = None) -> CommitResult:
-    timeline = meta.timeline
+    # Under the table lock, as an execution's undo: the check that every result's file is in
+    # place and the publish must not straddle an executor started again, which deletes them.
+    with hooks_deferred(meta), meta.exclusive():
+        return _commit(meta, instant_time, extra_metadata)
+
+
+def _commit(meta: "TableMetaClient", instant_time: str | None,
+            extra_metadata: Mapping[str, str] | None) -> CommitResult:
+    timeline = meta.active.load()
     if instant_time is None:
         inflight = [i for i in timeline.pending_compactions() if i.is_inflight]
         if not inflight:

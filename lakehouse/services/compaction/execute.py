@@ -158,23 +158,34 @@ def run_operation(task: _Task) -> WriteStat | dict:
                 "error": f"{type(e).__name__}: {e}"}
 
 
-def undo_execution(meta: "TableMetaClient", instant_time: str) -> None:
-    """Remove what an execution wrote and put the plan back to requested (idempotent)."""
+def undo_execution(meta: "TableMetaClient", instant_time: str) -> bool:
+    """Remove what an execution wrote and put the plan back to requested (idempotent); False
+    when the compaction was committed meanwhile (nothing is undone then). Under the table lock,
+    as the commit step: an executor started again (an Airflow retry of a task that was still
+    running) would otherwise delete the files of a compaction its commit step had just
+    committed."""
     storage = meta.storage
-    markers = Markers(storage, instant_time)
-    for m in markers.all():
-        storage.delete(m.data_path)
-    # Files written before their marker cannot exist, but a crash can leave data files whose
-    # marker folder was already removed by a failed commit: sweep the plan's file groups too.
-    plan = read_plan(meta, instant_time)
-    for op in plan.operations:
-        for info in storage.list(op.partition_path):
-            bn = BaseFileName.parse(info.name)
-            if bn and bn.file_id == op.file_id and bn.instant_time == instant_time:
-                storage.delete(info.path)
-    delete_results(storage, instant_time)
-    markers.delete_all()
-    storage.delete(meta.active.path(Instant(instant_time, Action.COMPACTION, State.INFLIGHT)))
+    with meta.exclusive():
+        timeline = meta.active.load()
+        done = timeline.get(instant_time)
+        if done is not None and done.is_completed and timeline.is_compaction(instant_time):
+            return False
+        markers = Markers(storage, instant_time)
+        for m in markers.all():
+            storage.delete(m.data_path)
+        # Files written before their marker cannot exist, but a crash can leave data files
+        # whose marker folder was already removed by a failed commit: sweep the plan's file
+        # groups too.
+        plan = read_plan(meta, instant_time)
+        for op in plan.operations:
+            for info in storage.list(op.partition_path):
+                bn = BaseFileName.parse(info.name)
+                if bn and bn.file_id == op.file_id and bn.instant_time == instant_time:
+                    storage.delete(info.path)
+        delete_results(storage, instant_time)
+        markers.delete_all()
+        storage.delete(meta.active.path(Instant(instant_time, Action.COMPACTION, State.INFLIGHT)))
+    return True
 
 
 def execute_compaction(meta: "TableMetaClient", instant_time: str | None = None, *,
@@ -194,8 +205,8 @@ def execute_compaction(meta: "TableMetaClient", instant_time: str | None = None,
                                 help="`lakehouse compaction show` lists the compactions")
     t = inst.time
     redone = inst.is_inflight
-    if redone:
-        undo_execution(meta, t)
+    if redone and not undo_execution(meta, t):
+        return ExecuteResult(t, reason="already committed")
     plan = read_plan(meta, t)
     meta.active.transition(Instant(t, Action.COMPACTION, State.REQUESTED), State.INFLIGHT)
     committed = frozenset(meta.timeline.completed_write_times)
