@@ -345,17 +345,23 @@ def test_replaced_file_groups_are_deleted_once_older_than_the_earliest_retained(
     assert rows(lakehouse.open_table(str(path)).read(columns=["id", "v"])) == [("n", "n@5"), ("x", "x@4")]
 
 
-def test_empty_partition_is_deleted(tmp_path):
-    path = tmp_path / "t"
+def _empty_partition_planned(path):
+    """A table with an empty partition "nyc" (what a rolled-back write into a new partition
+    leaves behind) and a clean planned to delete it."""
     t = new_table(path)
     t.upsert(batch(["a"], 1))
     t.upsert(batch(["a"], 2))
-    # What a rolled-back write into a new partition leaves behind.
     (path / "nyc").mkdir()
     (path / "nyc" / ".hoodie_partition_metadata").write_text("commitTime=1\npartitionDepth=1\n")
-    before = rows(t.read(columns=["id", "v"]))
     planned = plan_clean(t, cfg(**{"cleaner.commits.retained": 1}, **{"cleaner.incremental.mode": False}))
     assert planned.plan.partitions_to_be_deleted == ("nyc",)
+    return t, planned
+
+
+def test_empty_partition_is_deleted(tmp_path):
+    path = tmp_path / "t"
+    t, planned = _empty_partition_planned(path)
+    before = rows(t.read(columns=["id", "v"]))
     res = execute_clean(t, planned.instant)
     assert res.partitions_deleted == ("nyc",) and not (path / "nyc").exists()
     assert (path / "sf" / ".hoodie_partition_metadata").exists()
@@ -365,20 +371,13 @@ def test_empty_partition_is_deleted(tmp_path):
     assert meta["partitionMetadata"]["nyc"]["isPartitionDeleted"] is True
 
 
-
 def test_an_empty_partition_a_write_has_begun_on_is_kept(tmp_path):
     """The clean removes a partition it found empty with a recursive delete. A write that began
     after the plan may put its first file there between the clean's last look and that delete,
     which took the file with it: committed, then gone. The partition now stays while any write
     is pending (the check and the delete under the table lock, where writes begin)."""
     path = tmp_path / "t"
-    t = new_table(path)
-    t.upsert(batch(["a"], 1))
-    t.upsert(batch(["a"], 2))
-    (path / "nyc").mkdir()
-    (path / "nyc" / ".hoodie_partition_metadata").write_text("commitTime=1\npartitionDepth=1\n")
-    planned = plan_clean(t, cfg(**{"cleaner.commits.retained": 1}, **{"cleaner.incremental.mode": False}))
-    assert planned.plan.partitions_to_be_deleted == ("nyc",)
+    t, planned = _empty_partition_planned(path)
     t.meta_client.active.create_requested(Action.COMMIT)  # a write begins
     storage = t.meta_client.storage
     real, landed = storage.list, []
