@@ -179,7 +179,7 @@ def _partitions_of(active: ActiveTimeline, inst: Instant) -> set[str]:
 
 def _incremental_partitions(active: ActiveTimeline, timeline: Timeline, cfg: CleanConfig,
                             last: CleanMetadata | None, earliest: Instant | None,
-                            savepoints: tuple[str, ...]) -> list[str] | None:
+                            savepoints: tuple[str, ...], kept: set[str]) -> list[str] | None:
     """Partitions to scan, or None for all of them."""
     if not cfg.incremental or cfg.policy == "KEEP_LATEST_FILE_VERSIONS" or last is None:
         return None
@@ -190,11 +190,22 @@ def _incremental_partitions(active: ActiveTimeline, timeline: Timeline, cfg: Cle
     before = set(filter(None, last.extra_metadata.get(SAVEPOINTED_TIMESTAMPS, "").split(",")))
     if before - set(savepoints):
         return None
-    out: set[str] = set()
+    out: set[str] = set(kept)
     for i in writes:
         if prev <= i.time < earliest.time:
             out |= _partitions_of(active, i)
     return sorted(out)
+
+
+def _kept_partitions(active: ActiveTimeline, clean: Instant, done: CleanMetadata) -> set[str]:
+    """Partitions the clean ``clean`` planned to remove but kept (a write was pending when it
+    ran): the next incremental clean looks at them again, or nothing would."""
+    try:
+        plan = pending_clean_plan(active, clean)
+    except InstantNotFoundError:
+        return set()
+    deleted = {p for p, m in done.partition_metadata.items() if m.is_partition_deleted}
+    return set(plan.partitions_to_be_deleted) - deleted if plan is not None else set()
 
 
 # --- listing ---------------------------------------------------------------------------------
@@ -323,7 +334,8 @@ def plan_clean(meta: "TableMetaClient", config: CleanConfig | None = None, *,
     if earliest is None and cfg.policy != "KEEP_LATEST_FILE_VERSIONS":
         return CleanPlanResult(None, reason=f"nothing to clean: {why}", dry_run=dry_run)
 
-    scan = _incremental_partitions(active, timeline, cfg, last, earliest, savepoints)
+    kept = _kept_partitions(active, cleans[-1], last) if last is not None else set()
+    scan = _incremental_partitions(active, timeline, cfg, last, earliest, savepoints, kept)
     listing = _list(meta.storage, scan)
     partitions = set(listing)
     view = FileSystemView([f for fs in listing.values() for f in fs if not f.is_dir], timeline, active)
@@ -340,12 +352,13 @@ def plan_clean(meta: "TableMetaClient", config: CleanConfig | None = None, *,
         for s in rules.deletable(g):
             delete[g.partition].extend(_files_of(s))
 
-    writing = timeline.pending().filter(actions=WRITE_ACTIONS).instants
+    # Planned even while a write is pending: the execution looks again under the table lock
+    # and keeps it then, and the next clean looks at what was kept (_kept_partitions).
     empty: list[str] = []
     for p, files in listing.items():
         doomed = {path for path, _ in delete.get(p, ())}
         rest = [f for f in files if f.is_dir or (f.name != PARTITION_METAFILE and f.path not in doomed)]
-        if p and not rest and not writing:
+        if p and not rest:
             empty.append(p)
 
     files = sorted((path, size) for fs in delete.values() for path, size in fs)

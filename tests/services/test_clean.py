@@ -22,6 +22,7 @@ import lakehouse
 from lakehouse import faults
 from lakehouse.config import CleanConfig
 from lakehouse.engine import LocalEngine
+from lakehouse.errors import LockTimeoutError
 from lakehouse.faults import ENV, InjectedFault
 from lakehouse.services.clean import clean, execute_clean, plan_clean
 from lakehouse.table import Table
@@ -394,6 +395,39 @@ def test_an_empty_partition_a_write_has_begun_on_is_kept(tmp_path):
     assert res.partitions_deleted == ()
     assert (path / "nyc" / ".hoodie_partition_metadata").exists()
     assert all(f.exists() for f in landed)
+
+
+def test_removing_an_empty_partition_waits_for_the_table_lock(tmp_path):
+    path = tmp_path / "t"
+    t, planned = _empty_partition_planned(path)
+    other = lakehouse.open_table(str(path), {"hoodie.write.lock.wait_time_ms": 300})
+    with t.exclusive():  # another process's hold (a meta client of its own: a lease of its own)
+        with pytest.raises(LockTimeoutError):
+            execute_clean(other, planned.instant)
+        assert (path / "nyc").exists()
+    assert execute_clean(other, planned.instant).partitions_deleted == ("nyc",)
+
+
+def test_a_partition_kept_for_a_pending_write_is_removed_by_the_next_clean(tmp_path):
+    """Incremental cleans look at the partitions of recent writes only: a partition the clean
+    kept because a write was pending (to any partition) must be looked at again, or the dropped
+    partition's folder stays for good."""
+    path = tmp_path / "t"
+    t = new_table(path)
+    t.upsert(batch(["a"], 1))
+    t.upsert(batch(["n"], 1, "nyc"))
+    t.clean(options={"hoodie.cleaner.commits.retained": 1})  # later cleans are incremental
+    t.delete_partitions(["nyc"])
+    t.upsert(batch(["a"], 2))
+    planned = plan_clean(t, cfg(**{"cleaner.commits.retained": 1}))
+    assert planned.plan.partitions_to_be_deleted == ("nyc",) and planned.plan is not None
+    pending = t.upsert(batch(["a"], 3), commit=False)  # an ingest's first task; its commit comes later
+    assert execute_clean(t, planned.instant).partitions_deleted == ()
+    t.commit(pending)
+    t.upsert(batch(["a"], 4))
+    res = t.clean(options={"hoodie.cleaner.commits.retained": 1})
+    assert res.partitions_deleted == ("nyc",) and not (path / "nyc").exists()
+    assert rows(t.read(columns=["id", "v"])) == [("a", "a@4")]
 
 # --- incremental mode --------------------------------------------------------------------------
 
