@@ -58,8 +58,7 @@ def restore(meta: "TableMetaClient", savepoint_time: str) -> RestoreResult:
         dropped = False
         for inst in timeline.pending_compactions():
             if inst.time > t0:
-                if inst.is_inflight:
-                    undo_execution(meta, inst.time)
+                undo_execution(meta, inst.time)  # a requested one too: a crashed undo's files
                 meta.active.delete_instant(inst.time, Action.COMPACTION)
                 undone.append(inst.time)
                 dropped = True

@@ -15,7 +15,7 @@ import pytest
 
 import lakehouse
 from lakehouse.config import CompactionConfig
-from lakehouse.errors import ConfigError
+from lakehouse.errors import ConfigError, LockTimeoutError
 from lakehouse.faults import ENV
 from lakehouse.services.compaction import (commit_compaction, execute_compaction, read_plan,
                                            schedule_compaction)
@@ -253,6 +253,41 @@ def test_an_executor_started_again_leaves_a_committed_compaction_alone(fx, monke
     monkeypatch.undo()
     assert missing_after_undo == []
     assert res.reason == "already committed" and not res.redone
+    fx.check()
+
+
+def test_an_undo_killed_after_giving_the_plan_back_is_swept_by_the_next_execution(fx):
+    fx.upsert(["a", "b", "x", "y"])
+    fx.upsert(["a", "x", "y"])
+    t = fx.table.schedule_compaction(force=True).instant
+    assert _run(fx.path, f"execute_compaction(table, {t!r})", "compaction.mid_execute").returncode == -9
+    table = lakehouse.open_table(str(fx.path))
+    # What an undo killed right after its first step leaves: the plan back to requested, the
+    # execution's file, marker and no results.
+    table.storage.delete(table.active.path(Instant(t, Action.COMPACTION, State.INFLIGHT)))
+    assert table.timeline.get(t).state is State.REQUESTED
+    fx.check()  # the half-done execution's file is not visible
+    res = execute_compaction(table, t)
+    assert not res.redone and res.failed == 0
+    assert commit_compaction(table, t).committed
+    fx.check()
+    names = [f for root, _, files in os.walk(fx.path) for f in files if f.endswith(".parquet") and t in f]
+    assert len(names) == len(read_plan(table, t).operations), "one base file per operation, no leftovers"
+
+
+def test_the_undo_and_the_commit_step_wait_for_the_table_lock(fx):
+    fx.upsert(["a", "x"])
+    fx.upsert(["a", "x"])
+    t = fx.table.schedule_compaction(force=True).instant
+    execute_compaction(fx.table, t)
+    other = lakehouse.open_table(str(fx.path), {"hoodie.write.lock.wait_time_ms": 300})
+    with fx.table.exclusive():  # another process's hold (a meta client of its own)
+        with pytest.raises(LockTimeoutError):
+            commit_compaction(other, t)
+        with pytest.raises(LockTimeoutError):
+            execute_compaction(other, t)  # inflight: it would undo the execution first
+        assert other.timeline.get(t).is_inflight
+    assert commit_compaction(other, t).committed
     fx.check()
 
 def test_not_scheduled_while_an_earlier_write_is_pending(fx):

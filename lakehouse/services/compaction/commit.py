@@ -16,7 +16,7 @@ from lakehouse.services.compaction.execute import undo_execution
 from lakehouse.services.compaction.plan import read_plan
 from lakehouse.services.compaction.results import delete_results, read_results
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
-from lakehouse.timeline.instant import Action
+from lakehouse.timeline.instant import Action, Instant
 from lakehouse.io.markers import Markers
 
 if TYPE_CHECKING:
@@ -52,34 +52,49 @@ def _problems(meta: "TableMetaClient", t: str, stats: list[WriteStat], failures:
 
 def commit_compaction(meta: "TableMetaClient", instant_time: str | None = None, *,
                       extra_metadata: Mapping[str, str] | None = None) -> CommitResult:
-    # Under the table lock, as an execution's undo: the check that every result's file is in
-    # place and the publish must not straddle an executor started again, which deletes them.
+    found = _inflight(meta.active.load(), instant_time)
+    if isinstance(found, CommitResult):
+        return found
+    t = found.time
+    res = read_results(meta.storage, t)
+    # One request per result file: checked before the table lock, which writers wait for.
+    problems = ["the execution recorded no results"] if res is None else _problems(meta, t, *res)
+    if problems:
+        if not undo_execution(meta, t):
+            return CommitResult(t, True, reason="already committed")
+        return CommitResult(t, False, reason="rolled back to requested: " + "; ".join(problems[:5]))
+    # Under the lock, what an undo changes is looked at again: an executor started again (an
+    # Airflow retry of a task still running) undoes the execution under the lock, inflight file
+    # first, and would otherwise delete the files of the compaction committed here.
     with hooks_deferred(meta), meta.exclusive():
-        return _commit(meta, instant_time, extra_metadata)
+        inst = _inflight(meta.active.load(), t)
+        if isinstance(inst, CommitResult):
+            return inst
+        if read_results(meta.storage, t) != res:
+            return CommitResult(t, False, reason="the execution was undone or run again while this "
+                                "step checked its files; run the commit step again")
+        return _publish(meta, inst, res[0], extra_metadata)
 
 
-def _commit(meta: "TableMetaClient", instant_time: str | None,
-            extra_metadata: Mapping[str, str] | None) -> CommitResult:
-    timeline = meta.active.load()
+def _inflight(timeline, instant_time: str | None) -> Instant | CommitResult:
+    """The inflight compaction to commit, or the answer when there is none to commit."""
     if instant_time is None:
         inflight = [i for i in timeline.pending_compactions() if i.is_inflight]
         if not inflight:
             return CommitResult(None, False, reason="no compaction is inflight (run it first)")
-        inst = inflight[0]
-    else:
-        inst = timeline.get(str(instant_time))
-        if inst is not None and inst.is_completed and timeline.is_compaction(inst.time):
-            return CommitResult(inst.time, True, reason="already committed")
-        if inst is None or inst.action is not Action.COMPACTION or not inst.is_inflight:
-            raise TimelineError(f"{instant_time} is not an inflight compaction",
-                                help="execute the compaction before committing it")
+        return inflight[0]
+    inst = timeline.get(str(instant_time))
+    if inst is not None and inst.is_completed and timeline.is_compaction(inst.time):
+        return CommitResult(inst.time, True, reason="already committed")
+    if inst is None or inst.action is not Action.COMPACTION or not inst.is_inflight:
+        raise TimelineError(f"{instant_time} is not an inflight compaction",
+                            help="execute the compaction before committing it")
+    return inst
+
+
+def _publish(meta: "TableMetaClient", inst: Instant, stats: list[WriteStat],
+             extra_metadata: Mapping[str, str] | None) -> CommitResult:
     t = inst.time
-    res = read_results(meta.storage, t)
-    problems = ["the execution recorded no results"] if res is None else _problems(meta, t, *res)
-    if problems:
-        undo_execution(meta, t)
-        return CommitResult(t, False, reason="rolled back to requested: " + "; ".join(problems[:5]))
-    stats, _ = res
     by_partition: dict[str, list[WriteStat]] = {}
     for s in stats:
         by_partition.setdefault(s.partition_path, []).append(s)

@@ -25,7 +25,7 @@ import pyarrow as pa
 from lakehouse.columns import META_FIELDS
 from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.services.compaction.plan import read_plan
-from lakehouse.services.compaction.results import delete_results, write_results
+from lakehouse.services.compaction.results import delete_results, results_path, write_results
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.avro_files import CompactionOperation
 from lakehouse.timeline.commit_metadata import WriteStat
@@ -160,32 +160,46 @@ def run_operation(task: _Task) -> WriteStat | dict:
 
 def undo_execution(meta: "TableMetaClient", instant_time: str) -> bool:
     """Remove what an execution wrote and put the plan back to requested (idempotent); False
-    when the compaction was committed meanwhile (nothing is undone then). Under the table lock,
-    as the commit step: an executor started again (an Airflow retry of a task that was still
-    running) would otherwise delete the files of a compaction its commit step had just
-    committed."""
-    storage = meta.storage
+    when the compaction was committed meanwhile (nothing is undone then).
+
+    The inflight file goes first, under the table lock: the commit step publishes only an
+    inflight compaction, under that lock, so an executor started again (an Airflow retry of a
+    task that was still running) can no longer delete the files of a compaction committed in
+    between. The files go after, outside the lock (many requests for a big plan); what a crash
+    leaves of them, the next execution sweeps (:func:`_sweep`)."""
     with meta.exclusive():
         timeline = meta.active.load()
         done = timeline.get(instant_time)
         if done is not None and done.is_completed and timeline.is_compaction(instant_time):
             return False
-        markers = Markers(storage, instant_time)
-        for m in markers.all():
-            storage.delete(m.data_path)
-        # Files written before their marker cannot exist, but a crash can leave data files
-        # whose marker folder was already removed by a failed commit: sweep the plan's file
-        # groups too.
-        plan = read_plan(meta, instant_time)
-        for op in plan.operations:
-            for info in storage.list(op.partition_path):
-                bn = BaseFileName.parse(info.name)
-                if bn and bn.file_id == op.file_id and bn.instant_time == instant_time:
-                    storage.delete(info.path)
-        delete_results(storage, instant_time)
-        markers.delete_all()
-        storage.delete(meta.active.path(Instant(instant_time, Action.COMPACTION, State.INFLIGHT)))
+        meta.storage.delete(meta.active.path(Instant(instant_time, Action.COMPACTION, State.INFLIGHT)))
+    _sweep(meta, instant_time)
     return True
+
+
+def _sweep(meta: "TableMetaClient", instant_time: str) -> None:
+    """Delete an undone execution's files, results and markers."""
+    storage = meta.storage
+    markers = Markers(storage, instant_time)
+    for m in markers.all():
+        storage.delete(m.data_path)
+    # Files written before their marker cannot exist, but a crash can leave data files whose
+    # marker folder was already removed by a failed commit: sweep the plan's file groups too.
+    plan = read_plan(meta, instant_time)
+    ids = {(op.partition_path, op.file_id) for op in plan.operations}
+    for partition in sorted({p for p, _ in ids}):
+        for info in storage.list(partition):
+            bn = BaseFileName.parse(info.name)
+            if bn and (partition, bn.file_id) in ids and bn.instant_time == instant_time:
+                storage.delete(info.path)
+    delete_results(storage, instant_time)
+    markers.delete_all()
+
+
+def _leftovers(storage: Storage, instant_time: str) -> bool:
+    """Whether an undo that crashed after giving the plan back left files to sweep (it deletes
+    the markers last, the results before them)."""
+    return storage.exists(results_path(instant_time)) or bool(Markers(storage, instant_time).all())
 
 
 def execute_compaction(meta: "TableMetaClient", instant_time: str | None = None, *,
@@ -207,6 +221,8 @@ def execute_compaction(meta: "TableMetaClient", instant_time: str | None = None,
     redone = inst.is_inflight
     if redone and not undo_execution(meta, t):
         return ExecuteResult(t, reason="already committed")
+    if not redone and _leftovers(meta.storage, t):
+        _sweep(meta, t)
     plan = read_plan(meta, t)
     meta.active.transition(Instant(t, Action.COMPACTION, State.REQUESTED), State.INFLIGHT)
     committed = frozenset(meta.timeline.completed_write_times)
