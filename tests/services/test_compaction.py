@@ -183,6 +183,11 @@ def test_each_step_in_its_own_process(fx):
     fx.check()
 
 
+def _one_base_file_per_operation(fx, table, t):
+    names = [f for root, _, files in os.walk(fx.path) for f in files if f.endswith(".parquet") and t in f]
+    assert len(names) == len(read_plan(table, t).operations), "one base file per operation, no leftovers"
+
+
 @pytest.mark.parametrize("fault", ["compaction.mid_execute", "compaction.after_execute",
                                    "compaction.before_commit"])
 def test_a_crashed_compaction_is_redone_cleanly(fx, fault):
@@ -203,15 +208,20 @@ def test_a_crashed_compaction_is_redone_cleanly(fx, fault):
         res = commit_compaction(table, t)
     assert res.committed
     fx.check()
-    names = [f for root, _, files in os.walk(fx.path) for f in files if f.endswith(".parquet") and t in f]
-    assert len(names) == len(read_plan(table, t).operations), "one base file per operation, no leftovers"
+    _one_base_file_per_operation(fx, table, t)
 
 
-def test_execute_redoes_an_inflight_compaction(fx):
+def _half_executed(fx) -> str:
+    """A compaction whose executor was killed after one operation's base file."""
     fx.upsert(["a", "x"])
     fx.upsert(["a", "x"])
     t = fx.table.schedule_compaction(force=True).instant
     assert _run(fx.path, f"execute_compaction(table, {t!r})", "compaction.mid_execute").returncode == -9
+    return t
+
+
+def test_execute_redoes_an_inflight_compaction(fx):
+    t = _half_executed(fx)
     res = execute_compaction(lakehouse.open_table(str(fx.path)), t)
     assert res.redone and res.failed == 0
     assert commit_compaction(fx.table, t).committed
@@ -257,10 +267,7 @@ def test_an_executor_started_again_leaves_a_committed_compaction_alone(fx, monke
 
 
 def test_an_undo_killed_after_giving_the_plan_back_is_swept_by_the_next_execution(fx):
-    fx.upsert(["a", "b", "x", "y"])
-    fx.upsert(["a", "x", "y"])
-    t = fx.table.schedule_compaction(force=True).instant
-    assert _run(fx.path, f"execute_compaction(table, {t!r})", "compaction.mid_execute").returncode == -9
+    t = _half_executed(fx)
     table = lakehouse.open_table(str(fx.path))
     # What an undo killed right after its first step leaves: the plan back to requested, the
     # execution's file, marker and no results.
@@ -271,8 +278,7 @@ def test_an_undo_killed_after_giving_the_plan_back_is_swept_by_the_next_executio
     assert not res.redone and res.failed == 0
     assert commit_compaction(table, t).committed
     fx.check()
-    names = [f for root, _, files in os.walk(fx.path) for f in files if f.endswith(".parquet") and t in f]
-    assert len(names) == len(read_plan(table, t).operations), "one base file per operation, no leftovers"
+    _one_base_file_per_operation(fx, table, t)
 
 
 def test_the_undo_and_the_commit_step_wait_for_the_table_lock(fx):
