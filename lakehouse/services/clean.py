@@ -178,10 +178,10 @@ def _partitions_of(active: ActiveTimeline, inst: Instant) -> set[str]:
 
 
 def _incremental_partitions(active: ActiveTimeline, timeline: Timeline, cfg: CleanConfig,
-                            last: CleanMetadata | None, earliest: Instant | None,
-                            savepoints: tuple[str, ...], kept: set[str]) -> list[str] | None:
+                            last_clean: Instant | None, last: CleanMetadata | None,
+                            earliest: Instant | None, savepoints: tuple[str, ...]) -> list[str] | None:
     """Partitions to scan, or None for all of them."""
-    if not cfg.incremental or cfg.policy == "KEEP_LATEST_FILE_VERSIONS" or last is None:
+    if not cfg.incremental or cfg.policy == "KEEP_LATEST_FILE_VERSIONS" or last is None or last_clean is None:
         return None
     prev = last.earliest_commit_to_retain
     writes = timeline.completed_writes().instants
@@ -190,7 +190,7 @@ def _incremental_partitions(active: ActiveTimeline, timeline: Timeline, cfg: Cle
     before = set(filter(None, last.extra_metadata.get(SAVEPOINTED_TIMESTAMPS, "").split(",")))
     if before - set(savepoints):
         return None
-    out: set[str] = set(kept)
+    out = _kept_partitions(active, last_clean, last)
     for i in writes:
         if prev <= i.time < earliest.time:
             out |= _partitions_of(active, i)
@@ -334,8 +334,8 @@ def plan_clean(meta: "TableMetaClient", config: CleanConfig | None = None, *,
     if earliest is None and cfg.policy != "KEEP_LATEST_FILE_VERSIONS":
         return CleanPlanResult(None, reason=f"nothing to clean: {why}", dry_run=dry_run)
 
-    kept = _kept_partitions(active, cleans[-1], last) if last is not None else set()
-    scan = _incremental_partitions(active, timeline, cfg, last, earliest, savepoints, kept)
+    scan = _incremental_partitions(active, timeline, cfg, cleans[-1] if cleans else None, last,
+                                   earliest, savepoints)
     listing = _list(meta.storage, scan)
     partitions = set(listing)
     view = FileSystemView([f for fs in listing.values() for f in fs if not f.is_dir], timeline, active)
@@ -402,21 +402,25 @@ def _delete_file(storage: Storage, path: str) -> tuple[str, bool, int, str | Non
     return path, True, info.size if (info is not None and existed) else 0, None
 
 
-def _delete_partition(meta: "TableMetaClient", partition: str) -> bool:
-    """Remove a partition the plan found empty, unless a write may be putting files in it.
-    Under the table lock: a write creates its instant under it before it writes any file, so
-    with no write pending on a fresh timeline, none can write here until the folder is gone
-    (the recursive delete would take a racing write's new file with it)."""
+def _delete_partitions(meta: "TableMetaClient", partitions: tuple[str, ...]) -> tuple[str, ...]:
+    """Remove the partitions the plan found empty (those still empty), unless a write may be
+    putting files in them. Under the table lock: a write creates its instant under it before it
+    writes any file, so with no write pending on a fresh timeline, none can write here until
+    the folders are gone (the recursive delete would take a racing write's new file with it)."""
+    if not partitions:
+        return ()
     storage = meta.storage
+    deleted = []
     with meta.exclusive():
-        if not partition or meta.active.load().pending().filter(actions=WRITE_ACTIONS).instants:
-            return False
-        # Re-checked here: a writer may have put a file in it since the plan was made.
-        entries = storage.list(partition)
-        if any(e.is_dir or e.name != PARTITION_METAFILE for e in entries):
-            return False
-        storage.delete_dir(partition)
-    return True
+        if meta.active.load().pending().filter(actions=WRITE_ACTIONS).instants:
+            return ()
+        for partition in partitions:
+            # Re-checked here: a writer may have put a file in it since the plan was made.
+            if not partition or any(e.is_dir or e.name != PARTITION_METAFILE for e in storage.list(partition)):
+                continue
+            storage.delete_dir(partition)
+            deleted.append(partition)
+    return tuple(deleted)
 
 
 def _run(meta: "TableMetaClient", inst: Instant, engine: Engine | None) -> CleanResult:
@@ -450,7 +454,7 @@ def _run(meta: "TableMetaClient", inst: Instant, engine: Engine | None) -> Clean
         freed += size
         if err:
             errors.append(f"{path}: {err}")
-    deleted_parts = tuple(p for p in plan.partitions_to_be_deleted if _delete_partition(meta, p))
+    deleted_parts = _delete_partitions(meta, tuple(plan.partitions_to_be_deleted))
     fault_point("clean.before_complete")
     parts = sorted(set(plan.file_paths_to_be_deleted_per_partition) | set(plan.partitions_to_be_deleted))
     earliest = plan.earliest_instant_to_retain.timestamp if plan.earliest_instant_to_retain else ""

@@ -169,8 +169,7 @@ def undo_execution(meta: "TableMetaClient", instant_time: str) -> bool:
     leaves of them, the next execution sweeps (:func:`_sweep`)."""
     with meta.exclusive():
         timeline = meta.active.load()
-        done = timeline.get(instant_time)
-        if done is not None and done.is_completed and timeline.is_compaction(instant_time):
+        if timeline.is_completed(instant_time) and timeline.is_compaction(instant_time):
             return False
         meta.storage.delete(meta.active.path(Instant(instant_time, Action.COMPACTION, State.INFLIGHT)))
     _sweep(meta, instant_time)
