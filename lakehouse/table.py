@@ -101,6 +101,9 @@ class Table:
     def exclusive(self) -> ContextManager[Any]:
         return self.meta_client.exclusive()
 
+    def check_lock(self) -> None:
+        self.meta_client.check_lock()
+
     def options(self, given: Mapping[str, Any] | None, where: str) -> dict[str, str]:
         return self.meta_client.options(given, where)
 

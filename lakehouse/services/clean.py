@@ -418,6 +418,7 @@ def _delete_partitions(meta: "TableMetaClient", partitions: tuple[str, ...]) -> 
             # Re-checked here: a writer may have put a file in it since the plan was made.
             if not partition or any(e.is_dir or e.name != PARTITION_METAFILE for e in storage.list(partition)):
                 continue
+            meta.check_lock()  # "no write pending" holds only while the lock does
             storage.delete_dir(partition)
             deleted.append(partition)
     return tuple(deleted)

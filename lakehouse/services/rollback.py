@@ -305,6 +305,9 @@ def rollback_instant(meta: "TableMetaClient", target: Instant, timeline: Timelin
         plan = RollbackPlan(instant_to_rollback=InstantInfo(commit_time=target.time,
                                                             action=str(Action.COMPACTION)),
                             rollback_requests=plan.rollback_requests)
+    # A commit step may have taken the lock from a recovery that stalled past its lease and
+    # published the write this would delete.
+    meta.check_lock()
     requested = active.create_requested(Action.ROLLBACK, plan.to_bytes())
     fault_point("rollback.after_plan")
     inflight = active.transition(requested, State.INFLIGHT)

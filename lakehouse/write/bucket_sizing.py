@@ -63,6 +63,7 @@ def settle(client: "WriteClient", prepared: "Prepared") -> None:
                 stored, client.write_config, prepared.largest_partition_bytes)
             extra = {k: v for k, v in stored.extra.items() if k != AUTO_KEY}
             stored = stored.replace(bucket_num=count, extra=extra)
+            client.meta.check_lock()  # another writer may have fixed the count meanwhile
             client.storage.write(HOODIE_PROPERTIES, format_properties(
                 stored.to_properties(), comment="Properties saved by lakehouse").encode())
     client.adopt(stored)

@@ -176,6 +176,7 @@ class WriteClient:
         with hooks_deferred(self.meta), self.meta.exclusive():
             timeline = self.rollback_failed_writes(self.active.load())
             delete_stale_markers(self.storage, timeline.completed_write_times)
+            self.meta.check_lock()  # what recovery found holds only while the lock does
             instant = self.active.create_requested(
                 action, requested_content,
                 before_create=self._heartbeat_starter() if self.concurrency.multi_writer else None)

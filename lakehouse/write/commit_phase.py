@@ -118,7 +118,9 @@ def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: Comm
             except CommitConflictError:
                 client.rollback_own(inst)
                 raise
-            client.meta.transactions.check()  # a holder that stalled past its lease must not publish
+        # One writer too: the next write's recovery, in another process, may have taken the
+        # lock from a commit step that stalled past its lease and rolled this write back.
+        client.meta.check_lock()
         complete(client.meta, inst, final.to_bytes())
     fault_point("commit.after_complete")
     Markers(client.storage, instant_time).delete_all()

@@ -14,7 +14,7 @@ import lakehouse
 import lakehouse.file_group.view as view_mod
 import lakehouse.services.rollback as rollback_mod
 import lakehouse.write.client as client_mod
-from lakehouse.errors import TimelineError
+from lakehouse.errors import LockLostError, TimelineError
 from tests.concurrency.aside import Aside
 from tests.interop.hudi_oracle import hudi_read
 
@@ -191,3 +191,98 @@ def test_one_writer_with_a_lock_provider_set_for_hudis_java_jobs_uses_the_storag
     assert t.compact(force=True).committed
     assert _read(p) == {"a": 2, "b": 1}
     assert os.path.isdir(p / ".hoodie" / ".locks")
+
+
+class _Stall:
+    """The next hold of ``table``'s lock stalls past its lease right after it is taken (a long
+    pause, a suspended machine): the process's clock jumps by more than a lease."""
+
+    def __init__(self, monkeypatch, table) -> None:
+        provider = table.transactions.provider
+        self.jump = [0.0]
+        real_clock, real_acquire = provider.clock, provider.acquire
+        self.armed = False
+
+        def acquire(*a, **kw):
+            lease = real_acquire(*a, **kw)
+            if self.armed:
+                self.armed = False
+                self.jump[0] += provider.lease_s + 1
+            return lease
+        monkeypatch.setattr(provider, "clock", lambda: real_clock() + self.jump[0])
+        monkeypatch.setattr(provider, "acquire", acquire)
+
+    def __call__(self, step):
+        self.armed = True
+        with pytest.raises(LockLostError):
+            step()
+        assert not self.armed, "the step took no lock"
+        self.jump[0] = 0.0
+
+
+def _state(path):
+    """Everything a stalled step could have changed: the timeline and the data files."""
+    files = sorted(str(f.relative_to(path)) for f in path.rglob("*")
+                   if f.is_file() and ".locks" not in f.parts and ".temp" not in f.parts)
+    return files
+
+
+def _compaction_inflight(t):
+    t.upsert(_rows(["a"], 2))
+    plan = t.schedule_compaction(force=True).instant
+    t.run_compaction(plan)
+    return plan
+
+
+# Each: (set-up returning an argument, the step under the stalled lock, the step run again).
+_STEPS = {
+    "commit step": (lambda t: t.upsert(_rows(["a"], 2), commit=False), lambda t, w: t.commit(w)),
+    "write": (lambda t: None, lambda t, _: t.upsert(_rows(["c"], 3))),
+    "compaction plan": (lambda t: t.upsert(_rows(["a"], 2)),
+                        lambda t, _: t.schedule_compaction(force=True)),
+    "compaction commit": (_compaction_inflight, lambda t, plan: t.commit_compaction(plan)),
+    "compaction undone to run again": (_compaction_inflight, lambda t, plan: t.run_compaction(plan)),
+    "rollback": (lambda t: t.upsert(_rows(["a"], 2)), lambda t, _: t.rollback()),
+    "recovery": (lambda t: t.upsert(_rows(["a"], 2), commit=False), lambda t, _: t.upsert(_rows(["c"], 3))),
+}
+
+
+@pytest.mark.parametrize("name", list(_STEPS))
+def test_a_step_that_stalled_past_its_lease_changes_nothing(tmp_path, monkeypatch, name):
+    """One writer: a step that holds the table lock and stalls past its lease may have been
+    overtaken by another process that took the lock (a recovery rolling its write back, a
+    compaction plan, an executor undoing its compaction). Right before its irreversible step
+    it finds out (TableMetaClient.check_lock, as Hudi's lock providers fail a commit whose lock
+    was lost) and leaves the table as it found it; run again, it succeeds."""
+    p = tmp_path / "t"
+    t = _table(p)
+    t.upsert(pa.concat_tables([_rows(["a", "b"], 1),
+                               pa.table({"id": ["y"], "p": ["y"], "ts": [1], "v": [1]})]))
+    setup, step = _STEPS[name]
+    arg = setup(t)
+    before = _state(p)
+    timeline = [(i.time, i.action, i.state) for i in t.timeline]
+    stall = _Stall(monkeypatch, t)
+    stall(lambda: step(t, arg))
+    assert [(i.time, i.action, i.state) for i in t.timeline] == timeline
+    assert _state(p) == before
+    step(t, arg)  # a step not stalled goes through
+    if name != "compaction undone to run again":  # that one ends where it began: inflight
+        assert ([(i.time, i.action, i.state) for i in t.timeline], _state(p)) != (timeline, before)
+
+
+def test_a_clean_that_stalled_past_its_lease_keeps_the_empty_partition(tmp_path, monkeypatch):
+    """The clean removes an empty partition only while no write is pending, under the lock;
+    stalled past its lease, a write may have begun there since: the folder stays, the clean
+    stays inflight, and the next clean finishes it."""
+    p = tmp_path / "t"
+    t = _table(p)
+    t.upsert(_rows(["a"], 1))
+    t.upsert(_rows(["a"], 2))
+    (p / "y").mkdir()  # what a write rolled back from a new partition leaves
+    (p / "y" / ".hoodie_partition_metadata").write_text("commitTime=1\npartitionDepth=1\n")
+    opts = {"hoodie.cleaner.incremental.mode": "false", "hoodie.cleaner.commits.retained": "1"}
+    _Stall(monkeypatch, t)(lambda: t.clean(options=opts))
+    assert (p / "y").exists()
+    assert [i.state.name for i in t.timeline.pending()] == ["INFLIGHT"]
+    assert t.clean(options=opts).partitions_deleted == ("y",) and not (p / "y").exists()

@@ -108,6 +108,9 @@ def _publish(meta: "TableMetaClient", inst: Instant, stats: list[WriteStat],
                           extra_metadata={**(extra_metadata or {}), **({"schema": schema} if schema else {}),
                                           **ids})
     fault_point("compaction.before_commit")
+    # An executor started again may have taken the lock from this step, stalled past its
+    # lease, and undone the execution: its files are gone.
+    meta.check_lock()
     # The results and markers go after the hooks ran; a crash before leaves garbage only.
     complete(meta, inst, done.to_bytes())
     Markers(meta.storage, t).delete_all()

@@ -171,6 +171,7 @@ def undo_execution(meta: "TableMetaClient", instant_time: str) -> bool:
         timeline = meta.active.load()
         if timeline.is_completed(instant_time) and timeline.is_compaction(instant_time):
             return False
+        meta.check_lock()  # "not committed" holds only while the lock does
         meta.storage.delete(meta.active.path(Instant(instant_time, Action.COMPACTION, State.INFLIGHT)))
     _sweep(meta, instant_time)
     return True

@@ -150,6 +150,7 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
         extra_metadata={**(extra_metadata or {}),
                         "lakehouse.trigger": trig.reason if trig.fire else f"forced ({trig.reason})"},
         preserve_hoodie_metadata=True)
+    meta.check_lock()  # "no write pending" holds only while the lock does
     inst = meta.active.create_requested(Action.COMPACTION, plan.to_bytes())
     # Seed 000's rule: nothing may have completed at or after the compaction instant.
     later = [i for i in meta.timeline.completed() if i.time >= inst.time]
