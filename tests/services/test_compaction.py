@@ -266,6 +266,37 @@ def test_an_executor_started_again_leaves_a_committed_compaction_alone(fx, monke
     fx.check()
 
 
+def test_executing_the_oldest_pending_moves_on_when_it_was_committed_meanwhile(fx, monkeypatch):
+    """``execute_compaction()`` without an instant runs the oldest pending compaction. When
+    that one is inflight and its commit step lands between the executor's look and its undo,
+    the executor runs the next pending one (it reported "already committed" and ran nothing,
+    leaving the next plan for another cycle)."""
+    fx.upsert(["a", "x"])
+    fx.upsert(["a", "x"])
+    first = fx.table.schedule_compaction(force=True).instant
+    execute_compaction(fx.table, first)
+    others = ["b", "c", "d", "e", "y", "z"]
+    fx.upsert(others)
+    fx.upsert(others)
+    second = fx.table.schedule_compaction(force=True).instant
+    assert second is not None and second > first
+    retry = lakehouse.open_table(str(fx.path))
+    real = type(retry).timeline
+
+    def timeline_then_the_commit_lands(self):
+        tl = real.fget(self)
+        if self is retry and not hasattr(retry, "_landed"):
+            retry._landed = True
+            assert commit_compaction(lakehouse.open_table(str(fx.path)), first).committed
+        return tl
+    monkeypatch.setattr(type(retry), "timeline", property(timeline_then_the_commit_lands))
+    res = execute_compaction(retry)
+    monkeypatch.undo()
+    assert res.instant == second and res.operations >= 1 and not res.redone
+    assert commit_compaction(retry, second).committed
+    fx.check()
+
+
 def test_an_undo_killed_after_giving_the_plan_back_is_swept_by_the_next_execution(fx):
     t = _half_executed(fx)
     table = lakehouse.open_table(str(fx.path))

@@ -204,23 +204,27 @@ def _leftovers(storage: Storage, instant_time: str) -> bool:
 
 def execute_compaction(meta: "TableMetaClient", instant_time: str | None = None, *,
                        engine: Engine | None = None, parallelism: int | None = None) -> ExecuteResult:
-    timeline = meta.timeline
-    pending = timeline.pending_compactions()
-    if instant_time is None:
-        if not pending.instants:
-            return ExecuteResult(None, reason="no compaction is pending")
-        inst = pending.instants[0]
-    else:
-        inst = timeline.get(str(instant_time))
-        if inst is None or inst.action is not Action.COMPACTION:
-            if inst is not None and timeline.is_compaction(inst.time) and inst.is_completed:
-                return ExecuteResult(inst.time, reason="already committed")
-            raise TimelineError(f"{instant_time} is not a pending compaction",
-                                help="`lakehouse compaction show` lists the compactions")
-    t = inst.time
-    redone = inst.is_inflight
-    if redone and not undo_execution(meta, t):
-        return ExecuteResult(t, reason="already committed")
+    while True:
+        timeline = meta.timeline
+        pending = timeline.pending_compactions()
+        if instant_time is None:
+            if not pending.instants:
+                return ExecuteResult(None, reason="no compaction is pending")
+            inst = pending.instants[0]
+        else:
+            inst = timeline.get(str(instant_time))
+            if inst is None or inst.action is not Action.COMPACTION:
+                if inst is not None and timeline.is_compaction(inst.time) and inst.is_completed:
+                    return ExecuteResult(inst.time, reason="already committed")
+                raise TimelineError(f"{instant_time} is not a pending compaction",
+                                    help="`lakehouse compaction show` lists the compactions")
+        t = inst.time
+        redone = inst.is_inflight
+        if not redone or undo_execution(meta, t):
+            break
+        if instant_time is not None:
+            return ExecuteResult(t, reason="already committed")
+        # The oldest was committed since the look: the next pending one is the one to run.
     if not redone and _leftovers(meta.storage, t):
         _sweep(meta, t)
     plan = read_plan(meta, t)
