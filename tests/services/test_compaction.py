@@ -239,17 +239,8 @@ def test_an_executor_started_again_leaves_a_committed_compaction_alone(fx, monke
     fx.upsert(["a", "x"])
     t = fx.table.schedule_compaction(force=True).instant
     execute_compaction(fx.table, t)  # the first try; its commit step comes next
-    retry = lakehouse.open_table(str(fx.path))
-    real = type(retry).timeline
+    retry = _commit_lands_after_first_look(fx, monkeypatch, t)
     missing_after_undo: list[str] = []
-
-    def timeline_then_the_commit_lands(self):
-        tl = real.fget(self)
-        if self is retry and not hasattr(retry, "_landed"):
-            retry._landed = True
-            assert commit_compaction(lakehouse.open_table(str(fx.path)), t).committed
-        return tl
-    monkeypatch.setattr(type(retry), "timeline", property(timeline_then_the_commit_lands))
     real_transition = type(retry.active).transition
 
     def transition(self, inst, to, content=b""):
@@ -266,6 +257,22 @@ def test_an_executor_started_again_leaves_a_committed_compaction_alone(fx, monke
     fx.check()
 
 
+def _commit_lands_after_first_look(fx, monkeypatch, t: str):
+    """A table whose first look at the timeline is followed by compaction ``t``'s commit step
+    landing (another process's), before anything else it does."""
+    table = lakehouse.open_table(str(fx.path))
+    real = type(table).timeline
+
+    def timeline_then_the_commit_lands(self):
+        tl = real.fget(self)
+        if self is table and not hasattr(table, "_landed"):
+            table._landed = True
+            assert commit_compaction(lakehouse.open_table(str(fx.path)), t).committed
+        return tl
+    monkeypatch.setattr(type(table), "timeline", property(timeline_then_the_commit_lands))
+    return table
+
+
 def test_executing_the_oldest_pending_moves_on_when_it_was_committed_meanwhile(fx, monkeypatch):
     """``execute_compaction()`` without an instant runs the oldest pending compaction. When
     that one is inflight and its commit step lands between the executor's look and its undo,
@@ -280,16 +287,7 @@ def test_executing_the_oldest_pending_moves_on_when_it_was_committed_meanwhile(f
     fx.upsert(others)
     second = fx.table.schedule_compaction(force=True).instant
     assert second is not None and second > first
-    retry = lakehouse.open_table(str(fx.path))
-    real = type(retry).timeline
-
-    def timeline_then_the_commit_lands(self):
-        tl = real.fget(self)
-        if self is retry and not hasattr(retry, "_landed"):
-            retry._landed = True
-            assert commit_compaction(lakehouse.open_table(str(fx.path)), first).committed
-        return tl
-    monkeypatch.setattr(type(retry), "timeline", property(timeline_then_the_commit_lands))
+    retry = _commit_lands_after_first_look(fx, monkeypatch, first)
     res = execute_compaction(retry)
     monkeypatch.undo()
     assert res.instant == second and res.operations >= 1 and not res.redone
