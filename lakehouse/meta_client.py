@@ -107,13 +107,13 @@ class TableMetaClient:
     def check_lock(self) -> None:
         """Called right before an irreversible step under :meth:`exclusive` (a publish, an
         instant, a delete): raise :class:`~lakehouse.errors.LockLostError` unless this thread
-        still holds the table lock with half a lease to go. A process that stalled past its
+        still holds the table lock with a quarter of a lease to go. A process that stalled past its
         lease (a long pause, a suspended machine) must not act on what it looked at before
-        another process took the lock. Nothing to check where there is no lock to take, or
-        outside a hold."""
-        if self._lock_config is None or self._txn is None or self._txn.lease is None:
+        another process took the lock. Nothing to check where there is no lock to take; where
+        there is one, a step outside a hold is an error."""
+        if self._lock_config is None:
             return
-        self._txn.check()
+        self.transactions.check()
 
     @property
     def heartbeats(self) -> Heartbeats:

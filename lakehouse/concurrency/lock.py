@@ -217,7 +217,8 @@ class StorageLockProvider:
         if expiry is None or expiry <= self.clock() + margin_s:
             raise LockLostError(f"lease {lease.number} of {lease.owner} expired"
                                 + (f" or has less than {margin_s:.1f} s to run" if margin_s else ""),
-                                help="renew the lease more often than hoodie.write.lock lease time; retry")
+                                help="this process stalled or could not renew its lease (a slow "
+                                     "store); nothing was changed after that: run the step again")
 
     def renew(self, lease: Lease) -> Lease:
         self.check(lease)

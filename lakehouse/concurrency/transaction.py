@@ -113,12 +113,14 @@ class TransactionManager:
 
     def check(self) -> None:
         """Raise :class:`LockLostError` unless this thread still holds the lock with at least
-        half a lease to go: what follows (one atomic create) must end before a taker may come."""
+        a quarter of a lease to go: what follows (one atomic create or delete) must end before a
+        taker may come. A quarter: the renewer renews every third of a lease, so one failed
+        renewal (a slow store) still leaves more than that, and no holder fails for it."""
         lease = self.lease
         if lease is None:
             raise LockLostError("the table lock is not held here",
                                 help="publish only inside TransactionManager.lock()")
         if isinstance(self.provider, StorageLockProvider):
-            self.provider.check(lease, margin_s=self.provider.lease_s / 2)
+            self.provider.check(lease, margin_s=self.provider.lease_s / 4)
         else:
             self.provider.check(lease)

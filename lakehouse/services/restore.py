@@ -58,7 +58,12 @@ def restore(meta: "TableMetaClient", savepoint_time: str) -> RestoreResult:
         dropped = False
         for inst in timeline.pending_compactions():
             if inst.time > t0:
-                undo_execution(meta, inst.time)  # a requested one too: a crashed undo's files
+                # A requested one too: a crashed undo's files. Committed meanwhile (only by
+                # another process that took the lock from this one): the rollback below undoes it.
+                if not undo_execution(meta, inst.time):
+                    meta.check_lock()
+                    continue
+                meta.check_lock()
                 meta.active.delete_instant(inst.time, Action.COMPACTION)
                 undone.append(inst.time)
                 dropped = True

@@ -344,7 +344,8 @@ def test_a_rollback_of_what_a_write_read_is_a_conflict(tmp_path):
     w = t.upsert(rows(["k0"], v="W"), commit=False)  # its merge copied k1 from T's base file
     with pytest.raises(TimelineError, match="pending"):
         t.rollback(undone)  # under the lock it sees the write and refuses
-    rollback_instant(t.meta_client, seen_before.get(undone), seen_before)  # the race, forced
+    with t.exclusive():  # the race, forced: the rollback acts on what it saw before the write
+        rollback_instant(t.meta_client, seen_before.get(undone), seen_before)
     with pytest.raises(CommitConflictError, match="undid") as e:
         t.commit(w)
     assert e.value.winner != undone  # the rollback instant

@@ -6,15 +6,18 @@ point where, without it, committed data was lost or undone data came back."""
 from __future__ import annotations
 
 import os
+import time
 
 import pyarrow as pa
 import pytest
 
 import lakehouse
 import lakehouse.file_group.view as view_mod
+import lakehouse.services.restore as restore_mod
 import lakehouse.services.rollback as rollback_mod
 import lakehouse.write.client as client_mod
 from lakehouse.errors import LockLostError, TimelineError
+from lakehouse.timeline.active import ActiveTimeline
 from tests.concurrency.aside import Aside
 from tests.interop.hudi_oracle import hudi_read
 
@@ -194,29 +197,38 @@ def test_one_writer_with_a_lock_provider_set_for_hudis_java_jobs_uses_the_storag
 
 
 class _Stall:
-    """The next hold of ``table``'s lock stalls past its lease right after it is taken (a long
-    pause, a suspended machine): the process's clock jumps by more than a lease."""
+    """The next hold of ``table``'s lock stalls past its lease (a long pause, a suspended
+    machine) right after the step read the timeline under it: the process's clock jumps by
+    more than a lease between the step's look and what it does about it."""
 
     def __init__(self, monkeypatch, table) -> None:
         provider = table.transactions.provider
         self.jump = [0.0]
         real_clock, real_acquire = provider.clock, provider.acquire
-        self.armed = False
+        real_load = ActiveTimeline.load
+        self.armed = self.holding = self.stalled = False
 
         def acquire(*a, **kw):
             lease = real_acquire(*a, **kw)
             if self.armed:
-                self.armed = False
-                self.jump[0] += provider.lease_s + 1
+                self.armed, self.holding = False, True
             return lease
+
+        def load(active):
+            timeline = real_load(active)
+            if self.holding:
+                self.holding, self.stalled = False, True
+                self.jump[0] += provider.lease_s + 1
+            return timeline
         monkeypatch.setattr(provider, "clock", lambda: real_clock() + self.jump[0])
         monkeypatch.setattr(provider, "acquire", acquire)
+        monkeypatch.setattr(ActiveTimeline, "load", load)
 
     def __call__(self, step):
-        self.armed = True
+        self.armed, self.stalled = True, False
         with pytest.raises(LockLostError):
             step()
-        assert not self.armed, "the step took no lock"
+        assert self.stalled, "the step read no timeline under the lock"
         self.jump[0] = 0.0
 
 
@@ -286,3 +298,48 @@ def test_a_clean_that_stalled_past_its_lease_keeps_the_empty_partition(tmp_path,
     assert (p / "y").exists()
     assert [i.state.name for i in t.timeline.pending()] == ["INFLIGHT"]
     assert t.clean(options=opts).partitions_deleted == ("y",) and not (p / "y").exists()
+
+
+def test_a_first_write_that_stalled_past_its_lease_does_not_fix_the_bucket_count(tmp_path, monkeypatch):
+    """The first write fixes a default BUCKET table's bucket count under the lock
+    (lakehouse.write.bucket_sizing); stalled past its lease, another first write may have
+    fixed another count meanwhile: hoodie.properties stays as it was."""
+    p = tmp_path / "t"
+    t = _table(p)
+    props = (p / ".hoodie" / "hoodie.properties").read_bytes()
+    _Stall(monkeypatch, t)(lambda: t.upsert(_rows(["a"], 1)))
+    assert (p / ".hoodie" / "hoodie.properties").read_bytes() == props
+    assert not t.timeline.instants
+    t.upsert(_rows(["a"], 1))
+    assert (p / ".hoodie" / "hoodie.properties").read_bytes() != props
+
+
+def test_a_restore_overtaken_by_a_compaction_commit_keeps_the_compaction(tmp_path, monkeypatch):
+    """A restore drops the pending compactions after its savepoint, under the lock. If it
+    stalled past its lease and the compaction's commit step (another process) took the lock
+    and committed one meanwhile, the restore finds it committed and fails (LockLostError):
+    it deleted the committed compaction's plan, and the commit no longer read as one."""
+    p = tmp_path / "t"
+    t = _table(p)
+    t.upsert(_rows(["a", "b"], 1))
+    sp = t.create_savepoint()
+    t.upsert(_rows(["a"], 2))
+    plan = t.schedule_compaction(force=True).instant
+    t.run_compaction(plan)
+    real = restore_mod.undo_execution
+
+    def committed_meanwhile(meta, instant_time):
+        other = lakehouse.open_table(str(p))
+        lease_s = other.transactions.provider.lease_s
+        # The other process's clock is a lease past the restore's: it takes the lock over.
+        monkeypatch.setattr(other.transactions.provider, "clock", lambda: time.time() + lease_s + 1)
+        assert other.commit_compaction(instant_time).committed
+        return real(meta, instant_time)
+    monkeypatch.setattr(restore_mod, "undo_execution", committed_meanwhile)
+    with pytest.raises(LockLostError, match="taken over"):
+        t.restore(sp)
+    monkeypatch.undo()
+    assert (p / ".hoodie" / f"{plan}.compaction.requested").exists()
+    timeline = lakehouse.open_table(str(p)).timeline
+    assert timeline.is_completed(plan) and timeline.is_compaction(plan)
+    assert _read(p) == {"a": 2, "b": 1}

@@ -155,6 +155,9 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
     # Seed 000's rule: nothing may have completed at or after the compaction instant.
     later = [i for i in meta.timeline.completed() if i.time >= inst.time]
     if later:
+        # Lost the lock since the plan: a write that saw the plan pending may have put its
+        # logs on the plan's slice and completed; deleting the plan would then hide them.
+        meta.check_lock()
         meta.active.storage.delete(meta.active.path(inst))
         return ScheduleResult(None, reason=f"{later[0].time} completed at or after the compaction "
                               "instant while it was being scheduled; try again")
