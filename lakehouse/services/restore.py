@@ -59,13 +59,13 @@ def restore(meta: "TableMetaClient", savepoint_time: str) -> RestoreResult:
         for inst in timeline.pending_compactions():
             if inst.time > t0:
                 # A requested one too: a crashed undo's files. Committed meanwhile (only by
-                # another process that took the lock from this one): the rollback below undoes it.
-                if not undo_execution(meta, inst.time):
-                    meta.check_lock()
-                    continue
+                # another process that took the lock from this one): its plan stays, and the
+                # rollback below undoes it once the timeline is read again.
+                committed = not undo_execution(meta, inst.time)
                 meta.check_lock()
-                meta.active.delete_instant(inst.time, Action.COMPACTION)
-                undone.append(inst.time)
+                if not committed:
+                    meta.active.delete_instant(inst.time, Action.COMPACTION)
+                    undone.append(inst.time)
                 dropped = True
         if dropped:
             timeline = meta.timeline
