@@ -353,7 +353,7 @@ def append_log(ctx: HandleContext, *, slice_: FileSlice, partition: str, file_id
     if n_del:
         ordering = deletes.column("ordering_value") if "ordering_value" in deletes.column_names else None
         blocks.append(encode_delete_block(
-            deletes.column("record_key").to_pylist(), deletes.column("partition_path").to_pylist(),
+            deletes.column("record_key"), deletes.column("partition_path"),
             ordering, ctx.instant_time, ctx.avro_schema,
             ordering_field=ctx.spec.ordering_field if ordering is not None else None))
     stats: list[WriteStat] = []

@@ -329,7 +329,8 @@ def _ordering_array(values: Sequence[Any] | pa.Array | pa.ChunkedArray, n: int,
     return values
 
 
-def encode_delete_block(keys: Sequence[str], partition_paths: Sequence[str],
+def encode_delete_block(keys: Sequence[str] | pa.Array | pa.ChunkedArray,
+                        partition_paths: Sequence[str] | pa.Array | pa.ChunkedArray,
                         ordering_values: Sequence[Any] | pa.Array | pa.ChunkedArray | None,
                         instant_time: str, avro_schema: dict[str, Any] | str, *,
                         ordering_field: str | None = None) -> bytes:
@@ -343,6 +344,12 @@ def encode_delete_block(keys: Sequence[str], partition_paths: Sequence[str],
     n = len(keys)
     if len(partition_paths) != n:
         raise SchemaError(f"{len(partition_paths)} partition paths for {n} keys")
+    payload = None
+    if ordering_values is None or n == 0:
+        payload = delete_record.encode_unconditional(_string_array(keys), _string_array(partition_paths))
+    if payload is not None:
+        return _delete_block(payload, instant_time, avro_schema)
+    keys, partition_paths = _python_list(keys), _python_list(partition_paths)
     if ordering_values is None or n == 0:
         ordering = [delete_record.UNCONDITIONAL] * n
     else:
@@ -362,10 +369,31 @@ def encode_delete_block(keys: Sequence[str], partition_paths: Sequence[str],
         fastavro.schemaless_writer(buf, _DELETE_SCHEMA, datum)
     except (ValueError, TypeError) as e:
         raise SchemaError(f"delete records do not fit HoodieDeleteRecordList: {e}") from e
-    payload = buf.getvalue()
+    return _delete_block(buf.getvalue(), instant_time, avro_schema)
+
+
+def _delete_block(payload: bytes, instant_time: str, avro_schema: dict[str, Any] | str) -> bytes:
     content = _I32_PAIR.pack(DELETE_BLOCK_VERSION, len(payload)) + payload
     header = {HeaderKey.SCHEMA: _schema_json(avro_schema), HeaderKey.INSTANT_TIME: instant_time}
     return encode_block(BlockType.DELETE, header, content)
+
+
+def _string_array(values: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Keys or partition paths as one Arrow string array (the empty array when they are not
+    all strings: fastavro's path then says which value does not fit)."""
+    try:
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if isinstance(values, pa.Array):
+            return values.cast(pa.string()) if pa.types.is_string(values.type) or \
+                pa.types.is_large_string(values.type) else pa.nulls(len(values), pa.string())
+        return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.nulls(len(values), pa.string())
+
+
+def _python_list(values: Sequence[str] | pa.Array | pa.ChunkedArray) -> list:
+    return values.to_pylist() if isinstance(values, (pa.Array, pa.ChunkedArray)) else list(values)
 
 
 DELETE_COLUMNS = ("record_key", "partition_path", "ordering_value", "unconditional")
@@ -384,6 +412,23 @@ def decode_delete_block(block: LogBlock) -> pa.Table:
         raise block._corrupt(f"unsupported delete block version {version}")
     if length < 0 or 8 + length != len(content):
         raise block._corrupt(f"delete block says {length} bytes of records, has {len(content) - 8}")
+    fast = delete_record.decode_records(memoryview(content)[8:])
+    if fast is None:
+        return _decode_delete_records(block)
+    keys, parts, _, unconditional, ordering = fast
+    return pa.table({
+        "record_key": keys,
+        "partition_path": parts,
+        "ordering_value": pa.nulls(len(keys), _ordering_type(block, set())) if ordering is None else ordering,
+        "unconditional": pa.array(unconditional, pa.bool_()),
+    })
+
+
+def _decode_delete_records(block: LogBlock) -> pa.Table:
+    """fastavro's decoding of a delete block's records: every shape, and the errors that say
+    what is corrupt (:func:`~lakehouse.log.delete_record.decode_records` answers the common
+    shapes faster)."""
+    content = block.content
     stream = io.BytesIO(content)
     stream.seek(8)
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 NAMESPACE = "org.apache.hudi.avro.model"
@@ -98,3 +99,266 @@ def wrapper_for(t: pa.DataType) -> tuple[str, pa.DataType, pa.DataType]:
     else:
         raise TypeError(f"ordering values of type {t} have no Hudi wrapper")
     return f"{NAMESPACE}.{name}", cast, physical
+
+
+# ---------------------------------------------------------------------------------------------
+# Vectorised decoding
+#
+# fastavro builds a dict per deleted key (~2.5 us each, holding the GIL), and every snapshot read
+# and compaction of a file slice decodes its delete blocks again. The content is a run of small
+# records whose sizes depend on their bytes, so a record's start is only known once the records
+# before it are parsed. This decoder parses a record at every position that can start one (a
+# record starts with its key's union index: byte 0 or 2), links each to the position after it,
+# and follows the links from the first record by pointer doubling; every step is one numpy
+# operation over the block. It decodes the common shapes (keys and partition paths as strings or
+# nulls, ordering values of one wrapper type other than bytes and decimals) and answers None
+# for anything else, where the caller falls back to fastavro, which also names what is corrupt.
+
+_VARINT_BYTES = 10
+# Per union branch of orderingVal (0 = null): how its value is encoded.
+_NULL, _BOOL, _VARINT, _F4, _F8, _LEN = range(6)
+_ENCODING = np.array([_NULL] + [
+    {"boolean": _BOOL, "int": _VARINT, "long": _VARINT, "float": _F4, "double": _F8,
+     "bytes": _LEN, "string": _LEN}[v if isinstance(v, str) else v["type"]]
+    for _, v, _ in WRAPPERS], np.int64)
+_BRANCH_NAMES = [None] + [f"{NAMESPACE}.{name}" for name, _, _ in WRAPPERS]
+_INT_WRAPPER = _BRANCH_NAMES.index(f"{NAMESPACE}.IntWrapper")
+_INT32 = {f"{NAMESPACE}.{n}" for n in ("IntWrapper", "DateWrapper")}
+_FAST_KINDS = {f"{NAMESPACE}.{n}" for n in ("BooleanWrapper", "IntWrapper", "LongWrapper", "FloatWrapper",
+                                            "DoubleWrapper", "StringWrapper", "DateWrapper",
+                                            "TimeMicrosWrapper", "TimestampMicrosWrapper")}
+
+
+def _varints(d: np.ndarray, at: np.ndarray, max_bytes: int = _VARINT_BYTES) -> tuple[np.ndarray, np.ndarray]:
+    """Zigzag varints (Avro int/long) starting at positions ``at``: (values, byte counts), the
+    count 0 where no varint of at most ``max_bytes`` ends inside ``d``."""
+    last = len(d) - 1
+    inside = (at >= 0) & (at <= last)
+    b = d[np.where(inside, at, 0)].astype(np.uint64)
+    raw = b & np.uint64(0x7F)
+    size = (inside & (b < 0x80)).astype(np.int64)
+    # Most varints here are one byte: only the others go round again.
+    more = np.flatnonzero(inside & (b >= 0x80))
+    for k in range(1, max_bytes):
+        if not len(more):
+            break
+        q = at[more] + k
+        more, q = more[q <= last], q[q <= last]
+        b = d[q].astype(np.uint64)
+        raw[more] |= (b & np.uint64(0x7F)) << np.uint64(7 * k)
+        # A tenth byte may only carry bit 63: more would not fit a long.
+        ends = b < (0x80 if k < 9 else 2)
+        size[more[ends]] = k + 1
+        more = more[~ends]
+    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
+    return values, size
+
+
+def _nullable_strings(d: np.ndarray, at: np.ndarray):
+    """The ``["null", "string"]`` union at ``at``: (is null, data start, data length, end, ok)."""
+    inside = at < len(d)
+    tag = d[np.where(inside, at, 0)]
+    null = tag == 0
+    ok = inside & (null | (tag == 2))
+    length, size = _varints(d, at + 1, 5)
+    ok &= null | ((size > 0) & (length >= 0))
+    length = np.where(null | ~ok, 0, length)
+    start = at + 1 + np.where(null, 0, size)
+    return null, start, length, start + length, ok
+
+
+def _record_ends(d: np.ndarray, at: np.ndarray):
+    """Parse a HoodieDeleteRecord at each of ``at``; the parts and where each ends (-1: none)."""
+    key = _nullable_strings(d, at)
+    part = _nullable_strings(d, key[3])
+    branch, bsize = _varints(d, part[3], 5)
+    ok = key[4] & part[4] & (bsize > 0) & (branch >= 0) & (branch < len(_ENCODING))
+    branch = np.where(ok, branch, 0)
+    enc = _ENCODING[branch]
+    vstart = part[3] + bsize
+    value, vsize = _varints(d, vstart)
+    fixed = np.select([enc == _NULL, enc == _BOOL, enc == _F4, enc == _F8], [0, 1, 4, 8], -1)
+    ok &= (fixed >= 0) | (vsize > 0)
+    ok &= (enc != _LEN) | (value >= 0)
+    vlen = np.select([fixed >= 0, enc == _VARINT], [fixed, vsize], vsize + np.maximum(value, 0))
+    end = vstart + vlen
+    ok &= end <= len(d)
+    return key, part, branch, vstart, value, vsize, np.where(ok, end, -1)
+
+
+def _gather_strings(d: np.ndarray, null: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
+    """A string array of the byte ranges (nulls where ``null``); raises ArrowInvalid on bad UTF-8."""
+    offsets = np.zeros(len(start) + 1, np.int64)
+    np.cumsum(length, out=offsets[1:])
+    total = int(offsets[-1])
+    if total:
+        data = d[np.arange(total) + np.repeat(start - offsets[:-1], length)]
+    else:
+        data = np.zeros(0, np.uint8)
+    validity = None if not null.any() else pa.array(~null).buffers()[1]
+    arr = pa.Array.from_buffers(pa.large_binary(), len(start), [validity, pa.py_buffer(offsets),
+                                                                 pa.py_buffer(data)],
+                                null_count=int(null.sum()))
+    return arr.cast(pa.large_string()).cast(pa.string())
+
+
+def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray, pa.Array | None] | None:
+    """The records of a delete block's Avro payload as (record keys, partition paths, wrapper
+    names per record as union indices, unconditional flags, ordering values or None when every
+    delete is unconditional); None when the payload is not of a shape decoded here."""
+    d = np.frombuffer(payload, np.uint8)
+    if not len(d):
+        return None
+    pos, firsts = 0, []
+    while True:
+        (count,), (size,) = _varints(d, np.array([pos]))
+        if not size:
+            return None
+        pos += int(size)
+        if count == 0:
+            break
+        if count < 0:  # a block with its byte size: skipped, the records say where they end
+            count = -count
+            (_,), (size,) = _varints(d, np.array([pos]))
+            if not size:
+                return None
+            pos += int(size)
+        run = _chain(d, pos, int(count))
+        if run is None:
+            return None
+        firsts.append(run[0])
+        pos = run[1]
+    if pos != len(d):
+        return None
+    at = np.concatenate(firsts) if firsts else np.zeros(0, np.int64)
+    key, part, branch, vstart, value, vsize, _ = _record_ends(d, at)
+    try:
+        keys = _gather_strings(d, key[0], key[1], key[2])
+        parts = _gather_strings(d, part[0], part[1], part[2])
+    except pa.ArrowInvalid:
+        return None
+    unconditional = (branch == 0) | ((branch == _INT_WRAPPER) & (value == 0))
+    kinds = {_BRANCH_NAMES[b] for b in np.unique(branch[~unconditional])}
+    if not kinds:
+        return keys, parts, branch, unconditional, None
+    if len(kinds) > 1 or not kinds <= _FAST_KINDS:
+        return None
+    (kind,) = kinds
+    arrow = WRAPPER_ARROW_TYPES[kind]
+    enc = _ENCODING[branch[~unconditional][0]]
+    mask = unconditional
+    if enc == _LEN:
+        try:
+            values = _gather_strings(d, mask, vstart + vsize, np.where(mask, 0, value))
+        except pa.ArrowInvalid:
+            return None
+        return keys, parts, branch, unconditional, values
+    if enc == _BOOL:
+        raw = d[np.clip(vstart, 0, len(d) - 1)] != 0
+    elif enc in (_F4, _F8):
+        width = 4 if enc == _F4 else 8
+        idx = np.clip(vstart, 0, len(d) - width)[:, None] + np.arange(width)
+        raw = d[idx].copy().view("<f4" if enc == _F4 else "<f8").reshape(-1)
+    else:
+        raw = value
+        if kind == f"{NAMESPACE}.TimeMicrosWrapper" and np.any((raw[~mask] < 0) | (raw[~mask] >= 86_400_000_000)):
+            return None  # not a time of day: fastavro's conversion says so
+        if kind in _INT32:
+            if np.any((raw[~mask] < -2**31) | (raw[~mask] >= 2**31)):
+                return None
+            raw = raw.astype(np.int32)
+    storage = {pa.date32(): pa.int32(), pa.time64("us"): pa.int64()}.get(arrow)
+    if storage is not None or pa.types.is_timestamp(arrow):
+        values = pa.array(raw, storage or pa.int64(), mask=mask).view(arrow)
+    else:
+        values = pa.array(raw, arrow, mask=mask)
+    return keys, parts, branch, unconditional, values
+
+
+def _chain(d: np.ndarray, first: int, count: int) -> tuple[np.ndarray, int] | None:
+    """The starts of ``count`` records from ``first`` and the position after the last, or None."""
+    cand = np.flatnonzero((d[first:] == 0) | (d[first:] == 2)) + first
+    if not len(cand) or cand[0] != first:
+        return None
+    ends = _record_ends(d, cand)[-1]
+    # Link each candidate to the candidate where the record parsed there ends (a sink otherwise).
+    sink = len(cand)
+    nxt = np.searchsorted(cand, ends)
+    linked = (ends >= 0) & (nxt < sink)
+    linked[linked] = cand[nxt[linked]] == ends[linked]
+    step = np.append(np.where(linked, nxt, sink), sink)
+    run = np.zeros(1, np.int64)
+    while len(run) < count:
+        run = np.concatenate([run, step[run]])
+        step = step[step]
+    run = run[:count]
+    if run[-1] == sink or (ends[run[:-1]] < 0).any() or ends[run[-1]] < 0:
+        return None
+    return cand[run], int(ends[run[-1]])
+
+
+# ---------------------------------------------------------------------------------------------
+# Vectorised encoding of the common shape: deletes without ordering values
+
+
+def _varint_bytes(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Avro varints of non-negative ``v`` (already zigzagged): (5 x n byte matrix, bytes each)."""
+    v = v.astype(np.uint64)
+    count = np.ones(len(v), np.int64)
+    rows = []
+    for j in range(5):
+        rest = v >> np.uint64(7 * (j + 1))
+        rows.append(((v >> np.uint64(7 * j)) & np.uint64(0x7F) | np.where(rest > 0, np.uint64(0x80), np.uint64(0)))
+                    .astype(np.uint8))
+        count += rest > 0 if j < 4 else 0
+    return np.stack(rows), count
+
+
+def _string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 offsets, uint8 data) of a string array without nulls."""
+    arr = arr.cast(pa.large_string())
+    _, offsets, data = arr.buffers()
+    off = np.frombuffer(offsets, np.int64, count=len(arr) + 1, offset=arr.offset * 8)
+    return off, (np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8))
+
+
+def encode_unconditional(keys: pa.Array, partition_paths: pa.Array) -> bytes | None:
+    """The ``HoodieDeleteRecordList`` payload of deletes that win whatever the ordering value
+    (each ``IntWrapper(0)``, as Hudi writes them), byte for byte as fastavro writes it; None when
+    a key or partition path is null (the caller's fastavro path then)."""
+    n = len(keys)
+    if keys.null_count or partition_paths.null_count or len(partition_paths) != n:
+        return None
+    if n == 0:
+        return b"\x00"
+    hv, hc = _varint_bytes(np.array([2 * n]))  # the array's one block: its item count
+    head = hv[:int(hc[0]), 0].tobytes()
+    keys_, parts_ = _string_buffers(keys), _string_buffers(partition_paths)
+    # [2][key length][key][2][partition length][partition][4][0]: union branch 1 (string) twice,
+    # then orderingVal's branch 2 (IntWrapper) with value 0.
+    (kv, kc), (pv, pc_) = _varint_bytes(2 * np.diff(keys_[0])), _varint_bytes(2 * np.diff(parts_[0]))
+    size = 2 + kc + np.diff(keys_[0]) + pc_ + np.diff(parts_[0]) + 2
+    start = len(head) + np.concatenate([[0], np.cumsum(size)[:-1]])
+    out = np.empty(len(head) + int(size.sum()) + 1, np.uint8)
+    out[:len(head)] = np.frombuffer(head, np.uint8)
+    out[-1] = 0
+    after_part = _put_string(out, _put_string(out, start, kv, kc, *keys_), pv, pc_, *parts_)
+    out[after_part] = 4
+    out[after_part + 1] = 0
+    return out.tobytes()
+
+
+def _put_string(out: np.ndarray, at: np.ndarray, varint: np.ndarray, varint_len: np.ndarray,
+                off: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """Write a ``["null", "string"]`` union's string branch at each of ``at``: the branch index,
+    the length's varint bytes, then the string's bytes. Returns where each one ends."""
+    out[at] = 2
+    for j in range(5):
+        sel = varint_len > j
+        out[at[sel] + 1 + j] = varint[j][sel]
+    length = np.diff(off)
+    body = at + 1 + varint_len
+    total = int(length.sum())
+    if total:
+        out[np.repeat(body - (off[:-1] - off[0]), length) + np.arange(total)] = data[off[0]:off[-1]]
+    return body + length
