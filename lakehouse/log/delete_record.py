@@ -115,6 +115,7 @@ def wrapper_for(t: pa.DataType) -> tuple[str, pa.DataType, pa.DataType]:
 # for anything else, where the caller falls back to fastavro, which also names what is corrupt.
 
 _VARINT_BYTES = 10
+_WINDOW = 1 << 20  # bytes of a delete block parsed at a time
 # Per union branch of orderingVal (0 = null): how its value is encoded.
 _NULL, _BOOL, _VARINT, _F4, _F8, _LEN = range(6)
 _ENCODING = np.array([_NULL] + [
@@ -276,25 +277,40 @@ def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray,
 
 
 def _chain(d: np.ndarray, first: int, count: int) -> tuple[np.ndarray, int] | None:
-    """The starts of ``count`` records from ``first`` and the position after the last, or None."""
-    cand = np.flatnonzero((d[first:] == 0) | (d[first:] == 2)) + first
-    if not len(cand) or cand[0] != first:
-        return None
-    ends = _record_ends(d, cand)[-1]
-    # Link each candidate to the candidate where the record parsed there ends (a sink otherwise).
-    sink = len(cand)
-    nxt = np.searchsorted(cand, ends)
-    linked = (ends >= 0) & (nxt < sink)
-    linked[linked] = cand[nxt[linked]] == ends[linked]
-    step = np.append(np.where(linked, nxt, sink), sink)
-    run = np.zeros(1, np.int64)
-    while len(run) < count:
-        run = np.concatenate([run, step[run]])
-        step = step[step]
-    run = run[:count]
-    if run[-1] == sink or (ends[run[:-1]] < 0).any() or ends[run[-1]] < 0:
-        return None
-    return cand[run], int(ends[run[-1]])
+    """The starts of ``count`` records from ``first`` and the position after the last, or None.
+
+    Parsed a window of bytes at a time, so a block of millions of deletes holds the parse state
+    of one window (a record that runs past its window ends the window's run of records)."""
+    starts, pos, left, window = [], first, count, _WINDOW
+    while left:
+        hi = min(len(d), pos + window)
+        cand = np.flatnonzero((d[pos:hi] == 0) | (d[pos:hi] == 2)) + pos
+        if not len(cand) or cand[0] != pos:
+            return None
+        ends = _record_ends(d, cand)[-1]
+        # Link each candidate to the candidate where the record parsed there ends (a sink otherwise).
+        sink = len(cand)
+        nxt = np.searchsorted(cand, ends)
+        linked = (ends >= 0) & (nxt < sink)
+        linked[linked] = cand[nxt[linked]] == ends[linked]
+        step = np.append(np.where(linked, nxt, sink), sink)
+        run = np.zeros(1, np.int64)
+        while len(run) < left and run[-1] != sink:
+            run = np.concatenate([run, step[run]])
+            step = step[step]
+        run = run[:left]
+        run = run[:np.searchsorted(run == sink, True)] if run[-1] == sink else run
+        end = int(ends[run[-1]])
+        if end < 0:
+            return None
+        starts.append(cand[run])
+        left -= len(run)
+        if left and end < hi:
+            return None  # the next record would start where no record can
+        # A record longer than the window ends it at its first record: widen the next one.
+        window = window * 2 if len(run) == 1 and end >= hi else _WINDOW
+        pos = end
+    return np.concatenate(starts), pos
 
 
 # ---------------------------------------------------------------------------------------------

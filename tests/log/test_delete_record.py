@@ -94,6 +94,24 @@ def test_decodes_as_fastavro_does(records):
     assert fast.num_rows == len(records)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_records(), st.integers(1, 64))
+def test_decodes_as_fastavro_does_a_window_at_a_time(records, window):
+    """Blocks are parsed a window of bytes at a time: records cross windows, some are longer
+    than a window."""
+    payload = _payload(records)
+    with mock.patch.object(delete_record, "_WINDOW", window):
+        assert delete_record.decode_records(payload) is not None
+        assert decode_delete_block(_block(payload)).equals(_reference(payload))
+
+
+def test_a_block_of_many_windows():
+    records = [_record(f"key-{i:08d}", f"city-{i % 7}", _wrapped("IntWrapper", 0)) for i in range(60_000)]
+    payload = _payload(records)
+    assert len(payload) > delete_record._WINDOW
+    assert decode_delete_block(_block(payload)).equals(_reference(payload))
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_records(), st.data())
 def test_damaged_payloads_decode_as_fastavro_does_or_not_at_all(records, data):
@@ -111,7 +129,8 @@ def test_damaged_payloads_decode_as_fastavro_does_or_not_at_all(records, data):
     else:
         del payload[at:]
     payload = bytes(payload)
-    fast = delete_record.decode_records(payload)
+    with mock.patch.object(delete_record, "_WINDOW", data.draw(st.sampled_from([8, 1 << 20]))):
+        fast = delete_record.decode_records(payload)
     if fast is None:
         return
     try:
