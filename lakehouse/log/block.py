@@ -379,15 +379,16 @@ def _delete_block(payload: bytes, instant_time: str, avro_schema: dict[str, Any]
 
 
 def _string_array(values: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Keys or partition paths as one Arrow string array (the empty array when they are not
-    all strings: fastavro's path then says which value does not fit)."""
+    """Keys or partition paths as one Arrow string array (all nulls when they are not all
+    strings: fastavro's path then says which value does not fit)."""
     try:
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         if isinstance(values, pa.Array):
             return values.cast(pa.string()) if pa.types.is_string(values.type) or \
                 pa.types.is_large_string(values.type) else pa.nulls(len(values), pa.string())
-        return pa.array(values, pa.string())
+        values = pa.array(values)  # inferred: bytes are not taken for strings
+        return values if pa.types.is_string(values.type) else pa.nulls(len(values), pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
         return pa.nulls(len(values), pa.string())
 

@@ -116,6 +116,7 @@ def wrapper_for(t: pa.DataType) -> tuple[str, pa.DataType, pa.DataType]:
 
 _VARINT_BYTES = 10
 _WINDOW = 1 << 20  # bytes of a delete block parsed at a time
+_MAX_ARRAY_BLOCKS = 16
 # Per union branch of orderingVal (0 = null): how its value is encoded.
 _NULL, _BOOL, _VARINT, _F4, _F8, _LEN = range(6)
 _ENCODING = np.array([_NULL] + [
@@ -218,13 +219,19 @@ def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray,
         pos += int(size)
         if count == 0:
             break
+        count = int(count)  # a Python int: -(-2**63) must not wrap
         if count < 0:  # a block with its byte size: skipped, the records say where they end
             count = -count
             (_,), (size,) = _varints(d, np.array([pos]))
             if not size:
                 return None
             pos += int(size)
-        run = _chain(d, pos, int(count))
+        # Every record takes at least 3 bytes (two union indices and one more); Java and
+        # fastavro write one array block, so many blocks are left to fastavro, which reads
+        # them without a per-block cost.
+        if count > (len(d) - pos) // 3 or len(firsts) >= _MAX_ARRAY_BLOCKS:
+            return None
+        run = _chain(d, pos, count)
         if run is None:
             return None
         firsts.append(run[0])
@@ -281,7 +288,8 @@ def _chain(d: np.ndarray, first: int, count: int) -> tuple[np.ndarray, int] | No
 
     Parsed a window of bytes at a time, so a block of millions of deletes holds the parse state
     of one window (a record that runs past its window ends the window's run of records)."""
-    starts, pos, left, window = [], first, count, _WINDOW
+    starts, pos, left = [], first, count
+    window = min(_WINDOW, 64 * count)  # a short block is not parsed as far as a window
     while left:
         hi = min(len(d), pos + window)
         cand = np.flatnonzero((d[pos:hi] == 0) | (d[pos:hi] == 2)) + pos
@@ -308,7 +316,7 @@ def _chain(d: np.ndarray, first: int, count: int) -> tuple[np.ndarray, int] | No
         if left and end < hi:
             return None  # the next record would start where no record can
         # A record longer than the window ends it at its first record: widen the next one.
-        window = window * 2 if len(run) == 1 and end >= hi else _WINDOW
+        window = window * 2 if len(run) == 1 and end >= hi else min(_WINDOW, 64 * left)
         pos = end
     return np.concatenate(starts), pos
 
