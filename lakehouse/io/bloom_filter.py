@@ -124,7 +124,7 @@ class _MurmurBatch:
     concerns a prefix of the batch. Hash results come back in that sorted order.
     """
 
-    __slots__ = ("order", "lens", "words", "tail_x", "tail_m")
+    __slots__ = ("order", "lens", "words", "tail_x", "tail_m", "has_tail")
 
     def __init__(self, offsets: np.ndarray, data: np.ndarray):
         starts = offsets[:-1]
@@ -166,6 +166,7 @@ class _MurmurBatch:
                 tail ^= np.where(sel, b << shift, 0)
         self.tail_x = (tail & 0xFFFFFFFF).astype(np.uint32)
         self.tail_m = np.where(left != 0, _M, np.uint32(1)).astype(np.uint32)
+        self.has_tail = bool(left.any())  # keys of whole words (UUIDs): two passes fewer a round
 
     def subset(self, keep: np.ndarray) -> "_MurmurBatch":
         """The keys where ``keep`` (sorted order) holds; still sorted, so word prefixes hold."""
@@ -173,6 +174,7 @@ class _MurmurBatch:
         sub = object.__new__(_MurmurBatch)
         sub.order = None
         sub.lens, sub.tail_x, sub.tail_m = self.lens[idx], self.tail_x[idx], self.tail_m[idx]
+        sub.has_tail = self.has_tail
         sub.words = [k[idx[:np.searchsorted(idx, len(k))]] for k in self.words]
         return sub
 
@@ -183,8 +185,9 @@ class _MurmurBatch:
             hp = h[:len(k)]
             hp *= _M
             hp ^= k
-        h ^= self.tail_x
-        h *= self.tail_m
+        if self.has_tail:
+            h ^= self.tail_x
+            h *= self.tail_m
         h ^= h >> np.uint32(13)
         h *= _M
         h ^= h >> np.uint32(15)
@@ -214,8 +217,16 @@ def _bit_positions(h: np.ndarray, vector_size: int) -> np.ndarray:
     """Java's ``Math.abs(h % maxValue)`` (truncating %) on signed h, i.e. ``|h| mod maxValue``.
 
     ``abs`` wraps Integer.MIN_VALUE to itself, which read as uint32 is the true 2**31.
+    ``x - (x // v) * v`` rather than ``x % v``: numpy divides by a scalar with libdivide's
+    multiply-and-shift, ~3.5x faster than its ``%`` (measured over 64k hashes: 0.033 against
+    0.119 ms; 30 of them per key at Hudi's default sizing).
     """
-    return np.abs(h.view(np.int32)).view(np.uint32) % np.uint32(vector_size)
+    x = np.abs(h.view(np.int32)).view(np.uint32)
+    v = np.uint32(vector_size)
+    q = x // v
+    q *= v
+    x -= q
+    return x
 
 
 def _int32(x: int) -> int:
@@ -344,17 +355,25 @@ class BloomFilter:
         for offsets, data in _chunks(parts):
             batch = _MurmurBatch(offsets, data)
             n = len(batch.lens)
-            base: np.ndarray | int = 0
+            # One row for the whole batch (nearly always): set its bits through a view of the
+            # row, with no per-key row offset to add.
+            target, base = bits[0], None
             if row_of_key is not None:
                 rk = row_of_key[done:done + n]
                 if batch.order is not None:
                     rk = rk[batch.order]
-                base = rk * self.vector_size if rk.min() != rk.max() else int(rk[0]) * self.vector_size
+                if rk.min() != rk.max():
+                    target, base = flat, rk * self.vector_size
+                else:
+                    target = bits[int(rk[0])]
             done += n
             h = np.zeros(n, np.uint32)
             for _ in range(self.nb_hash):
                 h = batch.hash(h)
-                flat[_bit_positions(h, self.vector_size) + base] = True
+                pos = _bit_positions(h, self.vector_size)
+                if base is not None:
+                    pos = pos + base
+                target[pos] = True
 
 
 class SimpleBloomFilter(BloomFilter):
