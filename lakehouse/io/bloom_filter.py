@@ -219,14 +219,15 @@ def _bit_positions(h: np.ndarray, vector_size: int) -> np.ndarray:
     ``abs`` wraps Integer.MIN_VALUE to itself, which read as uint32 is the true 2**31.
     ``x - (x // v) * v`` rather than ``x % v``: numpy divides by a scalar with libdivide's
     multiply-and-shift, ~3.5x faster than its ``%`` (measured over 64k hashes: 0.033 against
-    0.119 ms; 30 of them per key at Hudi's default sizing).
+    0.119 ms; 30 of them per key at Hudi's default sizing). Returned as ``intp``: numpy indexes
+    with uint32 positions after converting them, which made setting the bits 2.3x slower.
     """
     x = np.abs(h.view(np.int32)).view(np.uint32)
     v = np.uint32(vector_size)
     q = x // v
     q *= v
     x -= q
-    return x
+    return x.astype(np.intp)
 
 
 def _int32(x: int) -> int:
