@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-cluster bench bench-read bench-backlog bench-view bench-spark reliability venv clean
+.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-cluster bench bench-read bench-avro bench-backlog bench-view bench-spark reliability venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,11 +63,17 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_peers.py -n 1000000,5000000
 	$(PY) benchmarks/bench_read_bound.py
+	$(PY) benchmarks/bench_avro_blocks.py
 
 # A default MOR table's snapshot read of pending logs against the least a merge by key must do
 # (bench-out/read_bound.json, ~20 s).
 bench-read: $(STAMP)
 	$(PY) benchmarks/bench_read_bound.py
+
+# Avro log content (Java Hudi's default data blocks, every delete block): the vectorised
+# decoders against fastavro in one process (bench-out/avro_blocks.json, ~5 s).
+bench-avro: $(STAMP)
+	$(PY) benchmarks/bench_avro_blocks.py
 
 # The reliability suite at full length (500 sustained commits, hypothesis's nightly profile, the
 # Spark task-loss scenario), then its report into docs/reliability.md. `make test` runs the same

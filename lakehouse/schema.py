@@ -266,15 +266,19 @@ def _avro_to_arrow_schema(parsed: Any) -> pa.Schema:
     return pa.schema(list(struct))
 
 
-def strip_temporal_logical_types(avro: Any) -> Any:
-    """The schema without date/time/timestamp logical types (the binary encoding is the same)."""
+def strip_converted_logical_types(avro: Any) -> Any:
+    """The schema without the logical types whose values fastavro would turn into Python objects
+    Arrow does not take back: date/time/timestamp on ints and longs (values travel as integers)
+    and uuid on strings (as the strings). The binary encoding is the same."""
     if isinstance(avro, list):
-        return [strip_temporal_logical_types(b) for b in avro]
+        return [strip_converted_logical_types(b) for b in avro]
     if not isinstance(avro, dict):
         return avro
     if avro.get("logicalType") in _TEMPORAL_LOGICAL_TYPES and avro.get("type") in ("int", "long"):
         return avro["type"]
-    return {k: strip_temporal_logical_types(v) if k in ("type", "items", "values", "fields")
+    if avro.get("logicalType") == "uuid" and avro.get("type") == "string":
+        return "string"
+    return {k: strip_converted_logical_types(v) if k in ("type", "items", "values", "fields")
             else v for k, v in avro.items()}
 
 

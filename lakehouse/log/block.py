@@ -28,14 +28,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.errors import CorruptFileError, SchemaError, UnsupportedTableError
-from lakehouse.log import delete_record
+from lakehouse.log import avro_records, delete_record
 from lakehouse.storage.parquet import read_parquet
 from lakehouse.schema import (
     arrow_table_to_avro_records,
     avro_records_to_arrow,
     avro_to_arrow_schema,
     conform_table,
-    strip_temporal_logical_types,
+    strip_converted_logical_types,
 )
 
 MAGIC = b"#HUDI#"
@@ -156,8 +156,9 @@ def _schema_json(avro_schema: dict[str, Any] | str) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _fastavro_schema(schema_json: str) -> dict[str, Any]:
-    """The parsed writer schema, temporal logical types stripped (values travel as integers)."""
-    return fastavro.parse_schema(strip_temporal_logical_types(json.loads(schema_json)))
+    """The parsed writer schema without the logical types fastavro converts to objects Arrow
+    does not take (temporal values travel as integers, uuids as strings)."""
+    return fastavro.parse_schema(strip_converted_logical_types(json.loads(schema_json)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,8 +192,9 @@ def encode_avro_data_block(table: pa.Table, avro_schema: dict[str, Any] | str,
     return encode_block(BlockType.AVRO_DATA, header, bytes(out))
 
 
-def decode_avro_data_block(block: LogBlock) -> pa.Table:
-    """The rows of an AVRO_DATA block, typed by its SCHEMA header."""
+def decode_avro_data_block(block: LogBlock, *, vectorised: bool = True) -> pa.Table:
+    """The rows of an AVRO_DATA block, typed by its SCHEMA header. ``vectorised=False`` decodes
+    with fastavro only (the reference :mod:`lakehouse.log.avro_records` is checked against)."""
     schema_json = _require_schema(block)
     try:
         parsed = _fastavro_schema(schema_json)
@@ -206,6 +208,22 @@ def decode_avro_data_block(block: LogBlock) -> pa.Table:
     if version != AVRO_BLOCK_VERSION or count < 0:
         # Hudi 0.14/0.15 write version 3 only; older content versions are not read here.
         raise block._corrupt(f"unsupported Avro data block version {version} / count {count}")
+    plan = _field_plan(schema_json) if vectorised else None
+    if plan is not None:
+        fast = avro_records.decode_records(content, count, plan, arrow_schema)
+        if fast is not None:
+            return fast
+    return _decode_avro_records(block, content, count, parsed, arrow_schema)
+
+
+@functools.lru_cache(maxsize=64)
+def _field_plan(schema_json: str):
+    return avro_records.field_plan(json.loads(schema_json))
+
+
+def _decode_avro_records(block: LogBlock, content: bytes, count: int, parsed, arrow_schema: pa.Schema) -> pa.Table:
+    """fastavro's decoding of an Avro data block's records: every schema, and the errors that
+    say what is corrupt (:mod:`lakehouse.log.avro_records` decodes flat records faster)."""
     pos = 8
     stream = io.BytesIO(content)
     records = []
@@ -333,19 +351,20 @@ def encode_delete_block(keys: Sequence[str] | pa.Array | pa.ChunkedArray,
                         partition_paths: Sequence[str] | pa.Array | pa.ChunkedArray,
                         ordering_values: Sequence[Any] | pa.Array | pa.ChunkedArray | None,
                         instant_time: str, avro_schema: dict[str, Any] | str, *,
-                        ordering_field: str | None = None) -> bytes:
+                        ordering_field: str | None = None, vectorised: bool = True) -> bytes:
     """A DELETE block for ``keys`` (one partition path per key).
 
     ``ordering_values`` None, or a null entry, writes ``IntWrapper(0)``: the delete wins whatever
     the record's ordering value. Otherwise the wrapper follows the values' Arrow type (a Python
     list is inferred: ints become LongWrapper); give ``ordering_field`` to cast them to that
     column's type, so Java compares like with like (it ignores a wrapper of another class).
+    ``vectorised=False`` encodes with fastavro only (the same bytes, slower).
     """
     n = len(keys)
     if len(partition_paths) != n:
         raise SchemaError(f"{len(partition_paths)} partition paths for {n} keys")
     payload = None
-    if ordering_values is None or n == 0:
+    if vectorised and (ordering_values is None or n == 0):
         payload = delete_record.encode_unconditional(_string_array(keys), _string_array(partition_paths))
     if payload is not None:
         return _delete_block(payload, instant_time, avro_schema)
@@ -400,10 +419,12 @@ def _python_list(values: Sequence[str] | pa.Array | pa.ChunkedArray) -> list:
 DELETE_COLUMNS = ("record_key", "partition_path", "ordering_value", "unconditional")
 
 
-def decode_delete_block(block: LogBlock) -> pa.Table:
+def decode_delete_block(block: LogBlock, *, vectorised: bool = True) -> pa.Table:
     """The deleted keys: ``record_key``, ``partition_path``, ``ordering_value`` (typed like the
     wrapper's value, null for unconditional deletes) and ``unconditional`` (no ordering value or
-    Hudi's ``IntWrapper(0)``: the delete wins whatever the record's ordering value)."""
+    Hudi's ``IntWrapper(0)``: the delete wins whatever the record's ordering value).
+    ``vectorised=False`` decodes with fastavro only (the reference of
+    :func:`~lakehouse.log.delete_record.decode_records`)."""
     content = block.content
     if len(content) < 8:
         raise block._corrupt("delete block content is shorter than its version and length")
@@ -413,7 +434,7 @@ def decode_delete_block(block: LogBlock) -> pa.Table:
         raise block._corrupt(f"unsupported delete block version {version}")
     if length < 0 or 8 + length != len(content):
         raise block._corrupt(f"delete block says {length} bytes of records, has {len(content) - 8}")
-    fast = delete_record.decode_records(memoryview(content)[8:])
+    fast = delete_record.decode_records(memoryview(content)[8:]) if vectorised else None
     if fast is None:
         return _decode_delete_records(block)
     keys, parts, _, unconditional, ordering = fast

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lakehouse.log.avro_vector import strings, varints
+
 NAMESPACE = "org.apache.hudi.avro.model"
 
 # (wrapper record name, Avro type of its "value", Arrow type lakehouse decodes it to)
@@ -114,7 +116,6 @@ def wrapper_for(t: pa.DataType) -> tuple[str, pa.DataType, pa.DataType]:
 # nulls, ordering values of one wrapper type other than bytes and decimals) and answers None
 # for anything else, where the caller falls back to fastavro, which also names what is corrupt.
 
-_VARINT_BYTES = 10
 _WINDOW = 1 << 20  # bytes of a delete block parsed at a time
 _MAX_ARRAY_BLOCKS = 16
 # Per union branch of orderingVal (0 = null): how its value is encoded.
@@ -131,38 +132,13 @@ _FAST_KINDS = {f"{NAMESPACE}.{n}" for n in ("BooleanWrapper", "IntWrapper", "Lon
                                             "TimeMicrosWrapper", "TimestampMicrosWrapper")}
 
 
-def _varints(d: np.ndarray, at: np.ndarray, max_bytes: int = _VARINT_BYTES) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag varints (Avro int/long) starting at positions ``at``: (values, byte counts), the
-    count 0 where no varint of at most ``max_bytes`` ends inside ``d``."""
-    last = len(d) - 1
-    inside = (at >= 0) & (at <= last)
-    b = d[np.where(inside, at, 0)].astype(np.uint64)
-    raw = b & np.uint64(0x7F)
-    size = (inside & (b < 0x80)).astype(np.int64)
-    # Most varints here are one byte: only the others go round again.
-    more = np.flatnonzero(inside & (b >= 0x80))
-    for k in range(1, max_bytes):
-        if not len(more):
-            break
-        q = at[more] + k
-        more, q = more[q <= last], q[q <= last]
-        b = d[q].astype(np.uint64)
-        raw[more] |= (b & np.uint64(0x7F)) << np.uint64(7 * k)
-        # A tenth byte may only carry bit 63: more would not fit a long.
-        ends = b < (0x80 if k < 9 else 2)
-        size[more[ends]] = k + 1
-        more = more[~ends]
-    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
-    return values, size
-
-
 def _nullable_strings(d: np.ndarray, at: np.ndarray):
     """The ``["null", "string"]`` union at ``at``: (is null, data start, data length, end, ok)."""
     inside = at < len(d)
     tag = d[np.where(inside, at, 0)]
     null = tag == 0
     ok = inside & (null | (tag == 2))
-    length, size = _varints(d, at + 1, 5)
+    length, size = varints(d, at + 1, 5)
     ok &= null | ((size > 0) & (length >= 0))
     length = np.where(null | ~ok, 0, length)
     start = at + 1 + np.where(null, 0, size)
@@ -173,12 +149,12 @@ def _record_ends(d: np.ndarray, at: np.ndarray):
     """Parse a HoodieDeleteRecord at each of ``at``; the parts and where each ends (-1: none)."""
     key = _nullable_strings(d, at)
     part = _nullable_strings(d, key[3])
-    branch, bsize = _varints(d, part[3], 5)
+    branch, bsize = varints(d, part[3], 5)
     ok = key[4] & part[4] & (bsize > 0) & (branch >= 0) & (branch < len(_ENCODING))
     branch = np.where(ok, branch, 0)
     enc = _ENCODING[branch]
     vstart = part[3] + bsize
-    value, vsize = _varints(d, vstart)
+    value, vsize = varints(d, vstart)
     fixed = np.select([enc == _NULL, enc == _BOOL, enc == _F4, enc == _F8], [0, 1, 4, 8], -1)
     ok &= (fixed >= 0) | (vsize > 0)
     ok &= (enc != _LEN) | (value >= 0)
@@ -186,22 +162,6 @@ def _record_ends(d: np.ndarray, at: np.ndarray):
     end = vstart + vlen
     ok &= end <= len(d)
     return key, part, branch, vstart, value, vsize, np.where(ok, end, -1)
-
-
-def _gather_strings(d: np.ndarray, null: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
-    """A string array of the byte ranges (nulls where ``null``); raises ArrowInvalid on bad UTF-8."""
-    offsets = np.zeros(len(start) + 1, np.int64)
-    np.cumsum(length, out=offsets[1:])
-    total = int(offsets[-1])
-    if total:
-        data = d[np.arange(total) + np.repeat(start - offsets[:-1], length)]
-    else:
-        data = np.zeros(0, np.uint8)
-    validity = None if not null.any() else pa.array(~null).buffers()[1]
-    arr = pa.Array.from_buffers(pa.large_binary(), len(start), [validity, pa.py_buffer(offsets),
-                                                                 pa.py_buffer(data)],
-                                null_count=int(null.sum()))
-    return arr.cast(pa.large_string()).cast(pa.string())
 
 
 def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray, pa.Array | None] | None:
@@ -213,7 +173,7 @@ def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray,
         return None
     pos, firsts = 0, []
     while True:
-        (count,), (size,) = _varints(d, np.array([pos]))
+        (count,), (size,) = varints(d, np.array([pos]))
         if not size:
             return None
         pos += int(size)
@@ -222,7 +182,7 @@ def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray,
         count = int(count)  # a Python int: -(-2**63) must not wrap
         if count < 0:  # a block with its byte size: skipped, the records say where they end
             count = -count
-            (_,), (size,) = _varints(d, np.array([pos]))
+            (_,), (size,) = varints(d, np.array([pos]))
             if not size:
                 return None
             pos += int(size)
@@ -241,8 +201,8 @@ def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray,
     at = np.concatenate(firsts) if firsts else np.zeros(0, np.int64)
     key, part, branch, vstart, value, vsize, _ = _record_ends(d, at)
     try:
-        keys = _gather_strings(d, key[0], key[1], key[2])
-        parts = _gather_strings(d, part[0], part[1], part[2])
+        keys = strings(d, key[0], key[1], key[2])
+        parts = strings(d, part[0], part[1], part[2])
     except pa.ArrowInvalid:
         return None
     unconditional = (branch == 0) | ((branch == _INT_WRAPPER) & (value == 0))
@@ -257,7 +217,7 @@ def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray,
     mask = unconditional
     if enc == _LEN:
         try:
-            values = _gather_strings(d, mask, vstart + vsize, np.where(mask, 0, value))
+            values = strings(d, mask, vstart + vsize, np.where(mask, 0, value))
         except pa.ArrowInvalid:
             return None
         return keys, parts, branch, unconditional, values

@@ -1,0 +1,183 @@
+"""Vectorised decoding of an Avro data block's records (Hudi's ``HoodieAvroDataBlock``, content
+version 3) into Arrow columns.
+
+Java Hudi writes its log blocks as Avro by default (``hoodie.logfile.data.block.format``), so a
+table migrated from Hudi carries them until it is compacted, and every snapshot read and
+compaction decodes them again. fastavro builds a dict per record and Arrow then converts the
+dicts back: ~10 us a record of the trips schema. Here each record's span comes from its length
+prefix, then every field is read at once across all records (one numpy operation per step of
+the field's encoding), so a block costs a few dozen array operations per field.
+
+Decoded here: records whose fields are, or are a union of null with, a boolean, int, long,
+float, double, string, bytes, enum or fixed (temporal logical types included: they travel as
+ints and longs). Anything else (nested records, arrays, maps, wider unions, decimals) and any
+payload that does not parse answers None: the caller decodes it with fastavro, which also names
+what is corrupt.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lakehouse.log.avro_vector import binaries, varints
+
+_I32 = struct.Struct(">i")
+_PRIMITIVE = {"boolean", "int", "long", "float", "double", "string", "bytes"}
+
+
+def _plain_type(t: Any) -> dict[str, Any] | None:
+    """The type as {"type": kind, ...}, or None when it is not decoded here."""
+    if isinstance(t, str):
+        return {"type": t} if t in _PRIMITIVE else None
+    if not isinstance(t, dict):
+        return None
+    kind = t.get("type")
+    if kind in ("int", "long"):
+        return {"type": kind}  # temporal logical types: the same binary encoding
+    if kind in ("boolean", "float", "double", "string") and not t.get("logicalType"):
+        return {"type": kind}
+    if kind == "string" and t.get("logicalType") == "uuid":
+        return {"type": "string"}
+    if kind == "bytes" and not t.get("logicalType"):
+        return {"type": "bytes"}
+    if kind == "enum" and isinstance(t.get("symbols"), list):
+        return {"type": "enum", "symbols": t["symbols"]}
+    if kind == "fixed" and not t.get("logicalType") and isinstance(t.get("size"), int):
+        return {"type": "fixed", "size": t["size"]}
+    return None
+
+
+def field_plan(schema: dict[str, Any]) -> list[tuple[int | None, dict[str, Any]]] | None:
+    """Per field: (union branch index of null or None when not a union, the value's type);
+    None when some field is not decoded here."""
+    plan = []
+    for f in schema.get("fields", ()):
+        t = f.get("type")
+        null_at = None
+        if isinstance(t, list):
+            if len(t) != 2 or "null" not in t or t[0] == t[1]:
+                return None
+            null_at = t.index("null")
+            t = t[1 - null_at]
+        plain = _plain_type(t)
+        if plain is None:
+            return None
+        plan.append((null_at, plain))
+    return plan
+
+
+def record_spans(content, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(starts, ends) of the ``count`` length-prefixed records after the 8-byte header, or None
+    when they do not tile the content exactly. A record's start depends on every length before
+    it, so this one step walks them in Python."""
+    n = len(content)
+    starts = np.empty(count, np.int64)
+    ends = np.empty(count, np.int64)
+    unpack = _I32.unpack_from
+    pos = 8
+    for i in range(count):
+        if pos + 4 > n:
+            return None
+        (length,) = unpack(content, pos)
+        pos += 4
+        if length < 0 or pos + length > n:
+            return None
+        starts[i] = pos
+        pos += length
+        ends[i] = pos
+    return (starts, ends) if pos == n else None
+
+
+def decode_records(content, count: int, plan: list[tuple[int | None, dict[str, Any]]],
+                   schema: pa.Schema) -> pa.Table | None:
+    """The block's records as ``schema`` (the Arrow schema of the block's Avro schema), or None
+    when the content is not decoded here."""
+    spans = record_spans(content, count)
+    if spans is None:
+        return None
+    pos, ends = spans
+    d = np.frombuffer(content, np.uint8)
+    columns = []
+    for (null_at, t), field in zip(plan, schema):
+        null = np.zeros(count, bool)
+        if null_at is not None:
+            branch, size = varints(d, pos, 5)
+            if not (size > 0).all() or not ((branch == 0) | (branch == 1)).all():
+                return None
+            null = branch == null_at
+            pos = pos + size
+        column = _read_values(d, pos, null, t, field.type)
+        if column is None:
+            return None
+        array, pos = column
+        columns.append(array)
+    if not (pos == ends).all():
+        return None
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _read_values(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, Any],
+                 arrow: pa.DataType) -> tuple[pa.Array, np.ndarray] | None:
+    """One field's values at ``at`` (nothing where ``null``), as ``arrow``; and where each ends."""
+    kind = t["type"]
+    mask = null if null.any() else None
+    if kind in ("int", "long", "enum"):
+        value, size = varints(d, at, 5 if kind != "long" else 10)
+        size = np.where(null, 0, size)
+        if not (null | (size > 0)).all():
+            return None
+        value = np.where(null, 0, value)
+        if kind == "enum":
+            symbols = t["symbols"]
+            if ((value < 0) | (value >= len(symbols))).any():
+                return None
+            indices = pa.array(value.astype(np.int32), mask=mask)
+            array = pa.DictionaryArray.from_arrays(indices, pa.array(symbols, pa.string())).cast(arrow)
+            return array, at + size
+        if kind == "int":
+            if ((value < -2**31) | (value >= 2**31)).any():
+                return None
+            storage = pa.array(value.astype(np.int32), pa.int32(), mask=mask)
+        else:
+            storage = pa.array(value, pa.int64(), mask=mask)
+        try:
+            return (storage if storage.type == arrow else storage.view(arrow)), at + size
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+            return None
+    if kind == "boolean":
+        if len(d) == 0 or (~null & (at >= len(d))).any():
+            return None
+        raw = d[np.minimum(at, len(d) - 1)]
+        if (~null & (raw > 1)).any():
+            return None  # not a boolean: fastavro decides what it reads
+        return pa.array(raw == 1, pa.bool_(), mask=mask), at + np.where(null, 0, 1)
+    if kind in ("float", "double", "fixed"):
+        width = {"float": 4, "double": 8}.get(kind) or t["size"]
+        end = at + np.where(null, 0, width)
+        if (end > len(d)).any():
+            return None
+        if kind == "fixed":
+            try:
+                return binaries(d, null, np.where(null, 0, at), np.where(null, 0, width)).cast(arrow), end
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return None
+        idx = np.minimum(at, max(len(d) - width, 0))[:, None] + np.arange(width)
+        raw = d[idx].reshape(-1).view("<f4" if kind == "float" else "<f8")
+        return pa.array(raw, arrow, mask=mask), end
+    # string, bytes: a length, then the bytes
+    length, size = varints(d, at, 5)
+    size = np.where(null, 0, size)
+    length = np.where(null, 0, length)
+    end = at + size + length
+    if not (null | ((size > 0) & (length >= 0))).all() or (end > len(d)).any():
+        return None
+    try:
+        array = binaries(d, null, at + size, length)
+        array = array.cast(pa.large_string()).cast(arrow) if kind == "string" else array.cast(arrow)
+    except pa.ArrowInvalid:
+        return None  # not UTF-8: fastavro names the record
+    return array, end
