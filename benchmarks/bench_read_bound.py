@@ -123,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5, help="runs per part; the fastest counts")
     ap.add_argument("--out", default="bench-out/read_bound.json")
     ap.add_argument("--quick", action="store_true", help="20k rows, 1k per upsert, 2 repeats: a smoke run")
+    ap.add_argument("--log-format", choices=("parquet", "avro"), default=None,
+                    help="hoodie.logfile.data.block.format (default: the table's default, parquet; "
+                         "avro is what Java Hudi writes by default)")
     args = ap.parse_args(argv)
     if args.quick:
         args.rows, args.batch_rows, args.repeats = 20_000, 1_000, 2
@@ -132,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-read-") as tmp:
         table = lakehouse.create_table(str(pathlib.Path(tmp) / "t"), name="trips", table_type="MERGE_ON_READ",
-                                       record_key=KEY, partition_by=PARTITION, ordering_field=ORDERING)
+                                       record_key=KEY, partition_by=PARTITION, ordering_field=ORDERING,
+                                       options={"hoodie.logfile.data.block.format": args.log_format}
+                                       if args.log_format else None)
         table.bulk_insert(model.initial(args.rows))
         for _ in range(args.batches):
             table.upsert(model.upsert_batch(args.batch_rows, 0.01, 0.1)[0])
@@ -153,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"rows": args.rows, "batch_rows": args.batch_rows, "batches": args.batches,
+                               "log_format": args.log_format or "parquet",
                                "cores": os.cpu_count(), "results": results, "snapshot_rows_ok": ok}, indent=1))
     return 0 if ok else 1
 
