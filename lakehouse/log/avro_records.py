@@ -46,7 +46,7 @@ def _plain_type(t: Any) -> dict[str, Any] | None:
         return {"type": "bytes"}
     if kind == "enum" and isinstance(t.get("symbols"), list):
         return {"type": "enum", "symbols": t["symbols"]}
-    if kind == "fixed" and not t.get("logicalType") and isinstance(t.get("size"), int):
+    if kind == "fixed" and not t.get("logicalType") and isinstance(t.get("size"), int) and t["size"] >= 0:
         return {"type": "fixed", "size": t["size"]}
     return None
 
@@ -55,6 +55,9 @@ def field_plan(schema: dict[str, Any]) -> list[tuple[int | None, dict[str, Any]]
     """Per field: (union branch index of null or None when not a union, the value's type);
     None when some field is not decoded here."""
     plan = []
+    names = [f.get("name") for f in schema.get("fields", ())]
+    if len(set(names)) != len(names):
+        return None  # Avro refuses such a schema; fastavro keeps the last value of a name
     for f in schema.get("fields", ()):
         t = f.get("type")
         null_at = None
@@ -75,6 +78,8 @@ def record_spans(content, count: int) -> tuple[np.ndarray, np.ndarray] | None:
     when they do not tile the content exactly. A record's start depends on every length before
     it, so this one step walks them in Python."""
     n = len(content)
+    if count > (n - 8) // 4:
+        return None  # more records than lengths fit: damaged, and nothing allocated for it
     starts = np.empty(count, np.int64)
     ends = np.empty(count, np.int64)
     unpack = _I32.unpack_from
@@ -167,6 +172,10 @@ def _read_values(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, A
                 return None
         idx = np.minimum(at, max(len(d) - width, 0))[:, None] + np.arange(width)
         raw = d[idx].reshape(-1).view("<f4" if kind == "float" else "<f8")
+        if kind == "float":
+            # fastavro hands a float over as a Python float, which quiets a signalling NaN.
+            bits = raw.view(np.uint32)
+            bits[((bits & 0x7F800000) == 0x7F800000) & ((bits & 0x007FFFFF) != 0)] |= np.uint32(0x00400000)
         return pa.array(raw, arrow, mask=mask), end
     # string, bytes: a length, then the bytes
     length, size = varints(d, at, 5)

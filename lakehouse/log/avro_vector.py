@@ -42,7 +42,10 @@ def binaries(d: np.ndarray, null: np.ndarray, start: np.ndarray, length: np.ndar
     offsets = np.zeros(len(start) + 1, np.int64)
     np.cumsum(length, out=offsets[1:])
     total = int(offsets[-1])
-    if total:
+    if total and total >= 64 * max(1, int(np.count_nonzero(length))):
+        # Long values: copied a value at a time (a position per byte would cost 16 bytes each).
+        data = np.concatenate([d[a:a + n] for a, n in zip(start.tolist(), length.tolist()) if n])
+    elif total:
         # The source position of every byte, as one running sum: +1 within a value, a jump at
         # the first byte of each (cheaper than numpy's repeat plus an arange).
         step = np.ones(total, np.int64)

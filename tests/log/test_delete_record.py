@@ -319,3 +319,18 @@ def test_encode_delete_block_takes_arrow_columns(as_arrow):
 def test_bytes_keys_are_refused_as_before():
     with pytest.raises(SchemaError):
         encode_delete_block([b"ab"], ["p"], None, "1", {"type": "record", "name": "r", "fields": []})
+
+
+def test_decode_delete_block_takes_the_vectorised_path():
+    payload = _payload([_record("a", "p", delete_record.UNCONDITIONAL)])
+    real, answers = delete_record.decode_records, []
+
+    def spy(*args):
+        answers.append(real(*args))
+        return answers[-1]
+
+    with mock.patch.object(delete_record, "decode_records", side_effect=spy):
+        assert decode_delete_block(_block(payload)).column("record_key").to_pylist() == ["a"]
+        assert len(answers) == 1 and answers[0] is not None
+        decode_delete_block(_block(payload), vectorised=False)
+        assert len(answers) == 1
