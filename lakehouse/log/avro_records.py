@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakehouse.log.avro_vector import binaries, varints
+from lakehouse.log.avro_vector import binaries, floats, varints
 
 _I32 = struct.Struct(">i")
 _PRIMITIVE = {"boolean", "int", "long", "float", "double", "string", "bytes"}
@@ -170,13 +170,7 @@ def _read_values(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, A
                 return binaries(d, null, np.where(null, 0, at), np.where(null, 0, width)).cast(arrow), end
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 return None
-        idx = np.minimum(at, max(len(d) - width, 0))[:, None] + np.arange(width)
-        raw = d[idx].reshape(-1).view("<f4" if kind == "float" else "<f8")
-        if kind == "float":
-            # fastavro hands a float over as a Python float, which quiets a signalling NaN.
-            bits = raw.view(np.uint32)
-            bits[((bits & 0x7F800000) == 0x7F800000) & ((bits & 0x007FFFFF) != 0)] |= np.uint32(0x00400000)
-        return pa.array(raw, arrow, mask=mask), end
+        return pa.array(floats(d, at, width), arrow, mask=mask), end
     # string, bytes: a length, then the bytes
     length, size = varints(d, at, 5)
     size = np.where(null, 0, size)

@@ -36,6 +36,21 @@ def varints(d: np.ndarray, at: np.ndarray, max_bytes: int = VARINT_BYTES) -> tup
     return values, size
 
 
+def range_positions(start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The position of every byte of the ranges ``[start, start + length)``, range after range
+    (empty ranges allowed): one running sum, +1 within a range and a jump at the first byte of
+    each (cheaper than numpy's repeat plus an arange)."""
+    keep = length > 0
+    starts, lengths = start[keep], length[keep]
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    step = np.ones(total, np.int64)
+    step[np.cumsum(lengths)[:-1]] = starts[1:] - (starts[:-1] + lengths[:-1]) + 1
+    step[0] = starts[0]
+    return np.cumsum(step)
+
+
 def binaries(d: np.ndarray, null: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
     """A large_binary array of the byte ranges ``[start, start + length)`` (nulls where ``null``,
     whose lengths must be 0)."""
@@ -45,21 +60,24 @@ def binaries(d: np.ndarray, null: np.ndarray, start: np.ndarray, length: np.ndar
     if total and total >= 64 * max(1, int(np.count_nonzero(length))):
         # Long values: copied a value at a time (a position per byte would cost 16 bytes each).
         data = np.concatenate([d[a:a + n] for a, n in zip(start.tolist(), length.tolist()) if n])
-    elif total:
-        # The source position of every byte, as one running sum: +1 within a value, a jump at
-        # the first byte of each (cheaper than numpy's repeat plus an arange).
-        step = np.ones(total, np.int64)
-        first = offsets[:-1][length > 0]
-        starts = start[length > 0]
-        step[first[1:]] = starts[1:] - (starts[:-1] + length[length > 0][:-1]) + 1
-        step[0] = starts[0]
-        data = d[np.cumsum(step)]
     else:
-        data = np.zeros(0, np.uint8)
+        data = d[range_positions(start, length)]
     validity = None if not null.any() else pa.array(~null).buffers()[1]
     return pa.Array.from_buffers(pa.large_binary(), len(start), [validity, pa.py_buffer(offsets),
                                                                  pa.py_buffer(data)],
                                  null_count=int(null.sum()))
+
+
+def floats(d: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """Little-endian floats (``width`` 4) or doubles (8) at ``at``; a position too near the end
+    reads the last whole value (the caller masks it). A float's signalling NaN comes back quiet,
+    as fastavro hands it over (a Python float)."""
+    idx = np.clip(at, 0, max(len(d) - width, 0))[:, None] + np.arange(width)
+    raw = d[idx].reshape(-1).view("<f4" if width == 4 else "<f8")
+    if width == 4:
+        bits = raw.view(np.uint32)
+        bits[((bits & 0x7F800000) == 0x7F800000) & ((bits & 0x007FFFFF) != 0)] |= np.uint32(0x00400000)
+    return raw
 
 
 def strings(d: np.ndarray, null: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:

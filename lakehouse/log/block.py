@@ -437,7 +437,7 @@ def decode_delete_block(block: LogBlock, *, vectorised: bool = True) -> pa.Table
     fast = delete_record.decode_records(memoryview(content)[8:]) if vectorised else None
     if fast is None:
         return _decode_delete_records(block)
-    keys, parts, _, unconditional, ordering = fast
+    keys, parts, unconditional, ordering = fast
     return pa.table({
         "record_key": keys,
         "partition_path": parts,

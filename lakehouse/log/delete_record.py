@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakehouse.log.avro_vector import strings, varints
+from lakehouse.log.avro_vector import floats, range_positions, strings, varints
 
 NAMESPACE = "org.apache.hudi.avro.model"
 
@@ -164,10 +164,10 @@ def _record_ends(d: np.ndarray, at: np.ndarray):
     return key, part, branch, vstart, value, vsize, np.where(ok, end, -1)
 
 
-def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray, pa.Array | None] | None:
-    """The records of a delete block's Avro payload as (record keys, partition paths, wrapper
-    names per record as union indices, unconditional flags, ordering values or None when every
-    delete is unconditional); None when the payload is not of a shape decoded here."""
+def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, pa.Array | None] | None:
+    """The records of a delete block's Avro payload as (record keys, partition paths,
+    unconditional flags, ordering values or None when every delete is unconditional); None when
+    the payload is not of a shape decoded here."""
     d = np.frombuffer(payload, np.uint8)
     if not len(d):
         return None
@@ -208,7 +208,7 @@ def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray,
     unconditional = (branch == 0) | ((branch == _INT_WRAPPER) & (value == 0))
     kinds = {_BRANCH_NAMES[b] for b in np.unique(branch[~unconditional])}
     if not kinds:
-        return keys, parts, branch, unconditional, None
+        return keys, parts, unconditional, None
     if len(kinds) > 1 or not kinds <= _FAST_KINDS:
         return None
     (kind,) = kinds
@@ -220,13 +220,11 @@ def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray,
             values = strings(d, mask, vstart + vsize, np.where(mask, 0, value))
         except pa.ArrowInvalid:
             return None
-        return keys, parts, branch, unconditional, values
+        return keys, parts, unconditional, values
     if enc == _BOOL:
         raw = d[np.clip(vstart, 0, len(d) - 1)] != 0
     elif enc in (_F4, _F8):
-        width = 4 if enc == _F4 else 8
-        idx = np.clip(vstart, 0, len(d) - width)[:, None] + np.arange(width)
-        raw = d[idx].copy().view("<f4" if enc == _F4 else "<f8").reshape(-1)
+        raw = floats(d, vstart, 4 if enc == _F4 else 8)
     else:
         raw = value
         if kind == f"{NAMESPACE}.TimeMicrosWrapper" and np.any((raw[~mask] < 0) | (raw[~mask] >= 86_400_000_000)):
@@ -240,7 +238,7 @@ def decode_records(payload) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray,
         values = pa.array(raw, storage or pa.int64(), mask=mask).view(arrow)
     else:
         values = pa.array(raw, arrow, mask=mask)
-    return keys, parts, branch, unconditional, values
+    return keys, parts, unconditional, values
 
 
 def _chain(d: np.ndarray, first: int, count: int) -> tuple[np.ndarray, int] | None:
@@ -342,7 +340,5 @@ def _put_string(out: np.ndarray, at: np.ndarray, varint: np.ndarray, varint_len:
         out[at[sel] + 1 + j] = varint[j][sel]
     length = np.diff(off)
     body = at + 1 + varint_len
-    total = int(length.sum())
-    if total:
-        out[np.repeat(body - (off[:-1] - off[0]), length) + np.arange(total)] = data[off[0]:off[-1]]
+    out[range_positions(body, length)] = data[off[0]:off[-1]]
     return body + length
