@@ -73,55 +73,92 @@ def resolve(versions: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) 
     """
     if versions.num_rows == 0:
         return versions
-    table = versions
     ordering = spec.ordering_field if spec.uses_ordering else None
-    if ordering is not None and ordering not in table.column_names:
+    if ordering is not None and ordering not in versions.column_names:
         ordering = None
-
+    if spec.mode is MergeMode.PARTIAL_UPDATE:
+        return _resolve_partial(versions, spec, ordering, keep_deletes)
+    # Every other mode decides on a few columns (key, sequence, ordering value, delete flags)
+    # and copies whole rows once, for the winners: a full-width filter of the versions a delete
+    # cuts off, then a take of the survivors, cost a copy of every column twice.
+    row = pa.array(np.arange(versions.num_rows, dtype=np.int64))
+    decide = [c for c in (KEY, SEQ, DELETE, UNCONDITIONAL, ordering) if c and c in versions.column_names]
+    narrow = versions.select(decide).combine_chunks().append_column(_ROW, row)
+    after = None
     if ordering is not None:
-        uncond = (table.column(UNCONDITIONAL) if UNCONDITIONAL in table.column_names
-                  else pc.and_(table.column(DELETE), pc.is_null(table.column(ordering))))
-        uncond = pc.fill_null(uncond, False)
-        if pc.any(uncond).as_py():
-            cut = table.filter(uncond).group_by(KEY).aggregate([(SEQ, "max")])
-            # Look each row's cut up by key (a hash join would have to carry every data column,
-            # which Acero cannot do for nested types).
-            idx = pc.index_in(table.column(KEY), value_set=cut.column(KEY))
-            cut_seq = cut.column(f"{SEQ}_max").take(idx)
-            seq = table.column(SEQ)
-            keep = pc.or_kleene(pc.is_null(cut_seq), pc.greater_equal(seq, cut_seq))
-            after = pc.fill_null(pc.greater(seq, cut_seq), False)
-            table = table.filter(keep)
-            table = table.append_column(AFTER_CUT, after.filter(keep))
-            # The cutting delete itself must lose to anything that arrives after it.
-            uncond_now = pc.fill_null(
-                table.column(UNCONDITIONAL) if UNCONDITIONAL in table.column_names
-                else pc.and_(table.column(DELETE), pc.is_null(table.column(ordering))), False)
-        else:
-            uncond_now = None
-        # Rank: a cutting delete lowest, then versions without an ordering value, then the rest.
-        has_ord = pc.is_valid(table.column(ordering))
-        rank = pc.if_else(has_ord, pa.scalar(2, pa.int8()), pa.scalar(1, pa.int8()))
-        if uncond_now is not None:
-            rank = pc.if_else(uncond_now, pa.scalar(0, pa.int8()), rank)
-        table = table.append_column(RANK, rank)
+        narrow, after = _cut(narrow, ordering)
+        narrow = narrow.append_column(RANK, _rank(narrow, ordering))
         sort_keys = [(KEY, "ascending"), (RANK, "ascending"), (ordering, "ascending"), (SEQ, "ascending")]
     else:
         sort_keys = [(KEY, "ascending"), (SEQ, "ascending")]
+    order = pc.sort_indices(narrow.select([k for k, _ in sort_keys]), sort_keys=sort_keys)
+    last = _last_of_each_run(narrow.column(KEY).combine_chunks().take(order))
+    winners_at = order.take(pa.array(last))
+    if not keep_deletes:
+        live = pc.invert(pc.fill_null(narrow.column(DELETE).combine_chunks().take(winners_at), False))
+        winners_at = winners_at.filter(live)
+    pick = narrow.column(_ROW).combine_chunks().take(winners_at)
+    winners = versions.take(pick)
+    if after is not None:
+        winners = winners.append_column(AFTER_CUT, after.take(pick))
+    return winners
 
-    if spec.mode is not MergeMode.PARTIAL_UPDATE:
-        # Only the winners are copied: the order and the runs of equal keys come from the few
-        # columns that decide, and one take of the whole rows picks the last of each run.
-        narrow = table.select([k for k, _ in sort_keys])
-        order = pc.sort_indices(narrow, sort_keys=sort_keys)
-        keys = table.column(KEY).take(order).combine_chunks()
-        last = _last_of_each_run(keys)
-        winners = table.take(order.take(pa.array(last)))
-        if RANK in winners.column_names:
-            winners = winners.drop_columns([RANK])
-        if not keep_deletes:
-            winners = winners.filter(pc.invert(pc.fill_null(winners.column(DELETE), False)))
-        return winners
+
+_ROW = "__lh_row"
+
+
+def _unconditional(table: pa.Table, ordering: str) -> pa.ChunkedArray:
+    """Deletes that remove every earlier version whatever its ordering value: those flagged so,
+    or (no flag column) deletes without an ordering value."""
+    uncond = (table.column(UNCONDITIONAL) if UNCONDITIONAL in table.column_names
+              else pc.and_(table.column(DELETE), pc.is_null(table.column(ordering))))
+    return pc.fill_null(uncond, False)
+
+
+def _cut(table: pa.Table, ordering: str) -> tuple[pa.Table, pa.Array | None]:
+    """``table`` without the versions an unconditional delete of their key cuts off (those that
+    arrived before the key's last one), and, when a delete cut anything, an AFTER_CUT flag per
+    row of the input (set on the versions that arrived after the cut)."""
+    uncond = _unconditional(table, ordering)
+    if not pc.any(uncond).as_py():
+        return table, None
+    cut = table.select([KEY, SEQ]).filter(uncond).group_by(KEY).aggregate([(SEQ, "max")])
+    # Look each row's cut up by key (a hash join would have to carry every data column,
+    # which Acero cannot do for nested types).
+    idx = pc.index_in(table.column(KEY), value_set=cut.column(KEY))
+    cut_seq = cut.column(f"{SEQ}_max").take(idx)
+    seq = table.column(SEQ)
+    keep = pc.or_kleene(pc.is_null(cut_seq), pc.greater_equal(seq, cut_seq))
+    after = pc.fill_null(pc.greater(seq, cut_seq), False)
+    if isinstance(after, pa.ChunkedArray):
+        after = after.combine_chunks()
+    return table.filter(keep), after
+
+
+def _rank(table: pa.Table, ordering: str):
+    """A cutting delete lowest, then versions without an ordering value, then the rest."""
+    rank = pc.if_else(pc.is_valid(table.column(ordering)), pa.scalar(2, pa.int8()), pa.scalar(1, pa.int8()))
+    uncond = _unconditional(table, ordering)
+    if pc.any(uncond).as_py():
+        # The cutting delete itself must lose to anything that arrives after it.
+        rank = pc.if_else(uncond, pa.scalar(0, pa.int8()), rank)
+    return rank
+
+
+def _resolve_partial(versions: pa.Table, spec: MergeSpec, ordering: str | None,
+                     keep_deletes: bool) -> pa.Table:
+    """Partial update: every version's fields take part, so the whole rows are sorted."""
+    table = versions
+    if ordering is not None:
+        decide = [c for c in (KEY, SEQ, DELETE, UNCONDITIONAL, ordering) if c in table.column_names]
+        row = pa.array(np.arange(table.num_rows, dtype=np.int64))
+        kept, after = _cut(table.select(decide).append_column(_ROW, row), ordering)
+        if after is not None:
+            table = table.append_column(AFTER_CUT, after).take(kept.column(_ROW))
+        table = table.append_column(RANK, _rank(table, ordering))
+        sort_keys = [(KEY, "ascending"), (RANK, "ascending"), (ordering, "ascending"), (SEQ, "ascending")]
+    else:
+        sort_keys = [(KEY, "ascending"), (SEQ, "ascending")]
 
     order = pc.sort_indices(table, sort_keys=sort_keys)
     table = table.take(order).combine_chunks()
