@@ -167,8 +167,7 @@ def _resolve_partial(versions: pa.Table, spec: MergeSpec, ordering: str | None,
     keys = table.column(KEY).chunk(0) if table.column(KEY).num_chunks else pa.array([], pa.string())
     last = _last_of_each_run(keys)
 
-    # Partial update (the other modes returned above): a null field of the winner takes the
-    # value of the latest version below it that has one.
+    # A null field of the winner takes the value of the latest version below it that has one.
     starts = np.zeros(table.num_rows, dtype=np.int64)
     first = np.concatenate([[0], last[:-1] + 1])
     starts[first] = first
