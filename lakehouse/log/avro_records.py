@@ -9,10 +9,10 @@ prefix, then every field is read at once across all records (one numpy operation
 the field's encoding), so a block costs a few dozen array operations per field.
 
 Decoded here: records whose fields are, or are a union of null with, a boolean, int, long,
-float, double, string, bytes, enum or fixed (temporal logical types included: they travel as
-ints and longs). Anything else (nested records, arrays, maps, wider unions, decimals) and any
-payload that does not parse answers None: the caller decodes it with fastavro, which also names
-what is corrupt.
+float, double, string, bytes, enum, fixed (temporal logical types included: they travel as
+ints and longs) or a record of such fields, nested to any depth. Anything else (arrays, maps,
+wider unions, decimals, a named type used by name) and any payload that does not parse answers
+None: the caller decodes it with fastavro, which also names what is corrupt.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ def _plain_type(t: Any) -> dict[str, Any] | None:
         return {"type": "enum", "symbols": t["symbols"]}
     if kind == "fixed" and not t.get("logicalType") and isinstance(t.get("size"), int) and t["size"] >= 0:
         return {"type": "fixed", "size": t["size"]}
+    if kind == "record" and isinstance(t.get("fields"), list):
+        fields = field_plan(t)
+        return None if fields is None else {"type": "record", "fields": fields}
     return None
 
 
@@ -105,24 +108,34 @@ def decode_records(content, count: int, plan: list[tuple[int | None, dict[str, A
     if spans is None:
         return None
     pos, ends = spans
-    d = np.frombuffer(content, np.uint8)
+    fields = _read_fields(np.frombuffer(content, np.uint8), pos, np.zeros(count, bool), plan, list(schema))
+    if fields is None:
+        return None
+    columns, pos = fields
+    if not (pos == ends).all():
+        return None
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _read_fields(d: np.ndarray, pos: np.ndarray, absent: np.ndarray, plan: list, arrow: list[pa.Field]
+                 ) -> tuple[list[pa.Array], np.ndarray] | None:
+    """A record's fields in order, each across all records; where ``absent`` (the record is a
+    null nested record) a field takes no bytes and reads as null."""
     columns = []
-    for (null_at, t), field in zip(plan, schema):
-        null = np.zeros(count, bool)
+    for (null_at, t), field in zip(plan, arrow):
+        null = absent
         if null_at is not None:
             branch, size = varints(d, pos, 5)
-            if not (size > 0).all() or not ((branch == 0) | (branch == 1)).all():
+            if not (absent | ((size > 0) & ((branch == 0) | (branch == 1)))).all():
                 return None
-            null = branch == null_at
-            pos = pos + size
+            null = absent | (branch == null_at)
+            pos = pos + np.where(absent, 0, size)
         column = _read_values(d, pos, null, t, field.type)
         if column is None:
             return None
         array, pos = column
         columns.append(array)
-    if not (pos == ends).all():
-        return None
-    return pa.Table.from_arrays(columns, schema=schema)
+    return columns, pos
 
 
 def _read_values(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, Any],
@@ -130,6 +143,13 @@ def _read_values(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, A
     """One field's values at ``at`` (nothing where ``null``), as ``arrow``; and where each ends."""
     kind = t["type"]
     mask = null if null.any() else None
+    if kind == "record":
+        fields = _read_fields(d, at, null, t["fields"], list(arrow))
+        if fields is None:
+            return None
+        children, end = fields
+        return pa.StructArray.from_arrays(children, fields=list(arrow),
+                                          mask=None if mask is None else pa.array(mask)), end
     if kind in ("int", "long", "enum"):
         value, size = varints(d, at, 5 if kind != "long" else 10)
         size = np.where(null, 0, size)

@@ -50,19 +50,32 @@ _TYPES = {
 }
 
 
-@st.composite
-def _blocks(draw):
-    kinds = draw(st.lists(st.sampled_from(sorted(_TYPES)), min_size=1, max_size=6))
-    fields, values = [], []
-    for i, kind in enumerate(kinds):
+def _field_type(draw, name: str, depth: int):
+    """(Avro type, value strategy) of one field: a type of _TYPES or, above the deepest level, a
+    nested record of such fields; nullable either way round or not at all."""
+    kind = draw(st.sampled_from(sorted(_TYPES) + (["record"] if depth < 2 else [])))
+    if kind == "record":
+        subs = [_field_type(draw, f"{name}_{j}", depth + 1) for j in range(draw(st.integers(1, 3)))]
+        avro = {"type": "record", "name": f"R{name}",
+                "fields": [{"name": f"g{j}", "type": a} for j, (a, _) in enumerate(subs)]}
+        strategy = st.fixed_dictionaries({f"g{j}": v for j, (_, v) in enumerate(subs)})
+    else:
         avro, strategy = _TYPES[kind]
         if isinstance(avro, dict) and "name" in avro:
-            avro = {**avro, "name": f"{avro['name']}{i}"}
-        nullable = draw(st.sampled_from([None, "first", "last"]))
-        if nullable == "first":
-            avro, strategy = ["null", avro], st.one_of(st.none(), strategy)
-        elif nullable == "last":
-            avro, strategy = [avro, "null"], st.one_of(strategy, st.none())
+            avro = {**avro, "name": f"{avro['name']}{name}"}
+    nullable = draw(st.sampled_from([None, "first", "last"]))
+    if nullable == "first":
+        avro, strategy = ["null", avro], st.one_of(st.none(), strategy)
+    elif nullable == "last":
+        avro, strategy = [avro, "null"], st.one_of(strategy, st.none())
+    return avro, strategy
+
+
+@st.composite
+def _blocks(draw):
+    fields, values = [], []
+    for i in range(draw(st.integers(1, 6))):
+        avro, strategy = _field_type(draw, str(i), 0)
         fields.append({"name": f"f{i}", "type": avro})
         values.append(strategy)
     schema = {"type": "record", "name": "r", "namespace": "hoodie.t", "fields": fields}
@@ -150,7 +163,8 @@ def test_damaged_content_decodes_as_fastavro_does_or_not_at_all(block_def, data)
 
 
 @pytest.mark.parametrize("field_type", [
-    {"type": "record", "name": "n", "fields": [{"name": "a", "type": "int"}]},
+    {"type": "record", "name": "n", "fields": [{"name": "a", "type": {"type": "array", "items": "int"}}]},
+    {"type": "record", "name": "n", "fields": [{"name": "a", "type": "int"}, {"name": "a", "type": "int"}]},
     {"type": "array", "items": "int"},
     {"type": "map", "values": "int"},
     ["null", "int", "string"],
