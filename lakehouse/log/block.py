@@ -223,7 +223,7 @@ def _field_plan(schema_json: str):
 
 def _decode_avro_records(block: LogBlock, content: bytes, count: int, parsed, arrow_schema: pa.Schema) -> pa.Table:
     """fastavro's decoding of an Avro data block's records: every schema, and the errors that
-    say what is corrupt (:mod:`lakehouse.log.avro_records` decodes flat records faster)."""
+    say what is corrupt (:mod:`lakehouse.log.avro_records` decodes most schemas faster)."""
     pos = 8
     stream = io.BytesIO(content)
     records = []
