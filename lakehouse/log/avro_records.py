@@ -10,10 +10,11 @@ the field's encoding), so a block costs a few dozen array operations per field.
 
 Decoded here: records whose fields are, or are a union of null with, a boolean, int, long,
 float, double, string, bytes, enum, fixed (temporal logical types included: they travel as
-ints and longs), or a record, array or map of such values, nested to any depth (an array or
+ints and longs), a decimal (bytes or fixed), or a record, array or map of such values, nested
+to any depth (an array or
 map is read an item of every record at a time, so one holding more than :data:`MAX_ITEM_ROUNDS`
 items in a record is left to fastavro, unless its items are of a fixed width: those are read a
-block at a time). Anything else (wider unions, decimals, a named type used by name) and any
+block at a time). Anything else (wider unions, a named type used again by name) and any
 payload that does not parse answers None: the caller decodes it with fastavro, which also names
 what is corrupt.
 """
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakehouse.log.avro_vector import binaries, floats, varints
+from lakehouse.log.avro_vector import binaries, floats, range_positions, varints
 
 _I32 = struct.Struct(">i")
 _PRIMITIVE = {"boolean", "int", "long", "float", "double", "string", "bytes"}
@@ -51,6 +52,11 @@ def _plain_type(t: Any) -> dict[str, Any] | None:
         return {"type": "enum", "symbols": t["symbols"]}
     if kind == "fixed" and not t.get("logicalType") and isinstance(t.get("size"), int) and t["size"] >= 0:
         return {"type": "fixed", "size": t["size"]}
+    if t.get("logicalType") == "decimal" and isinstance(t.get("precision"), int):
+        if kind == "bytes":
+            return {"type": "decimal", "size": None}
+        if kind == "fixed" and isinstance(t.get("size"), int) and t["size"] >= 0:
+            return {"type": "decimal", "size": t["size"]}
     if kind == "record" and isinstance(t.get("fields"), list):
         fields = field_plan(t)
         return None if fields is None else {"type": "record", "fields": fields}
@@ -158,6 +164,43 @@ def _read_slot(d: np.ndarray, pos: np.ndarray, absent: np.ndarray, slot: tuple, 
     return _read_values(d, pos, null, t, arrow)
 
 
+def _read_decimals(d: np.ndarray, at: np.ndarray, null: np.ndarray, size: int | None,
+                   arrow: pa.DataType) -> tuple[pa.Array, np.ndarray] | None:
+    """Decimals: the unscaled value as big-endian two's complement bytes (``size`` of them, or a
+    length first), made the little-endian 16 or 32 bytes of Arrow's decimal128 or decimal256."""
+    if size is None:
+        length, lsize = varints(d, at, 5)
+        lsize, length = np.where(null, 0, lsize), np.where(null, 0, length)
+        start = at + lsize
+        if not (null | ((lsize > 0) & (length >= 0))).all():
+            return None
+    else:
+        length, start = np.where(null, 0, size), at
+    end = start + length
+    width = arrow.byte_width
+    if (end > len(d)).any() or (length > width).any():
+        return None  # a longer value may still fit once its sign bytes are dropped: fastavro decides
+    n = len(at)
+    out = np.zeros((n, width), np.uint8)
+    # A negative value (top bit of its first byte set) extends with 0xFF bytes.
+    out[(length > 0) & (d[np.clip(start, 0, max(len(d) - 1, 0))] >= 0x80)] = 0xFF
+    offsets = np.cumsum(length) - length
+    total = int(length.sum())
+    rows = np.repeat(np.arange(n), length)
+    cols = width - np.repeat(length, length) + (np.arange(total) - np.repeat(offsets, length))
+    out[rows, cols] = d[range_positions(start, length)]
+    if ((length == width) & (out[:, 0] == 0x80) & ~out[:, 1:].any(axis=1)).any():
+        return None  # the least value, past every precision, which Arrow's check lets through
+    validity = None if not null.any() else pa.array(~null).buffers()[1]
+    array = pa.Array.from_buffers(arrow, n, [validity, pa.py_buffer(np.ascontiguousarray(out[:, ::-1]))],
+                                  null_count=int(null.sum()))
+    try:
+        array.validate(full=True)  # a value past the precision: fastavro and Arrow name it
+    except pa.ArrowInvalid:
+        return None
+    return array, end
+
+
 # An array or map is read one item of every record per round; past this many items in one
 # record, fastavro (~1 us an item) is the faster reader.
 MAX_ITEM_ROUNDS = 256
@@ -253,6 +296,8 @@ def _read_values(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, A
     mask = null if null.any() else None
     if kind in ("array", "map"):
         return _read_items(d, at, null, t, arrow)
+    if kind == "decimal":
+        return _read_decimals(d, at, null, t["size"], arrow)
     if kind == "record":
         fields = _read_fields(d, at, null, t["fields"], list(arrow))
         if fields is None:
