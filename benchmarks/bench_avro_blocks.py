@@ -6,6 +6,9 @@ fastest of ``--repeats``, CPU per block:
 
 * a data block of ``-m`` records of the trips rows (``bench_core``'s data) written as Avro, as a
   Java writer with ``hoodie.logfile.data.block.format=avro`` (Hudi's default) writes it;
+* the same rows with nested values, as a table of a Java pipeline often has them: the
+  coordinates as a nullable record, a list of tags, a map of attributes and the fare as a
+  decimal (Hudi's Avro schema for them: a record, an array, a map and a fixed decimal);
 * a delete block of ``-m`` keys without ordering values, decoded and encoded.
 
 Each against the same content through fastavro only (``vectorised=False``), the baseline of its
@@ -23,6 +26,7 @@ import time
 from typing import Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -37,6 +41,25 @@ def _cpu(fn: Callable[[], object], repeats: int) -> float:
         fn()
         best = min(best, time.process_time() - start)
     return best
+
+
+def _nested(table: pa.Table) -> pa.Table:
+    """The trips rows with nested columns: every tenth trip without coordinates."""
+    n = table.num_rows
+    coords = pa.StructArray.from_arrays([table.column("begin_lat").combine_chunks(),
+                                         table.column("begin_lon").combine_chunks()], names=["lat", "lon"],
+                                        mask=pa.array([i % 10 == 0 for i in range(n)]))
+    payment = table.column("payment_type").combine_chunks().cast(pa.string())
+    city = table.column("city").combine_chunks().cast(pa.string())
+    tags = pa.ListArray.from_arrays(pa.array(range(0, 2 * n + 1, 2), pa.int32()),
+                                    pa.concat_arrays([payment, city]).take(
+                                        pa.array([i // 2 + (i % 2) * n for i in range(2 * n)])))
+    attrs = pa.MapArray.from_arrays(pa.array(range(0, n + 1), pa.int32()), pa.array(["tip_cents"] * n),
+                                    pc.cast(pc.multiply(table.column("tip").combine_chunks(), 100), pa.int64(),
+                                            safe=False))
+    fare = pc.cast(table.column("fare").combine_chunks(), pa.decimal128(12, 2), safe=False)
+    return pa.table({"uuid": table.column("uuid"), "ts": table.column("ts"), "coords": coords,
+                     "tags": tags, "attrs": attrs, "fare": fare})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,12 +82,17 @@ def main(argv: list[str] | None = None) -> int:
             "_hoodie_file_name": pa.repeat("00000000-0000-0000-0000-000000000000-0", n).cast(pa.string())}
     table = pa.table({**meta, **{c: rows.column(c) for c in rows.column_names}})
     (data_block,) = read_log_blocks(encode_avro_data_block(table, avro_schema, t))
+    nested = _nested(table)
+    (nested_block,) = read_log_blocks(encode_avro_data_block(
+        nested, arrow_to_avro_schema(nested.schema, "trips", with_meta_fields=False), t))
     keys, parts = rows.column(KEY), rows.column(PARTITION).cast(pa.string())
     (delete_block,) = read_log_blocks(encode_delete_block(keys, parts, None, t, avro_schema))
 
     cases = {
         "data block decode": (lambda: decode_avro_data_block(data_block),
                               lambda: decode_avro_data_block(data_block, vectorised=False)),
+        "nested data block decode": (lambda: decode_avro_data_block(nested_block),
+                                     lambda: decode_avro_data_block(nested_block, vectorised=False)),
         "delete block decode": (lambda: decode_delete_block(delete_block),
                                 lambda: decode_delete_block(delete_block, vectorised=False)),
         "delete block encode": (lambda: encode_delete_block(keys, parts, None, "1", avro_schema),
