@@ -63,19 +63,27 @@ def rows(table_path, **kw) -> list[dict]:
     return sorted(got.to_pylist(), key=lambda r: r["id"])
 
 
-@pytest.fixture
-def table(tmp_path) -> pathlib.Path:
+def make_table(tmp_path) -> pathlib.Path:
     path = tmp_path / "trips"
     run("create", path, "--record-key", "id", "--partition-by", "city", "--ordering-field", "ts")
     return path
 
 
-@pytest.fixture
-def loaded(table, tmp_path):
+def load(table, tmp_path) -> tuple[pathlib.Path, str]:
     """A table holding ids 0..19 written by one committed insert; returns (path, instant)."""
     f = write_file(batch(range(20)), tmp_path / "b1.parquet")
     res = run("write", table, f, "--op", "insert")
     return table, res.stdout.strip()
+
+
+@pytest.fixture
+def table(tmp_path) -> pathlib.Path:
+    return make_table(tmp_path)
+
+
+@pytest.fixture
+def loaded(table, tmp_path):
+    return load(table, tmp_path)
 
 
 def timeline_json(path) -> list[dict]:
@@ -326,10 +334,10 @@ def test_text_formats_take_the_table_types(loaded, tmp_path, suffix):
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("2024-07-01 10:00:00", dt.datetime(2024, 7, 1, 10, tzinfo=dt.timezone.utc)),
+    ("2024-07-01 10:00:00", dt.datetime(2024, 7, 1, 10, tzinfo=dt.UTC)),
     # pyarrow's JSON reader leaves these as strings; the table's type decides.
-    ("2024-07-01T10:00:00.250Z", dt.datetime(2024, 7, 1, 10, 0, 0, 250000, tzinfo=dt.timezone.utc)),
-    ("2024-07-01T12:00:00.000+02:00", dt.datetime(2024, 7, 1, 10, tzinfo=dt.timezone.utc)),
+    ("2024-07-01T10:00:00.250Z", dt.datetime(2024, 7, 1, 10, 0, 0, 250000, tzinfo=dt.UTC)),
+    ("2024-07-01T12:00:00.000+02:00", dt.datetime(2024, 7, 1, 10, tzinfo=dt.UTC)),
 ])
 def test_json_timestamp_strings_take_the_table_type(loaded, tmp_path, text, expected):
     t, _ = loaded
@@ -341,7 +349,7 @@ def test_json_timestamp_strings_take_the_table_type(loaded, tmp_path, text, expe
 
 
 def test_several_files_are_one_instant(table, tmp_path):
-    a = write_file(batch(range(0, 5)), tmp_path / "a.parquet")
+    a = write_file(batch(range(5)), tmp_path / "a.parquet")
     b = write_file(batch(range(5, 12)), tmp_path / "b.csv")
     run("write", table, a, b, "--op", "insert")
     assert [r["id"] for r in rows(table)] == [f"{i:03d}" for i in range(12)]
@@ -450,84 +458,6 @@ def test_timeline_json_reports_each_write(loaded, tmp_path):
     assert tl[1]["records_written"] == 3 and tl[1]["records_updated"] + tl[1]["records_inserted"] == 3
     table_out = run("timeline", t).stdout
     assert first in table_out and "upsert" in table_out
-
-
-# --- reads ------------------------------------------------------------------------------------
-
-
-def test_read_filters_columns_and_limit(loaded, tmp_path):
-    t, _ = loaded
-    out = tmp_path / "o.jsonl"
-    run("read", t, "--filter", "city = sf", "--filter", "fare >= 10", "--columns", "id,fare",
-        "--output", out)
-    got = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted(r["id"] for r in got) == ["009", "011", "013", "015", "017", "019"]
-    assert set(got[0]) == {"id", "fare"}
-    run("read", t, "--filter", "id in 001, 002,\"003\"", "--filter", "id not in 002",
-        "--output", out, "--sort", "id")
-    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["001", "003"]
-    run("read", t, "--filter", "at > 2024-06-01 00:17:00", "--output", out, "--sort", "id")
-    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["018", "019"]
-    run("read", t, "--filter", "id != 000", "--limit", "4", "--output", out)
-    assert len(out.read_text().splitlines()) == 4
-
-
-def test_read_unknown_column_is_a_lakehouse_error(loaded):
-    t, _ = loaded
-    res = run("read", t, "--columns", "id,nope", ok=False)
-    assert res.exit_code == 1 and "nope" in res.stderr and "Help: columns are:" in res.stderr
-
-
-@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
-def test_read_output_formats(loaded, tmp_path, suffix):
-    t, _ = loaded
-    out = tmp_path / f"out{suffix}"
-    res = run("read", t, "--output", out, "--no-meta")
-    assert "wrote 20 of 20 rows" in res.stderr
-    if suffix == ".parquet":
-        back = pq.read_table(out)
-    elif suffix == ".csv":
-        back = pcsv.read_csv(out, convert_options=pcsv.ConvertOptions(column_types={"id": pa.string()}))
-    else:
-        back = pa.Table.from_pylist([json.loads(x) for x in out.read_text().splitlines()])
-    assert back.num_rows == 20 and sorted(back.column("id").to_pylist())[0] == "000"
-    assert not any(c.startswith("_hoodie") for c in back.column_names)
-
-
-def test_read_prints_a_table(loaded):
-    t, _ = loaded
-    out = run("read", t, "--columns", "id,fare", "--sort", "id", "--limit", "3").stdout
-    assert "000" in out and "002" in out and "003" not in out and "3 of 20 rows" in out
-    assert "20 rows" in run("read", t, "--columns", "id").stdout  # default shows at most 20
-
-
-def test_time_travel_and_incremental_reads(loaded, tmp_path):
-    t, first = loaded
-    second = run("write", t, write_file(batch([1, 2], ts=300, fare=1000.0), tmp_path / "u.parquet")).stdout.strip()
-    third = run("write", t, write_file(batch([30]), tmp_path / "n.parquet")).stdout.strip()
-    out = tmp_path / "o.jsonl"
-
-    def ids_in(*args):
-        run("read", t, "--output", out, "--sort", "id", *args)
-        return [(r["id"], r["fare"]) for r in map(json.loads, out.read_text().splitlines())]
-
-    assert ids_in("--as-of", first, "--filter", "id in 001,002") == [("001", 2.0), ("002", 3.0)]
-    assert ids_in("--filter", "id in 001,002") == [("001", 1001.0), ("002", 1002.0)]
-    assert ids_in("--changes-from", first) == [("001", 1001.0), ("002", 1002.0), ("030", 31.0)]
-    assert ids_in("--changes-from", first, "--changes-to", second) == [("001", 1001.0), ("002", 1002.0)]
-    assert ids_in("--changes-from", second) == [("030", 31.0)]
-    assert ids_in("--changes-to", first, "--filter", "id = 005") == [("005", 6.0)]
-    assert third > second > first
-
-
-def test_read_optimized_skips_log_files(loaded, tmp_path):
-    t, _ = loaded
-    run("write", t, write_file(batch([1], ts=300, fare=1000.0), tmp_path / "u.parquet"))
-    if open_table(str(t)).stats().log_files == 0:
-        pytest.skip("the write path put this update in a base file")
-    out = tmp_path / "o.jsonl"
-    run("read", t, "--read-optimized", "--filter", "id = 001", "--output", out)
-    assert json.loads(out.read_text())["fare"] == 2.0
 
 
 # --- stats ------------------------------------------------------------------------------------
