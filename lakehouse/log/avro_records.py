@@ -97,25 +97,28 @@ def field_plan(schema: dict[str, Any]) -> list[tuple[int | None, dict[str, Any]]
 def record_spans(content, count: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(starts, ends) of the ``count`` length-prefixed records after the 8-byte header, or None
     when they do not tile the content exactly. A record's start depends on every length before
-    it, so this one step walks them in Python."""
+    it, so this one step walks them in Python (the checks that need no order run after)."""
     n = len(content)
     if count > (n - 8) // 4:
         return None  # more records than lengths fit: damaged, and nothing allocated for it
-    starts = np.empty(count, np.int64)
-    ends = np.empty(count, np.int64)
     unpack = _I32.unpack_from
-    pos = 8
-    for i in range(count):
-        if pos + 4 > n:
+    ends = []
+    add = ends.append
+    pos, last = 8, n - 4
+    for _ in range(count):
+        if not 0 <= pos <= last:
             return None
-        (length,) = unpack(content, pos)
-        pos += 4
-        if length < 0 or pos + length > n:
-            return None
-        starts[i] = pos
-        pos += length
-        ends[i] = pos
-    return (starts, ends) if pos == n else None
+        pos += unpack(content, pos)[0] + 4
+        add(pos)
+    end = np.array(ends, np.int64)
+    start = np.empty(count, np.int64)
+    if count:
+        start[0] = 12
+        start[1:] = end[:-1] + 4
+    # A negative length walks back: it shows as a record ending before it starts.
+    if pos != n or (end < start).any():
+        return None
+    return start, end
 
 
 def decode_records(content, count: int, plan: list[tuple[int | None, dict[str, Any]]],
@@ -342,7 +345,7 @@ def _read_values(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, A
             return None
         if kind == "fixed":
             try:
-                return binaries(d, null, np.where(null, 0, at), np.where(null, 0, width)).cast(arrow), end
+                return binaries(d, null, at, np.where(null, 0, width)).cast(arrow), end
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 return None
         return pa.array(floats(d, at, width), arrow, mask=mask), end

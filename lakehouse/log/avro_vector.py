@@ -53,19 +53,24 @@ def range_positions(start: np.ndarray, length: np.ndarray) -> np.ndarray:
 
 def binaries(d: np.ndarray, null: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
     """A large_binary array of the byte ranges ``[start, start + length)`` (nulls where ``null``,
-    whose lengths must be 0)."""
-    offsets = np.zeros(len(start) + 1, np.int64)
-    np.cumsum(length, out=offsets[1:])
-    total = int(offsets[-1])
-    if total and total >= 64 * max(1, int(np.count_nonzero(length))):
-        # Long values: copied a value at a time (a position per byte would cost 16 bytes each).
-        data = np.concatenate([d[a:a + n] for a, n in zip(start.tolist(), length.tolist()) if n])
-    else:
-        data = d[range_positions(start, length)]
+    whose lengths must be 0), which must follow one another in ``d``: one field's values in
+    record order. Ranges that do not (damaged content only) raise ArrowInvalid.
+
+    The content itself, the ranges and the gaps between them taken as alternate values, is then
+    an Arrow binary array, and Arrow's take copies the ranges out, a memcpy each: no position
+    per byte, whatever the values' lengths."""
+    n = len(start)
+    bounds = np.zeros(2 * n + 1, np.int64)
+    bounds[0:2 * n:2] = start
+    bounds[1:2 * n:2] = start + length
+    if n:
+        bounds[2 * n] = bounds[2 * n - 1]
+        if bounds[0] < 0 or bounds[-1] > len(d) or not (np.diff(bounds) >= 0).all():
+            raise pa.ArrowInvalid("byte ranges out of order or outside the content")
+    whole = pa.Array.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(d)])
+    offsets, data = whole.take(pa.array(np.arange(0, 2 * n, 2))).buffers()[1:]
     validity = None if not null.any() else pa.array(~null).buffers()[1]
-    return pa.Array.from_buffers(pa.large_binary(), len(start), [validity, pa.py_buffer(offsets),
-                                                                 pa.py_buffer(data)],
-                                 null_count=int(null.sum()))
+    return pa.Array.from_buffers(pa.large_binary(), n, [validity, offsets, data], null_count=int(null.sum()))
 
 
 def floats(d: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
