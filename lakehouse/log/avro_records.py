@@ -358,7 +358,7 @@ def _read_values(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, A
         return None
     try:
         array = binaries(d, null, at + size, length)
-        array = array.cast(pa.large_string()).cast(arrow) if kind == "string" else array.cast(arrow)
+        array = array.cast(arrow)  # to a string: UTF-8 checked
     except pa.ArrowInvalid:
         return None  # not UTF-8: fastavro names the record
     return array, end

@@ -52,8 +52,8 @@ def range_positions(start: np.ndarray, length: np.ndarray) -> np.ndarray:
 
 
 def binaries(d: np.ndarray, null: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
-    """A large_binary array of the byte ranges ``[start, start + length)`` (nulls where ``null``,
-    whose lengths must be 0), which must follow one another in ``d``: one field's values in
+    """A binary array (large_binary past 2 GiB of content) of the byte ranges ``[start, start +
+    length)`` (nulls where ``null``, whose lengths must be 0), which must follow one another in ``d``: one field's values in
     record order. Ranges that do not (damaged content only) raise ArrowInvalid.
 
     The content itself, the ranges and the gaps between them taken as alternate values, is then
@@ -67,10 +67,11 @@ def binaries(d: np.ndarray, null: np.ndarray, start: np.ndarray, length: np.ndar
         bounds[2 * n] = bounds[2 * n - 1]
         if bounds[0] < 0 or bounds[-1] > len(d) or not (np.diff(bounds) >= 0).all():
             raise pa.ArrowInvalid("byte ranges out of order or outside the content")
-    whole = pa.Array.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(d)])
+    kind, width = (pa.binary(), np.int32) if len(d) < 2**31 else (pa.large_binary(), np.int64)
+    whole = pa.Array.from_buffers(kind, 2 * n, [None, pa.py_buffer(bounds.astype(width)), pa.py_buffer(d)])
     offsets, data = whole.take(pa.array(np.arange(0, 2 * n, 2))).buffers()[1:]
     validity = None if not null.any() else pa.array(~null).buffers()[1]
-    return pa.Array.from_buffers(pa.large_binary(), n, [validity, offsets, data], null_count=int(null.sum()))
+    return pa.Array.from_buffers(kind, n, [validity, offsets, data], null_count=int(null.sum()))
 
 
 def floats(d: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -87,4 +88,4 @@ def floats(d: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
 
 def strings(d: np.ndarray, null: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
     """A string array of the byte ranges (nulls where ``null``); raises ArrowInvalid on bad UTF-8."""
-    return binaries(d, null, start, length).cast(pa.large_string()).cast(pa.string())
+    return binaries(d, null, start, length).cast(pa.string())
