@@ -12,9 +12,8 @@ Decoded here: records whose fields are, or are a union of null with, a boolean, 
 float, double, string, bytes, enum, fixed (temporal logical types included: they travel as
 ints and longs), a decimal (bytes or fixed), or a record, array or map of such values, nested
 to any depth (an array or
-map is read an item of every record at a time, so one holding more than :data:`MAX_ITEM_ROUNDS`
-items in a record is left to fastavro, unless its items are of a fixed width: those are read a
-block at a time). Anything else (wider unions, a named type used again by name) and any
+map is read a step at a time: an item of every record, or a block of fixed-width items; a block
+that needs more than :data:`MAX_ITEM_STEPS` steps is left to fastavro). Anything else (wider unions, a named type used again by name) and any
 payload that does not parse answers None: the caller decodes it with fastavro, which also names
 what is corrupt.
 """
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse.log.avro_vector import binaries, floats, range_positions, varints
 
@@ -83,6 +83,8 @@ def field_plan(schema: dict[str, Any]) -> list[tuple[int | None, dict[str, Any]]
     """Per field: (union branch index of null or None when not a union, the value's type);
     None when some field is not decoded here."""
     plan = []
+    if not schema.get("fields"):
+        return None  # a record of no fields: no column says how many rows there are
     names = [f.get("name") for f in schema.get("fields", ())]
     if len(set(names)) != len(names):
         return None  # Avro refuses such a schema; fastavro keeps the last value of a name
@@ -129,7 +131,8 @@ def decode_records(content, count: int, plan: list[tuple[int | None, dict[str, A
     if spans is None:
         return None
     pos, ends = spans
-    fields = _read_fields(np.frombuffer(content, np.uint8), pos, np.zeros(count, bool), plan, list(schema))
+    fields = _read_fields(np.frombuffer(content, np.uint8), pos, np.zeros(count, bool), plan, list(schema),
+                          _Steps(MAX_ITEM_STEPS))
     if fields is None:
         return None
     columns, pos = fields
@@ -138,13 +141,13 @@ def decode_records(content, count: int, plan: list[tuple[int | None, dict[str, A
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _read_fields(d: np.ndarray, pos: np.ndarray, absent: np.ndarray, plan: list, arrow: list[pa.Field]
-                 ) -> tuple[list[pa.Array], np.ndarray] | None:
+def _read_fields(d: np.ndarray, pos: np.ndarray, absent: np.ndarray, plan: list, arrow: list[pa.Field],
+                 steps: _Steps) -> tuple[list[pa.Array], np.ndarray] | None:
     """A record's fields in order, each across all records; where ``absent`` (the record is a
     null nested record) a field takes no bytes and reads as null."""
     columns = []
     for slot, field in zip(plan, arrow):
-        column = _read_slot(d, pos, absent, slot, field.type)
+        column = _read_slot(d, pos, absent, slot, field.type, steps)
         if column is None:
             return None
         array, pos = column
@@ -152,8 +155,8 @@ def _read_fields(d: np.ndarray, pos: np.ndarray, absent: np.ndarray, plan: list,
     return columns, pos
 
 
-def _read_slot(d: np.ndarray, pos: np.ndarray, absent: np.ndarray, slot: tuple, arrow: pa.DataType
-               ) -> tuple[pa.Array, np.ndarray] | None:
+def _read_slot(d: np.ndarray, pos: np.ndarray, absent: np.ndarray, slot: tuple, arrow: pa.DataType,
+               steps: _Steps) -> tuple[pa.Array, np.ndarray] | None:
     """One value (a field's, an item's) at each of ``pos``: its union branch when nullable, then
     the value; nothing read where ``absent``."""
     null_at, t = slot
@@ -164,7 +167,7 @@ def _read_slot(d: np.ndarray, pos: np.ndarray, absent: np.ndarray, slot: tuple, 
             return None
         null = absent | (branch == null_at)
         pos = pos + np.where(absent, 0, size)
-    return _read_values(d, pos, null, t, arrow)
+    return _read_values(d, pos, null, t, arrow, steps)
 
 
 def _read_decimals(d: np.ndarray, at: np.ndarray, null: np.ndarray, size: int | None,
@@ -204,14 +207,29 @@ def _read_decimals(d: np.ndarray, at: np.ndarray, null: np.ndarray, size: int | 
     return array, end
 
 
-# An array or map is read one item of every record per round; past this many items in one
-# record, fastavro (~1 us an item) is the faster reader.
-MAX_ITEM_ROUNDS = 256
+# An array or map is read a step at a time (an item of every record, or a block of fixed-width
+# items); past this many steps in one data block, nested arrays included, fastavro (~1 us an
+# item) is the faster reader.
+MAX_ITEM_STEPS = 256
+
+
+class _Steps:
+    """The steps one data block's arrays and maps may still take."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def take(self) -> bool:
+        self.left -= 1
+        return self.left >= 0
+
 _FIXED_WIDTH = {"float": 4, "double": 8}
 
 
 def _read_items(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, Any],
-                arrow: pa.DataType) -> tuple[pa.Array, np.ndarray] | None:
+                arrow: pa.DataType, steps: _Steps) -> tuple[pa.Array, np.ndarray] | None:
     """Arrays and maps: blocks of items, each a count (negative: its byte size follows), the
     items, until a count of 0."""
     n = len(at)
@@ -221,8 +239,9 @@ def _read_items(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, An
     is_map = t["type"] == "map"
     null_at, item = t["item"]
     width = _FIXED_WIDTH.get(item["type"], item.get("size") if item["type"] == "fixed" else None)
-    bulk = null_at is None and width is not None and not is_map
-    owner, parts, rounds = [], [], 0
+    # Zero-width items take no bytes, so nothing bounds their count: an item a step for them.
+    bulk = null_at is None and bool(width) and not is_map
+    owner, parts = [], []
     while True:
         need = np.flatnonzero(active & (left == 0))
         if len(need):
@@ -244,14 +263,18 @@ def _read_items(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, An
         rows = np.flatnonzero(active)
         if not len(rows):
             break
+        if not steps.take():
+            return None
         if bulk:
-            # Items of one width: every item left in each record's block at once.
+            # Items of one width: every item left in each record's block at once. Their bytes
+            # must fit what is left of the content, each block's and all together, before any
+            # position is allocated (a count may claim 2**62 items).
             counts = left[rows]
-            if int(counts.sum()) * max(width, 1) > len(d):
+            if (counts > (len(d) - pos[rows]) // width).any() or int(counts.sum()) > len(d) // width:
                 return None
             starts = np.repeat(pos[rows], counts) + width * (
                 np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
-            values = _read_values(d, starts, np.zeros(len(starts), bool), item, arrow.value_type)
+            values = _read_values(d, starts, np.zeros(len(starts), bool), item, arrow.value_type, steps)
             if values is None:
                 return None
             parts.append(values[0])
@@ -259,17 +282,14 @@ def _read_items(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, An
             pos[rows] += counts * width
             left[rows] = 0
             continue
-        rounds += 1
-        if rounds > MAX_ITEM_ROUNDS:
-            return None
         p = pos[rows]
         if is_map:
-            key = _read_values(d, p, np.zeros(len(rows), bool), {"type": "string"}, pa.string())
+            key = _read_values(d, p, np.zeros(len(rows), bool), {"type": "string"}, pa.string(), steps)
             if key is None:
                 return None
             key_array, p = key
         value = _read_slot(d, p, np.zeros(len(rows), bool), t["item"],
-                           arrow.item_type if is_map else arrow.value_type)
+                           arrow.item_type if is_map else arrow.value_type, steps)
         if value is None:
             return None
         value_array, pos[rows] = value
@@ -284,25 +304,31 @@ def _read_items(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, An
     np.cumsum(np.bincount(who, minlength=n), out=offsets[1:])
     mask = pa.array(null) if null.any() else None
     if is_map:
-        keys = pa.concat_arrays([k for k, _ in parts]) if parts else pa.array([], pa.string())
+        keys = (pa.concat_arrays([k for k, _ in parts]) if parts else pa.array([], pa.string())).take(order)
         items = pa.concat_arrays([v for _, v in parts]) if parts else pa.array([], arrow.item_type)
-        return pa.MapArray.from_arrays(pa.array(offsets), keys.take(order), items.take(order),
-                                       type=arrow, mask=mask), pos
+        if len(keys):
+            # A key twice in one map: fastavro's dict keeps the last value at the first key's
+            # place, which this layout cannot say; leave it to fastavro.
+            codes = pc.dictionary_encode(keys)
+            pair = np.sort(who) * len(codes.dictionary) + codes.indices.to_numpy()
+            if len(np.unique(pair)) != len(pair):
+                return None
+        return pa.MapArray.from_arrays(pa.array(offsets), keys, items.take(order), type=arrow, mask=mask), pos
     values = pa.concat_arrays(parts) if parts else pa.array([], arrow.value_type)
     return pa.ListArray.from_arrays(pa.array(offsets), values.take(order), type=arrow, mask=mask), pos
 
 
 def _read_values(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, Any],
-                 arrow: pa.DataType) -> tuple[pa.Array, np.ndarray] | None:
+                 arrow: pa.DataType, steps: _Steps) -> tuple[pa.Array, np.ndarray] | None:
     """One field's values at ``at`` (nothing where ``null``), as ``arrow``; and where each ends."""
     kind = t["type"]
     mask = null if null.any() else None
     if kind in ("array", "map"):
-        return _read_items(d, at, null, t, arrow)
+        return _read_items(d, at, null, t, arrow, steps)
     if kind == "decimal":
         return _read_decimals(d, at, null, t["size"], arrow)
     if kind == "record":
-        fields = _read_fields(d, at, null, t["fields"], list(arrow))
+        fields = _read_fields(d, at, null, t["fields"], list(arrow), steps)
         if fields is None:
             return None
         children, end = fields

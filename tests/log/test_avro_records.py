@@ -338,10 +338,66 @@ def test_arrays_written_in_several_blocks_with_byte_sizes(items, encode):
 
 def test_long_arrays_of_variable_width_items_go_to_fastavro():
     schema = {"type": "record", "name": "r", "fields": [{"name": "a", "type": {"type": "array", "items": "long"}}]}
-    records = [{"a": list(range(avro_records.MAX_ITEM_ROUNDS + 1))}, {"a": [7]}]
+    records = [{"a": list(range(avro_records.MAX_ITEM_STEPS + 1))}, {"a": [7]}]
     block = _block(schema, _content(schema, records))
     assert _fast(block) is None
     assert decode_avro_data_block(block).column("a").to_pylist() == [r["a"] for r in records]
+
+
+def test_nested_arrays_share_one_step_budget():
+    """An array of arrays takes its inner arrays' steps once per outer item: the budget is the
+    block's, so 256 x 255 items stop at the budget instead of taking 65,000 steps."""
+    schema = {"type": "record", "name": "r", "fields": [
+        {"name": "a", "type": {"type": "array", "items": {"type": "array", "items": "int"}}}]}
+    records = [{"a": [list(range(255))] * 256}]
+    block = _block(schema, _content(schema, records))
+    assert _fast(block) is None
+    assert decode_avro_data_block(block).column("a").to_pylist() == [records[0]["a"]]
+
+
+def test_many_one_item_blocks_count_against_the_budget():
+    """A blocking encoder may write a long array as many small blocks: each is a step."""
+    schema = {"type": "record", "name": "r", "fields": [{"name": "a", "type": {"type": "array", "items": "double"}}]}
+    body = (_long(1) + struct.pack("<d", 1.5)) * (avro_records.MAX_ITEM_STEPS + 1) + _long(0)
+    block = _block(schema, struct.pack(">iii", 3, 1, len(body)) + body)
+    assert _fast(block) is None
+    assert decode_avro_data_block(block).column("a").to_pylist() == [[1.5] * (avro_records.MAX_ITEM_STEPS + 1)]
+
+
+@pytest.mark.parametrize("claim, records", [(2**62, 4), (2**63 - 1, 2), (10**6, 1)])
+def test_item_counts_past_the_content_are_declined_before_allocating(claim, records):
+    """Counts that sum past int64, or claim more doubles than the content holds: the fast path
+    declines (it crashed or allocated first), fastavro's path names the block corrupt."""
+    schema = {"type": "record", "name": "r", "fields": [{"name": "a", "type": {"type": "array", "items": "double"}}]}
+    body = _long(claim) + struct.pack("<d", 1.0) + _long(0)
+    block = _block(schema, struct.pack(">ii", 3, records) + (struct.pack(">i", len(body)) + body) * records)
+    assert _fast(block) is None
+    with pytest.raises(CorruptFileError):
+        decode_avro_data_block(block)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "record", "name": "r", "fields": [
+        {"name": "e", "type": {"type": "record", "name": "E", "fields": []}}, {"name": "i", "type": "int"}]},
+    {"type": "record", "name": "r", "fields": [{"name": "e", "type": {"type": "record", "name": "E", "fields": []}}]},
+    {"type": "record", "name": "r", "fields": [
+        {"name": "a", "type": {"type": "array", "items": {"type": "record", "name": "E", "fields": []}}}]},
+])
+def test_records_without_fields_go_to_fastavro(schema):
+    value = {"e": {}, "i": 1} if len(schema["fields"]) == 2 else ({"e": {}} if schema["fields"][0]["name"] == "e"
+                                                                    else {"a": [{}, {}]})
+    block = _block(schema, _content(schema, [value, value]))
+    assert avro_records.field_plan(schema) is None
+    assert decode_avro_data_block(block).num_rows == 2
+
+
+def test_a_map_holding_a_key_twice_goes_to_fastavro():
+    """Valid Avro (a damaged key can make it): fastavro's dict keeps the last value."""
+    schema = {"type": "record", "name": "r", "fields": [{"name": "m", "type": {"type": "map", "values": "int"}}]}
+    body = _long(2) + _long(1) + b"k" + _long(1) + _long(1) + b"k" + _long(2) + _long(0)
+    block = _block(schema, struct.pack(">iii", 3, 1, len(body)) + body)
+    assert _fast(block) is None
+    assert decode_avro_data_block(block).column("m").to_pylist() == [[("k", 2)]]
 
 
 def test_long_arrays_of_fixed_width_items_are_read_a_block_at_a_time():
