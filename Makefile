@@ -58,12 +58,11 @@ test-cluster: $(STAMP) postgresql
 
 # The core benchmark, then lakehouse beside delta-rs, pyiceberg and plain parquet (bench-out/peers.*)
 # at N=1M, and lakehouse MOR and delta-rs again at N=5M; every table with lakehouse's defaults;
-# then where a snapshot read of pending logs spends its time (bench-read), at N=1M and 5M.
+# then where a snapshot read of pending logs spends its time (bench-read).
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_peers.py -n 1000000,5000000
 	$(PY) benchmarks/bench_read_bound.py
-	$(PY) benchmarks/bench_read_bound.py -n 5000000 --out bench-out/read_bound_5m.json
 	$(PY) benchmarks/bench_avro_blocks.py
 
 # A default MOR table's snapshot read of pending logs against the least a merge by key must do
