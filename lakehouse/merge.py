@@ -25,6 +25,7 @@ from lakehouse.columns import DELETE, IS_DELETED, KEY, META_FIELDS, SEQ, UNCONDI
 from lakehouse.config import MergeMode
 
 RANK = "__lh_rank"
+_ROW = "__lh_row"  # a version's row in the table being merged; never leaves resolve
 AFTER_CUT = "__lh_after_cut"  # set on versions that follow an unconditional delete of their key
 HELPER_COLUMNS = (KEY, SEQ, DELETE, UNCONDITIONAL, AFTER_CUT)
 IS_DELETED_FIELD = IS_DELETED
@@ -77,20 +78,16 @@ def resolve(versions: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) 
     if ordering is not None and ordering not in versions.column_names:
         ordering = None
     if spec.mode is MergeMode.PARTIAL_UPDATE:
-        return _resolve_partial(versions, spec, ordering, keep_deletes)
+        return _resolve_partial(versions, ordering, keep_deletes)
     # Every other mode decides on a few columns (key, sequence, ordering value, delete flags)
     # and copies whole rows once, for the winners: a full-width filter of the versions a delete
     # cuts off, then a take of the survivors, cost a copy of every column twice.
-    row = pa.array(np.arange(versions.num_rows, dtype=np.int64))
-    decide = [c for c in (KEY, SEQ, DELETE, UNCONDITIONAL, ordering) if c and c in versions.column_names]
-    narrow = versions.select(decide).combine_chunks().append_column(_ROW, row)
+    narrow = _deciding(versions, ordering)
     after = None
     if ordering is not None:
         narrow, after = _cut(narrow, ordering)
         narrow = narrow.append_column(RANK, _rank(narrow, ordering))
-        sort_keys = [(KEY, "ascending"), (RANK, "ascending"), (ordering, "ascending"), (SEQ, "ascending")]
-    else:
-        sort_keys = [(KEY, "ascending"), (SEQ, "ascending")]
+    sort_keys = _sort_keys(ordering)
     order = pc.sort_indices(narrow.select([k for k, _ in sort_keys]), sort_keys=sort_keys)
     last = _last_of_each_run(narrow.column(KEY).combine_chunks().take(order))
     winners_at = order.take(pa.array(last))
@@ -104,7 +101,20 @@ def resolve(versions: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) 
     return winners
 
 
-_ROW = "__lh_row"
+def _deciding(versions: pa.Table, ordering: str | None) -> pa.Table:
+    """The columns that decide a merge (key, sequence, delete flags, ordering value), in one
+    chunk each, and each version's row in ``versions``."""
+    decide = [c for c in (KEY, SEQ, DELETE, UNCONDITIONAL, ordering) if c and c in versions.column_names]
+    row = pa.array(np.arange(versions.num_rows, dtype=np.int64))
+    return versions.select(decide).combine_chunks().append_column(_ROW, row)
+
+
+def _sort_keys(ordering: str | None) -> list[tuple[str, str]]:
+    """Versions of a key in merge order, the winner last: by rank, ordering value and arrival
+    under event-time ordering, by arrival alone otherwise."""
+    if ordering is None:
+        return [(KEY, "ascending"), (SEQ, "ascending")]
+    return [(KEY, "ascending"), (RANK, "ascending"), (ordering, "ascending"), (SEQ, "ascending")]
 
 
 def _unconditional(table: pa.Table, ordering: str) -> pa.ChunkedArray:
@@ -145,22 +155,16 @@ def _rank(table: pa.Table, ordering: str):
     return rank
 
 
-def _resolve_partial(versions: pa.Table, spec: MergeSpec, ordering: str | None,
-                     keep_deletes: bool) -> pa.Table:
+def _resolve_partial(versions: pa.Table, ordering: str | None, keep_deletes: bool) -> pa.Table:
     """Partial update: every version's fields take part, so the whole rows are sorted."""
     table = versions
     if ordering is not None:
-        decide = [c for c in (KEY, SEQ, DELETE, UNCONDITIONAL, ordering) if c in table.column_names]
-        row = pa.array(np.arange(table.num_rows, dtype=np.int64))
-        kept, after = _cut(table.select(decide).append_column(_ROW, row), ordering)
+        kept, after = _cut(_deciding(table, ordering), ordering)
         if after is not None:
             table = table.append_column(AFTER_CUT, after).take(kept.column(_ROW))
         table = table.append_column(RANK, _rank(table, ordering))
-        sort_keys = [(KEY, "ascending"), (RANK, "ascending"), (ordering, "ascending"), (SEQ, "ascending")]
-    else:
-        sort_keys = [(KEY, "ascending"), (SEQ, "ascending")]
 
-    order = pc.sort_indices(table, sort_keys=sort_keys)
+    order = pc.sort_indices(table, sort_keys=_sort_keys(ordering))
     table = table.take(order).combine_chunks()
     if RANK in table.column_names:
         table = table.drop_columns([RANK])

@@ -11,11 +11,11 @@ the field's encoding), so a block costs a few dozen array operations per field.
 Decoded here: records whose fields are, or are a union of null with, a boolean, int, long,
 float, double, string, bytes, enum, fixed (temporal logical types included: they travel as
 ints and longs), a decimal (bytes or fixed), or a record, array or map of such values, nested
-to any depth (an array or
-map is read a step at a time: an item of every record, or a block of fixed-width items; a block
-that needs more than :data:`MAX_ITEM_STEPS` steps is left to fastavro). Anything else (wider unions, a named type used again by name) and any
-payload that does not parse answers None: the caller decodes it with fastavro, which also names
-what is corrupt.
+to any depth (an array or map is read a step at a time: an item of every record, or a block of
+fixed-width items; a block that needs more than :data:`MAX_ITEM_STEPS` steps is left to
+fastavro). Anything else (wider unions, a named type used again by name) and any payload that
+does not parse answers None: the caller decodes it with fastavro, which also names what is
+corrupt.
 """
 
 from __future__ import annotations
@@ -170,16 +170,25 @@ def _read_slot(d: np.ndarray, pos: np.ndarray, absent: np.ndarray, slot: tuple, 
     return _read_values(d, pos, null, t, arrow, steps)
 
 
+def _length_prefixed(d: np.ndarray, at: np.ndarray, null: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The (start, length) of the byte string after each length at ``at`` (Avro's bytes, string
+    and bytes decimal); none read where ``null``. None when a length does not parse."""
+    length, size = varints(d, at, 5)
+    size, length = np.where(null, 0, size), np.where(null, 0, length)
+    if not (null | ((size > 0) & (length >= 0))).all():
+        return None
+    return at + size, length
+
+
 def _read_decimals(d: np.ndarray, at: np.ndarray, null: np.ndarray, size: int | None,
                    arrow: pa.DataType) -> tuple[pa.Array, np.ndarray] | None:
     """Decimals: the unscaled value as big-endian two's complement bytes (``size`` of them, or a
     length first), made the little-endian 16 or 32 bytes of Arrow's decimal128 or decimal256."""
     if size is None:
-        length, lsize = varints(d, at, 5)
-        lsize, length = np.where(null, 0, lsize), np.where(null, 0, length)
-        start = at + lsize
-        if not (null | ((lsize > 0) & (length >= 0))).all():
+        ranges = _length_prefixed(d, at, null)
+        if ranges is None:
             return None
+        start, length = ranges
     else:
         length, start = np.where(null, 0, size), at
     end = start + length
@@ -190,11 +199,9 @@ def _read_decimals(d: np.ndarray, at: np.ndarray, null: np.ndarray, size: int | 
     out = np.zeros((n, width), np.uint8)
     # A negative value (top bit of its first byte set) extends with 0xFF bytes.
     out[(length > 0) & (d[np.clip(start, 0, max(len(d) - 1, 0))] >= 0x80)] = 0xFF
-    offsets = np.cumsum(length) - length
-    total = int(length.sum())
-    rows = np.repeat(np.arange(n), length)
-    cols = width - np.repeat(length, length) + (np.arange(total) - np.repeat(offsets, length))
-    out[rows, cols] = d[range_positions(start, length)]
+    # Each value's bytes right-aligned in its row (big-endian), reversed into Arrow's order below.
+    out.reshape(-1)[range_positions(np.arange(n) * width + width - length, length)] = \
+        d[range_positions(start, length)]
     if ((length == width) & (out[:, 0] == 0x80) & ~out[:, 1:].any(axis=1)).any():
         return None  # the least value, past every precision, which Arrow's check lets through
     validity = None if not null.any() else pa.array(~null).buffers()[1]
@@ -224,6 +231,7 @@ class _Steps:
     def take(self) -> bool:
         self.left -= 1
         return self.left >= 0
+
 
 _FIXED_WIDTH = {"float": 4, "double": 8}
 
@@ -299,7 +307,8 @@ def _read_items(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, An
     who = np.concatenate(owner) if owner else np.zeros(0, np.int64)
     if len(who) >= 2**31:
         return None
-    order = pa.array(np.argsort(who, kind="stable"))  # record by record, items in order
+    ordered = np.argsort(who, kind="stable")  # record by record, items in order
+    order = pa.array(ordered)
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(np.bincount(who, minlength=n), out=offsets[1:])
     mask = pa.array(null) if null.any() else None
@@ -310,7 +319,7 @@ def _read_items(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, An
             # A key twice in one map: fastavro's dict keeps the last value at the first key's
             # place, which this layout cannot say; leave it to fastavro.
             codes = pc.dictionary_encode(keys)
-            pair = np.sort(who) * len(codes.dictionary) + codes.indices.to_numpy()
+            pair = who[ordered] * len(codes.dictionary) + codes.indices.to_numpy()
             if len(np.unique(pair)) != len(pair):
                 return None
         return pa.MapArray.from_arrays(pa.array(offsets), keys, items.take(order), type=arrow, mask=mask), pos
@@ -376,14 +385,15 @@ def _read_values(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, A
                 return None
         return pa.array(floats(d, at, width), arrow, mask=mask), end
     # string, bytes: a length, then the bytes
-    length, size = varints(d, at, 5)
-    size = np.where(null, 0, size)
-    length = np.where(null, 0, length)
-    end = at + size + length
-    if not (null | ((size > 0) & (length >= 0))).all() or (end > len(d)).any():
+    ranges = _length_prefixed(d, at, null)
+    if ranges is None:
+        return None
+    start, length = ranges
+    end = start + length
+    if (end > len(d)).any():
         return None
     try:
-        array = binaries(d, null, at + size, length)
+        array = binaries(d, null, start, length)
         array = array.cast(arrow)  # to a string: UTF-8 checked
     except pa.ArrowInvalid:
         return None  # not UTF-8: fastavro names the record
