@@ -22,7 +22,6 @@ import pyarrow as pa
 from lakehouse.columns import META_FIELDS
 from lakehouse.errors import SchemaError
 
-
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _UTC = "UTC"
 # Avro logical types that fastavro would turn into datetime objects; lakehouse passes their
@@ -356,6 +355,16 @@ def arrow_table_to_avro_records(table: pa.Table,
     against the writer schema's precision and size), maps as dicts. With ``avro_schema`` the table
     is first conformed to it, so the integers always use the schema's units.
     """
+    table = avro_physical_table(table, avro_schema)
+    try:
+        return table.to_pylist(maps_as_pydicts="strict")
+    except (KeyError, ValueError, pa.ArrowInvalid) as e:  # duplicate map keys, nested nulls
+        raise SchemaError(f"rows cannot be written as Avro: {e}") from e
+
+
+def avro_physical_table(table: pa.Table, avro_schema: dict[str, Any] | str | None = None) -> pa.Table:
+    """``table`` conformed to the Avro schema (or to its own columns as one) with temporal values
+    as the integers Avro stores: what an Avro encoder writes field by field."""
     if avro_schema is None:
         target = avro_to_arrow_schema(_record(list(table.schema), "record", ""))
     else:
@@ -363,8 +372,8 @@ def arrow_table_to_avro_records(table: pa.Table,
     table = conform_table(table, target)
     physical = pa.schema([f.with_type(_physical_type(f.type)) for f in target])
     try:
-        return table.cast(physical).to_pylist(maps_as_pydicts="strict")
-    except (KeyError, ValueError, pa.ArrowInvalid) as e:  # duplicate map keys, nested nulls
+        return table.cast(physical)
+    except (KeyError, ValueError, pa.ArrowInvalid) as e:
         raise SchemaError(f"rows cannot be written as Avro: {e}") from e
 
 

@@ -28,15 +28,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.errors import CorruptFileError, SchemaError, UnsupportedTableError
-from lakehouse.log import avro_records, delete_record
-from lakehouse.storage.parquet import read_parquet
+from lakehouse.log import avro_encoder, avro_records, delete_record
 from lakehouse.schema import (
-    arrow_table_to_avro_records,
+    avro_physical_table,
     avro_records_to_arrow,
     avro_to_arrow_schema,
     conform_table,
     strip_converted_logical_types,
 )
+from lakehouse.storage.parquet import read_parquet
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1
@@ -165,13 +165,25 @@ def _fastavro_schema(schema_json: str) -> dict[str, Any]:
 # Avro data block
 
 def encode_avro_data_block(table: pa.Table, avro_schema: dict[str, Any] | str,
-                           instant_time: str) -> bytes:
+                           instant_time: str, *, vectorised: bool = True) -> bytes:
     """An AVRO_DATA block of ``table``'s rows, encoded with ``avro_schema`` (with meta fields).
 
-    The table is first conformed to the schema: columns cast, missing nullable ones null."""
+    The table is first conformed to the schema: columns cast, missing nullable ones null.
+    ``vectorised=False`` encodes with fastavro only (the reference
+    :mod:`lakehouse.log.avro_encoder` is checked against)."""
     schema_json = _schema_json(avro_schema)
+    header = {HeaderKey.INSTANT_TIME: instant_time, HeaderKey.SCHEMA: schema_json}
+    physical = avro_physical_table(table, schema_json)
+    if vectorised:
+        encoded = avro_encoder.encode_records(physical, json.loads(schema_json))
+        if encoded is not None:
+            head = _I32_PAIR.pack(AVRO_BLOCK_VERSION, physical.num_rows)
+            return encode_block(BlockType.AVRO_DATA, header, head + encoded)
     parsed = _fastavro_schema(schema_json)
-    records = arrow_table_to_avro_records(table, schema_json)
+    try:
+        records = physical.to_pylist(maps_as_pydicts="strict")
+    except (KeyError, ValueError, pa.ArrowInvalid) as e:  # duplicate map keys, nested nulls
+        raise SchemaError(f"rows cannot be written as Avro: {e}") from e
     buf = io.BytesIO()
     ends = []
     try:
@@ -188,7 +200,6 @@ def encode_avro_data_block(table: pa.Table, avro_schema: dict[str, Any] | str,
         out += encoded[start:end]
         start = end
     del encoded
-    header = {HeaderKey.INSTANT_TIME: instant_time, HeaderKey.SCHEMA: schema_json}
     return encode_block(BlockType.AVRO_DATA, header, bytes(out))
 
 
