@@ -2,16 +2,21 @@
 version 3): the inverse of :mod:`lakehouse.log.avro_records`.
 
 A writer on ``hoodie.logfile.data.block.format=avro`` (Java Hudi's default) encodes every log
-record. Through fastavro that is a Python dict per record and ~10 us a record of the trips schema,
-which made an upsert ~13x slower than with parquet blocks. Here each field becomes, for all
-records at once, one or two Arrow binary arrays of per-record pieces (a union branch with a
-varint or a fixed-width value; a string's bytes), and one Arrow take lays the pieces out record
-after record: the bytes fastavro writes, with no per-record Python.
+record. Through fastavro that is a Python dict per record and ~15 us a record of the trips schema,
+which made an upsert ~10x slower than with parquet blocks. Here each field becomes, for all
+records at once, a few Arrow binary arrays of per-record pieces (a union branch with a varint or
+a fixed-width value; a string's bytes), and one Arrow take lays the pieces out record after
+record: the bytes fastavro writes, with no per-record Python. An array or map is encoded item by
+item the same way; a row's items then lie back to back, so the row's piece is a range of the
+items' bytes.
 
-Encoded here: records whose fields are, or are a union of null with, a boolean, int, long, float,
-double, string, bytes, enum or fixed (temporal logical types included: they travel as ints and
-longs). Anything else (records, arrays, maps, decimals, wider unions) answers None and the caller
-encodes with fastavro, which also reports values that do not fit.
+Encoded here: what the decoder reads, namely fields that are, or are a union of null with, a
+boolean, int, long, float, double, string, bytes, enum, fixed (temporal logical types included:
+they travel as ints and longs), a decimal (bytes or fixed), or a record, array or map of such
+values, nested to any depth. Anything else (wider unions, a named type used again by name), a
+value fastavro would refuse (a null where the schema has none, a value that is no enum symbol, a
+map holding a key twice) answers None: the caller encodes with fastavro, which also says what
+does not fit.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import pyarrow.compute as pc
 
 from lakehouse.log.avro_records import field_plan
 
-_FLAT = {"boolean", "int", "long", "float", "double", "string", "bytes", "enum", "fixed"}
+_LEAVES = {"boolean", "int", "long", "float", "double", "string", "bytes", "enum", "fixed", "decimal"}
 _MAX_VARINT = 10
 
 
@@ -33,16 +38,17 @@ def encode_records(table: pa.Table, schema: dict[str, Any]) -> bytes | None:
     int32 big-endian length and its Avro binary encoding, row after row; None when some field is
     not encoded here."""
     plan = field_plan(schema)
-    if plan is None or len(plan) != table.num_columns or any(p[1]["type"] not in _FLAT for p in plan):
+    if plan is None or len(plan) != table.num_columns or not all(_encodable(k) for _, k in plan):
         return None
     n = table.num_rows
     if n == 0:
         return b""
     pieces: list[pa.Array] = []
     sizes = np.zeros(n, np.int64)
+    present = np.ones(n, bool)
     for (null_at, kind), col in zip(plan, table.columns):
         arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-        field = _field_pieces(arr, null_at, kind)
+        field = _field_pieces(arr, null_at, kind, present)
         if field is None:
             return None
         for piece, length in field:
@@ -62,12 +68,21 @@ def encode_records(table: pa.Table, schema: dict[str, Any]) -> bytes | None:
     return data[int(bounds[0]):int(bounds[-1])].to_pybytes()
 
 
-def _field_pieces(arr: pa.Array, null_at: int | None, kind: dict[str, Any]
+def _encodable(kind: dict[str, Any]) -> bool:
+    if kind["type"] == "record":
+        return all(_encodable(k) for _, k in kind["fields"])
+    if kind["type"] in ("array", "map"):
+        return _encodable(kind["item"][1])
+    return kind["type"] in _LEAVES
+
+
+def _field_pieces(arr: pa.Array, null_at: int | None, kind: dict[str, Any], present: np.ndarray
                   ) -> list[tuple[pa.Array, np.ndarray]] | None:
-    """The pieces of one field for every record, each with its byte lengths."""
+    """The pieces of one field for every record, each with its byte lengths: nothing where
+    ``present`` is false (a field of a null record)."""
     n = len(arr)
-    valid = np.ones(n, bool) if not arr.null_count else arr.is_valid().to_numpy(zero_copy_only=False)
-    if null_at is None and not valid.all():
+    valid = present if not arr.null_count else present & arr.is_valid().to_numpy(zero_copy_only=False)
+    if null_at is None and (valid != present).any():
         return None  # a null where the schema has none: fastavro names it
     t = kind["type"]
     head = np.zeros((n, 0), np.uint8)
@@ -75,8 +90,10 @@ def _field_pieces(arr: pa.Array, null_at: int | None, kind: dict[str, Any]
     if null_at is not None:
         # The union branch, a zigzag varint of 0 or 1: one byte.
         head = np.where(valid, 2 * (1 - null_at), 2 * null_at).astype(np.uint8)[:, None]
-        head_len = np.ones(n, np.int64)
+        head_len = present.astype(np.int64)
     body: pa.Array | None = None
+    children: list[tuple[pa.Array, np.ndarray]] = []
+    value, value_len = np.zeros((n, 0), np.uint8), np.zeros(n, np.int64)
     if t == "boolean":
         value = pc.fill_null(arr, False).to_numpy(zero_copy_only=False).astype(np.uint8)[:, None]
         value_len = np.ones(n, np.int64)
@@ -93,32 +110,142 @@ def _field_pieces(arr: pa.Array, null_at: int | None, kind: dict[str, Any]
         value_len = np.full(n, v.itemsize, np.int64)
     elif t == "enum":
         index = pc.index_in(arr, value_set=pa.array(kind["symbols"], pa.string()))
-        if index.null_count != arr.null_count:
+        if (valid & ~index.is_valid().to_numpy(zero_copy_only=False)).any():
             return None  # a value that is no symbol: fastavro names it
         value, value_len = _varints(2 * pc.fill_null(index, 0).to_numpy(zero_copy_only=False).astype(np.int64))
     elif t in ("string", "bytes", "fixed"):
         body = arr.cast(pa.large_binary()) if not pa.types.is_fixed_size_binary(arr.type) \
             else arr.cast(pa.binary()).cast(pa.large_binary())
-        if body.null_count:
-            body = pc.fill_null(body, b"")
+        if not valid.all():
+            # The take copies whole values: what is not written must be empty.
+            body = pc.if_else(pa.array(valid), body, pa.scalar(b"", pa.large_binary()))
         off = np.frombuffer(body.buffers()[1], np.int64, count=n + 1, offset=body.offset * 8)
         length = np.diff(off)
         if t == "fixed":
             if (length[valid] != kind["size"]).any():
                 return None
-            value, value_len = np.zeros((n, 0), np.uint8), np.zeros(n, np.int64)
         else:
             value, value_len = _varints(2 * length)
+    elif t == "record":
+        for i, (child_null_at, child_kind) in enumerate(kind["fields"]):
+            child = _field_pieces(arr.field(i), child_null_at, child_kind, valid)
+            if child is None:
+                return None
+            children += child
+    elif t in ("array", "map"):
+        items = _items(arr, kind, valid)
+        if items is None:
+            return None
+        # Avro writes a non-empty array or map as one block: its item count, the items, then
+        # the count 0 that ends it; an empty one as that 0 alone.
+        body, count = items
+        value, value_len = _varints(2 * count)
+        tail = valid & (count > 0)
+        children = [(_binary(np.zeros(int(tail.sum()), np.uint8), tail.astype(np.int64)), tail.astype(np.int64))]
+        length = np.diff(np.frombuffer(body.buffers()[1], np.int64, count=n + 1, offset=body.offset * 8))
+    elif t == "decimal":
+        value, value_len = _decimals(arr, kind["size"])
     else:
         return None
     # A null is its union branch alone; the value bytes come after the branch.
     small_len = head_len + np.where(valid, value_len, 0)
-    small = np.concatenate([head, value], axis=1) if head.shape[1] else value
-    keep = np.arange(small.shape[1]) < small_len[:, None]
-    pieces = [(_binary(small[keep], small_len), small_len)]
+    pieces = []
+    if small_len.any():
+        small = np.concatenate([head, value], axis=1) if head.shape[1] else value
+        keep = np.arange(small.shape[1]) < small_len[:, None]
+        pieces.append((_binary(small[keep], small_len), small_len))
     if body is not None:
-        pieces.append((body, np.where(valid, length, 0)))
-    return pieces
+        pieces.append((body, length))
+    return pieces + children
+
+
+def _encoded(arr: pa.Array, null_at: int | None, kind: dict[str, Any], present: np.ndarray
+             ) -> pa.Array | None:
+    """Each value's whole encoding as one large_binary value (empty where not ``present``)."""
+    pieces = _field_pieces(arr, null_at, kind, present)
+    if pieces is None:
+        return None
+    n = len(arr)
+    if not pieces:
+        return _binary(np.zeros(0, np.uint8), np.zeros(n, np.int64))
+    if len(pieces) == 1:
+        return pieces[0][0]
+    sizes = np.sum([length for _, length in pieces], axis=0)
+    order = (np.arange(n, dtype=np.int64)[:, None] + np.arange(len(pieces), dtype=np.int64) * n).ravel()
+    laid = pa.concat_arrays([p for p, _ in pieces]).take(pa.array(order))
+    _, offsets, data = laid.buffers()
+    start = int(np.frombuffer(offsets, np.int64, count=1, offset=laid.offset * 8)[0])
+    bounds = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes, out=bounds[1:])
+    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(bounds + start), data])
+
+
+def _items(arr: pa.Array, kind: dict[str, Any], valid: np.ndarray) -> tuple[pa.Array, np.ndarray] | None:
+    """(each row's items encoded back to back, as one large_binary value; the item counts) of an
+    array or map column: the items' encodings of a row lie next to each other, so a row's value
+    is a range of the items' bytes, with no copy."""
+    offsets = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    first, last = int(offsets[0]), int(offsets[-1])
+    count = np.where(valid, np.diff(offsets), 0)
+    # Items behind a null row (Arrow allows them) are not written: they encode as nothing.
+    owner_valid = np.repeat(valid, np.diff(offsets))
+    null_at, item_kind = kind["item"]
+    if kind["type"] == "array":
+        values, plan = arr.values.slice(first, last - first), (null_at, item_kind)
+    else:
+        keys = arr.keys.slice(first, last - first)
+        if keys.null_count or _repeated_keys(keys, np.repeat(np.arange(len(arr)), np.diff(offsets)), owner_valid):
+            return None  # fastavro refuses a map holding a key twice
+        values = pa.StructArray.from_arrays([keys, arr.items.slice(first, last - first)], names=["k", "v"])
+        plan = (None, {"type": "record", "fields": [(None, {"type": "string"}), (null_at, item_kind)]})
+    encoded = _encoded(values, plan[0], plan[1], owner_valid)
+    if encoded is None:
+        return None
+    item_bounds = np.frombuffer(encoded.buffers()[1], np.int64, count=len(encoded) + 1, offset=encoded.offset * 8)
+    rows = pa.Array.from_buffers(pa.large_binary(), len(arr),
+                                 [None, pa.py_buffer(item_bounds[offsets - first]), encoded.buffers()[2]])
+    return rows, count
+
+
+def _repeated_keys(keys: pa.Array, owner: np.ndarray, live: np.ndarray) -> bool:
+    """Does a live row hold a key twice?"""
+    if not len(keys):
+        return False
+    pairs = pa.table({"o": pa.array(owner[live]), "k": keys.filter(pa.array(live))})
+    return pairs.group_by(["o", "k"]).aggregate([]).num_rows != pairs.num_rows
+
+
+def _decimals(arr: pa.Array, size: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Avro's decimal bytes as fastavro writes them: for ``bytes``, a length and the two's
+    complement big-endian integer in (bit length of its magnitude + 8) // 8 bytes; for a
+    ``fixed`` of ``size`` bytes, the integer sign-extended to ``size`` bytes."""
+    n, width = len(arr), arr.type.byte_width
+    raw = np.frombuffer(arr.buffers()[1], np.uint8, count=(arr.offset + n) * width)[arr.offset * width:]
+    be = raw.reshape(n, width)[:, ::-1]  # big-endian two's complement
+    negative = be[:, 0] >= 0x80
+    if size is not None:
+        if size <= width:
+            return np.ascontiguousarray(be[:, width - size:]), np.full(n, size, np.int64)
+        pad = np.where(negative, 0xFF, 0).astype(np.uint8)[:, None].repeat(size - width, axis=1)
+        return np.concatenate([pad, be], axis=1), np.full(n, size, np.int64)
+    # The magnitude's bytes: the complement plus one for negative values (carried byte by byte
+    # from the least significant).
+    magnitude = np.where(negative[:, None], ~be, be).astype(np.uint8)
+    carry = negative.copy()
+    for j in range(width - 1, -1, -1):
+        column = magnitude[:, j].astype(np.uint16) + carry
+        magnitude[:, j] = column & 0xFF
+        carry = column > 0xFF
+    nonzero = magnitude != 0
+    lead = np.where(nonzero.any(axis=1), nonzero.argmax(axis=1), width - 1)
+    top = magnitude[np.arange(n), lead]
+    need = (width - lead) + (top >= 0x80)
+    extended = np.concatenate([np.where(negative, 0xFF, 0).astype(np.uint8)[:, None], be], axis=1)
+    # The last ``need`` bytes of each, moved to the front of its row.
+    cols = np.minimum((width + 1 - need)[:, None] + np.arange(width + 1), width)
+    body = extended[np.arange(n)[:, None], cols]
+    head, head_len = _varints(2 * need)
+    return np.concatenate([head, body], axis=1), head_len + need
 
 
 def _varints(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,5 +18,5 @@ def test_small_run_reports_every_step(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     res = json.loads(out.read_text())
     assert [r["step"] for r in res] == ["data block decode", "nested data block decode", "data block encode",
-                                          "delete block decode", "delete block encode"]
+                                          "nested data block encode", "delete block decode", "delete block encode"]
     assert all(r["records"] == 300 and r["vectorised_ms"] > 0 and r["fastavro_ms"] > 0 for r in res)

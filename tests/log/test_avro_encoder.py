@@ -56,29 +56,36 @@ def _encodes(table: pa.Table, schema: dict) -> bytes | None:
 def test_flat_records_encode_as_fastavro_does(block_def):
     schema, records = block_def
     table = _table(schema, records)
-    fast = _encodes(table, schema)
-    is_decimal = any("decimal" in json.dumps(f["type"]) for f in schema["fields"])
-    if is_decimal:
-        assert fast is None  # decimals are left to fastavro
-    else:
-        assert fast is not None
-        assert fast == _fastavro_content(schema, records)[8:]
+    assert _encodes(table, schema) == _fastavro_content(schema, records)[8:]
     block = encode_avro_data_block(table, schema, "1")
     assert block == encode_avro_data_block(table, schema, "1", vectorised=False)
     (decoded,) = read_log_blocks(block)
     assert decode_avro_data_block(decoded).equals(table)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(blocks(nested=True))
-def test_nested_records_are_left_to_fastavro(block_def):
+def test_nested_records_encode_as_fastavro_does(block_def):
+    """Records, arrays and maps nest to any depth, nullable or not, around every type."""
     schema, records = block_def
     table = _table(schema, records)
-    nested = any(isinstance(t, dict) and t.get("type") in ("record", "array", "map")
-                 for f in schema["fields"] for t in (f["type"] if isinstance(f["type"], list) else [f["type"]]))
-    if nested:
-        assert _encodes(table, schema) is None
+    assert _encodes(table, schema) == _fastavro_content(schema, records)[8:]
     assert encode_avro_data_block(table, schema, "1") == encode_avro_data_block(table, schema, "1", vectorised=False)
+
+
+def test_a_null_record_writes_nothing_of_its_fields():
+    """The fields of a null record hold values in Arrow (here 7 and "x"): none may be written."""
+    inner = {"type": "record", "name": "In", "fields": [
+        {"name": "n", "type": "long"}, {"name": "s", "type": "string"}, {"name": "o", "type": ["null", "string"]}]}
+    schema = {"type": "record", "name": "r", "fields": [{"name": "a", "type": ["null", inner]},
+                                                         {"name": "b", "type": "int"}]}
+    child = pa.StructArray.from_arrays([pa.array([1, 7, 3]), pa.array(["p", "x", "q"]), pa.array([None, "y", "z"])],
+                                       names=["n", "s", "o"], mask=pa.array([False, True, False]))
+    table = pa.table({"a": child, "b": pa.array([1, 2, 3], pa.int32())})
+    assert _encodes(table, schema) is not None
+    assert encode_avro_data_block(table, schema, "1") == encode_avro_data_block(table, schema, "1", vectorised=False)
+    sliced = table.slice(1, 2)
+    assert encode_avro_data_block(sliced, schema, "1") == encode_avro_data_block(sliced, schema, "1", vectorised=False)
 
 
 def test_columns_of_several_chunks_and_sliced_arrays():
@@ -128,3 +135,52 @@ def test_java_hudis_avro_block_is_encoded_byte_for_byte(hudi_fixtures):
     table = decode_avro_data_block(block)
     assert _encodes(table, json.loads(block.schema)) is not None
     assert encode_avro_data_block(table, block.schema, block.instant_time) == data
+
+
+@pytest.mark.parametrize("avro, arrow_type", [
+    ({"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 0}, pa.decimal128(38, 0)),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 60, "scale": 0}, pa.decimal256(60, 0)),
+    ({"type": "fixed", "name": "D", "size": 9, "logicalType": "decimal", "precision": 20, "scale": 0},
+     pa.decimal128(20, 0)),
+    ({"type": "fixed", "name": "D", "size": 20, "logicalType": "decimal", "precision": 38, "scale": 0},
+     pa.decimal128(38, 0)),
+])
+def test_decimals_at_every_byte_boundary(avro, arrow_type):
+    """fastavro sizes a bytes decimal by its magnitude's bit length (-128 takes two bytes, as
+    128 does) and sign-extends a fixed one: each boundary on both sides of zero."""
+    from decimal import Decimal
+    top = 10 ** arrow_type.precision - 1
+    values = {0, 1, -1, top, -top}
+    for bits in range(1, top.bit_length() + 1):
+        for v in (2 ** bits - 1, 2 ** bits, 2 ** bits + 1):
+            if v <= top:
+                values |= {v, -v}
+    schema = {"type": "record", "name": "r", "fields": [{"name": "d", "type": ["null", avro]}]}
+    column = pa.array([Decimal(v) for v in sorted(values)] + [None], arrow_type)
+    table = pa.table({"d": column})
+    assert _encodes(table, schema) is not None
+    assert encode_avro_data_block(table, schema, "1") == encode_avro_data_block(table, schema, "1", vectorised=False)
+
+
+def test_a_map_holding_a_key_twice_is_refused_as_fastavro_refuses_it():
+    schema = {"type": "record", "name": "r", "fields": [{"name": "m", "type": {"type": "map", "values": "long"}}]}
+    table = pa.table({"m": pa.array([[("a", 1), ("b", 2)], [("a", 1), ("a", 2)]], pa.map_(pa.string(), pa.int64()))})
+    assert _encodes(table, schema) is None
+    with pytest.raises(SchemaError):
+        encode_avro_data_block(table, schema, "1")
+    fine = table.slice(0, 1)  # the same key in two rows is no repeat
+    assert _encodes(fine, schema) is not None
+
+
+def test_lists_sliced_and_null_lists_backed_by_items():
+    """A null list may still own items in Arrow (offsets that differ): none may be written."""
+    schema = {"type": "record", "name": "r", "fields": [
+        {"name": "l", "type": ["null", {"type": "array", "items": ["null", "string"]}]}]}
+    values = pa.array(["a", None, "bc", "d", "e", "", "f"])
+    offsets = pa.array([0, 2, 4, 4, 7], pa.int32())
+    lists = pa.ListArray.from_arrays(offsets, values, mask=pa.array([False, True, False, False]))
+    assert lists.to_pylist() == [["a", None], None, [], ["e", "", "f"]]
+    for table in (pa.table({"l": lists}), pa.table({"l": lists}).slice(1, 3),
+                  pa.concat_tables([pa.table({"l": lists}).slice(2, 2), pa.table({"l": lists}).slice(0, 1)])):
+        assert _encodes(table.combine_chunks(), schema) is not None
+        assert encode_avro_data_block(table, schema, "1") == encode_avro_data_block(table, schema, "1", vectorised=False)
