@@ -6,12 +6,10 @@ decodes it; what it declines, fastavro decodes (or names as corrupt)."""
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 from unittest import mock
 
-import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -28,17 +26,7 @@ from lakehouse.log import (
     read_log_blocks,
 )
 from lakehouse.schema import avro_to_arrow_schema
-from tests.log.avro_cases import blocks
-
-
-def _content(schema: dict, records: list[dict]) -> bytes:
-    parsed = fastavro.parse_schema(json.loads(json.dumps(schema)))
-    out = [struct.pack(">ii", 3, len(records))]
-    for r in records:
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, parsed, r)
-        out += [struct.pack(">i", len(buf.getvalue())), buf.getvalue()]
-    return b"".join(out)
+from tests.log.avro_cases import blocks, fastavro_content
 
 
 def _block(schema: dict, content: bytes) -> LogBlock:
@@ -76,7 +64,7 @@ def _fast(block: LogBlock) -> pa.Table | None:
 @given(blocks())
 def test_decodes_as_fastavro_does(block_def):
     schema, records = block_def
-    block = _block(schema, _content(schema, records))
+    block = _block(schema, fastavro_content(schema, records))
     fast = _fast(block)
     assert fast is not None
     reference = _reference(block)
@@ -88,7 +76,7 @@ def test_decodes_as_fastavro_does(block_def):
 @given(blocks(), st.data())
 def test_damaged_content_decodes_as_fastavro_does_or_not_at_all(block_def, data):
     schema, records = block_def
-    content = bytearray(_content(schema, records))
+    content = bytearray(fastavro_content(schema, records))
     how = data.draw(st.sampled_from(["flip", "drop", "insert", "truncate"]))
     at = data.draw(st.integers(8, max(8, len(content) - 1)))
     if how == "flip" and at < len(content):
@@ -134,7 +122,7 @@ def test_a_boolean_byte_other_than_0_or_1_is_left_to_fastavro():
 
 def test_records_that_do_not_tile_the_content_are_corrupt():
     schema = {"type": "record", "name": "r", "fields": [{"name": "a", "type": "long"}]}
-    good = _content(schema, [{"a": 1}, {"a": 300}])
+    good = fastavro_content(schema, [{"a": 1}, {"a": 300}])
     for content in (good + b"\x00", good[:-1], good[:8] + struct.pack(">i", 2) + good[12:]):
         assert _fast(_block(schema, content)) is None
         with pytest.raises(CorruptFileError, match="x.log"):
@@ -158,7 +146,7 @@ def test_uuid_strings_read_as_strings_on_both_paths():
         schema = {"type": "record", "name": "r", "fields": [
             {"name": "u", "type": {"type": "string", "logicalType": "uuid"}}, *extra]}
         record = {"u": uid, **({"n": [1]} if extra else {})}
-        table = decode_avro_data_block(_block(schema, _content(schema, [record])))
+        table = decode_avro_data_block(_block(schema, fastavro_content(schema, [record])))
         assert table.column("u").to_pylist() == [uid]
 
 
@@ -181,7 +169,7 @@ def test_fixed_of_every_size(size):
         {"name": "f", "type": ["null", {"type": "fixed", "name": "F", "size": size}]},
         {"name": "s", "type": "string"}]}
     records = [{"f": bytes(range(size)), "s": "a"}, {"f": None, "s": "b"}, {"f": b"\xff" * size, "s": ""}]
-    block = _block(schema, _content(schema, records))
+    block = _block(schema, fastavro_content(schema, records))
     fast = _fast(block)
     assert fast is not None and fast.equals(_reference(block))
     assert fast.column("f").to_pylist() == [r["f"] for r in records]
@@ -194,7 +182,7 @@ def test_long_and_short_values_mixed():
                                                         {"name": "b", "type": "bytes"}]}
     records = [{"s": "x" * n, "b": bytes([n % 256]) * (n // 3)} for n in (0, 1, 300, 20_000, 0, 70_000)]
     records += [{"s": None, "b": b""}, {"s": "é" * 5, "b": b"\x00"}]
-    block = _block(schema, _content(schema, records))
+    block = _block(schema, fastavro_content(schema, records))
     fast = _fast(block)
     assert fast is not None and fast.equals(_reference(block))
 
@@ -220,7 +208,7 @@ def test_float_nan_payloads_as_fastavro_gives_them():
 
 def test_decode_avro_data_block_takes_the_vectorised_path():
     schema, records = {"type": "record", "name": "r", "fields": [{"name": "a", "type": "long"}]}, [{"a": 5}]
-    block = _block(schema, _content(schema, records))
+    block = _block(schema, fastavro_content(schema, records))
     real, answers = avro_records.decode_records, []
 
     def spy(*args):
@@ -273,7 +261,7 @@ def test_arrays_written_in_several_blocks_with_byte_sizes(items, encode):
 def test_long_arrays_of_variable_width_items_go_to_fastavro():
     schema = {"type": "record", "name": "r", "fields": [{"name": "a", "type": {"type": "array", "items": "long"}}]}
     records = [{"a": list(range(avro_records.MAX_ITEM_STEPS + 1))}, {"a": [7]}]
-    block = _block(schema, _content(schema, records))
+    block = _block(schema, fastavro_content(schema, records))
     assert _fast(block) is None
     assert decode_avro_data_block(block).column("a").to_pylist() == [r["a"] for r in records]
 
@@ -284,7 +272,7 @@ def test_nested_arrays_share_one_step_budget():
     schema = {"type": "record", "name": "r", "fields": [
         {"name": "a", "type": {"type": "array", "items": {"type": "array", "items": "int"}}}]}
     records = [{"a": [list(range(255))] * 256}]
-    block = _block(schema, _content(schema, records))
+    block = _block(schema, fastavro_content(schema, records))
     assert _fast(block) is None
     assert decode_avro_data_block(block).column("a").to_pylist() == [records[0]["a"]]
 
@@ -320,7 +308,7 @@ def test_item_counts_past_the_content_are_declined_before_allocating(claim, reco
 def test_records_without_fields_go_to_fastavro(schema):
     value = {"e": {}, "i": 1} if len(schema["fields"]) == 2 else ({"e": {}} if schema["fields"][0]["name"] == "e"
                                                                     else {"a": [{}, {}]})
-    block = _block(schema, _content(schema, [value, value]))
+    block = _block(schema, fastavro_content(schema, [value, value]))
     assert avro_records.field_plan(schema) is None
     assert decode_avro_data_block(block).num_rows == 2
 
@@ -341,7 +329,7 @@ def test_long_arrays_of_fixed_width_items_are_read_a_block_at_a_time():
         {"name": "f", "type": {"type": "array", "items": {"type": "fixed", "name": "F", "size": 2}}}]}
     records = [{"e": [i + j / 7 for j in range(1000)], "f": [bytes([i, j % 256]) for j in range(300)]}
                for i in range(3)] + [{"e": None, "f": []}]
-    block = _block(schema, _content(schema, records))
+    block = _block(schema, fastavro_content(schema, records))
     fast = _fast(block)
     assert fast is not None and fast.equals(_reference(block))
 
