@@ -47,7 +47,10 @@ def encode_records(table: pa.Table, schema: dict[str, Any]) -> bytes | None:
     sizes = np.zeros(n, np.int64)
     present = np.ones(n, bool)
     for (null_at, kind), col in zip(plan, table.columns):
-        arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        try:
+            arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        except pa.ArrowInvalid:
+            return None  # strings past 2 GiB in several chunks: fastavro writes them
         field = _field_pieces(arr, null_at, kind, present)
         if field is None:
             return None
@@ -99,6 +102,8 @@ def _field_pieces(arr: pa.Array, null_at: int | None, kind: dict[str, Any], pres
         value_len = np.ones(n, np.int64)
     elif t in ("int", "long"):
         v = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        if t == "int" and len(v) and (v.min() < -2**31 or v.max() >= 2**31):
+            return None  # no Avro int (a 64-bit logical type on an int): fastavro refuses it
         value, value_len = _varints((v << 1) ^ (v >> 63))
     elif t in ("float", "double"):
         v = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False).astype("<f4" if t == "float" else "<f8")
@@ -114,6 +119,11 @@ def _field_pieces(arr: pa.Array, null_at: int | None, kind: dict[str, Any], pres
             return None  # a value that is no symbol: fastavro names it
         value, value_len = _varints(2 * pc.fill_null(index, 0).to_numpy(zero_copy_only=False).astype(np.int64))
     elif t in ("string", "bytes", "fixed"):
+        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+            try:
+                arr.validate(full=True)  # fastavro refuses what is not UTF-8
+            except pa.ArrowInvalid:
+                return None
         body = arr.cast(pa.large_binary()) if not pa.types.is_fixed_size_binary(arr.type) \
             else arr.cast(pa.binary()).cast(pa.large_binary())
         if not valid.all():

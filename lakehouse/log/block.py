@@ -174,12 +174,17 @@ def encode_avro_data_block(table: pa.Table, avro_schema: dict[str, Any] | str,
     schema_json = _schema_json(avro_schema)
     header = {HeaderKey.INSTANT_TIME: instant_time, HeaderKey.SCHEMA: schema_json}
     physical = avro_physical_table(table, schema_json)
+    # fastavro's parse checks the schema (enum symbols, names, defaults) for both encoders.
+    try:
+        parsed = _fastavro_schema(schema_json)
+    except (ValueError, fastavro.schema.SchemaParseException) as e:
+        raise SchemaError(f"the Avro schema is not valid: {e}",
+                          help="fix the schema (Avro's rules for names, enum symbols and defaults)") from e
     if vectorised:
         encoded = avro_encoder.encode_records(physical, json.loads(schema_json))
         if encoded is not None:
             head = _I32_PAIR.pack(AVRO_BLOCK_VERSION, physical.num_rows)
             return encode_block(BlockType.AVRO_DATA, header, head + encoded)
-    parsed = _fastavro_schema(schema_json)
     try:
         records = physical.to_pylist(maps_as_pydicts="strict")
     except (KeyError, ValueError, pa.ArrowInvalid) as e:  # duplicate map keys, nested nulls
