@@ -28,9 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse.log.avro_records import field_plan
+from lakehouse.log.avro_vector import repeated_map_keys, varint_bytes
 
 _LEAVES = {"boolean", "int", "long", "float", "double", "string", "bytes", "enum", "fixed", "decimal"}
-_MAX_VARINT = 10
 
 
 def encode_records(table: pa.Table, schema: dict[str, Any]) -> bytes | None:
@@ -43,32 +43,21 @@ def encode_records(table: pa.Table, schema: dict[str, Any]) -> bytes | None:
     n = table.num_rows
     if n == 0:
         return b""
-    pieces: list[pa.Array] = []
-    sizes = np.zeros(n, np.int64)
-    present = np.ones(n, bool)
-    for (null_at, kind), col in zip(plan, table.columns):
-        try:
-            arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-        except pa.ArrowInvalid:
-            return None  # strings past 2 GiB in several chunks: fastavro writes them
-        field = _field_pieces(arr, null_at, kind, present)
-        if field is None:
-            return None
-        for piece, length in field:
-            pieces.append(piece)
-            sizes += length
+    try:
+        columns = [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0) for c in table.columns]
+    except pa.ArrowInvalid:
+        return None  # strings past 2 GiB in several chunks: fastavro writes them
+    record = pa.StructArray.from_arrays(columns, names=table.column_names)
+    pieces = _field_pieces(record, None, {"type": "record", "fields": plan}, np.ones(n, bool))
+    if pieces is None:
+        return None
+    sizes = _sizes(pieces, n)
     if int(sizes.max()) >= 2**31:
         return None
-    prefix = sizes.astype(">i4").view(np.uint8)
-    pieces.insert(0, _binary(prefix, np.full(n, 4, np.int64)))
-    whole = pa.concat_arrays(pieces)
-    # Piece k of record i is value k * n + i of ``whole``: taking them record by record writes
-    # each record's pieces one after another.
-    order = (np.arange(n, dtype=np.int64)[:, None] + np.arange(len(pieces), dtype=np.int64) * n).ravel()
-    laid = whole.take(pa.array(order))
-    _, offsets, data = laid.buffers()
-    bounds = np.frombuffer(offsets, np.int64, count=len(laid) + 1, offset=laid.offset * 8)
-    return data[int(bounds[0]):int(bounds[-1])].to_pybytes()
+    prefix = _binary(sizes.astype(">i4").view(np.uint8), np.full(n, 4, np.int64))
+    laid = _interleave([prefix] + [p for p, _ in pieces], n)
+    bounds = _offsets(laid)
+    return laid.buffers()[2][int(bounds[0]):int(bounds[-1])].to_pybytes()
 
 
 def _encodable(kind: dict[str, Any]) -> bool:
@@ -104,7 +93,7 @@ def _field_pieces(arr: pa.Array, null_at: int | None, kind: dict[str, Any], pres
         v = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False).astype(np.int64)
         if t == "int" and len(v) and (v.min() < -2**31 or v.max() >= 2**31):
             return None  # no Avro int (a 64-bit logical type on an int): fastavro refuses it
-        value, value_len = _varints((v << 1) ^ (v >> 63))
+        value, value_len = varint_bytes((v << 1) ^ (v >> 63))
     elif t in ("float", "double"):
         v = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False).astype("<f4" if t == "float" else "<f8")
         if t == "float":
@@ -117,7 +106,7 @@ def _field_pieces(arr: pa.Array, null_at: int | None, kind: dict[str, Any], pres
         index = pc.index_in(arr, value_set=pa.array(kind["symbols"], pa.string()))
         if (valid & ~index.is_valid().to_numpy(zero_copy_only=False)).any():
             return None  # a value that is no symbol: fastavro names it
-        value, value_len = _varints(2 * pc.fill_null(index, 0).to_numpy(zero_copy_only=False).astype(np.int64))
+        value, value_len = varint_bytes(2 * pc.fill_null(index, 0).to_numpy(zero_copy_only=False).astype(np.int64))
     elif t in ("string", "bytes", "fixed"):
         if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
             try:
@@ -129,13 +118,12 @@ def _field_pieces(arr: pa.Array, null_at: int | None, kind: dict[str, Any], pres
         if not valid.all():
             # The take copies whole values: what is not written must be empty.
             body = pc.if_else(pa.array(valid), body, pa.scalar(b"", pa.large_binary()))
-        off = np.frombuffer(body.buffers()[1], np.int64, count=n + 1, offset=body.offset * 8)
-        length = np.diff(off)
+        length = np.diff(_offsets(body))
         if t == "fixed":
             if (length[valid] != kind["size"]).any():
                 return None
         else:
-            value, value_len = _varints(2 * length)
+            value, value_len = varint_bytes(2 * length)
     elif t == "record":
         for i, (child_null_at, child_kind) in enumerate(kind["fields"]):
             child = _field_pieces(arr.field(i), child_null_at, child_kind, valid)
@@ -149,10 +137,10 @@ def _field_pieces(arr: pa.Array, null_at: int | None, kind: dict[str, Any], pres
         # Avro writes a non-empty array or map as one block: its item count, the items, then
         # the count 0 that ends it; an empty one as that 0 alone.
         body, count = items
-        value, value_len = _varints(2 * count)
+        value, value_len = varint_bytes(2 * count)
         tail = valid & (count > 0)
         children = [(_binary(np.zeros(int(tail.sum()), np.uint8), tail.astype(np.int64)), tail.astype(np.int64))]
-        length = np.diff(np.frombuffer(body.buffers()[1], np.int64, count=n + 1, offset=body.offset * 8))
+        length = np.diff(_offsets(body))
     elif t == "decimal":
         value, value_len = _decimals(arr, kind["size"])
     else:
@@ -180,14 +168,27 @@ def _encoded(arr: pa.Array, null_at: int | None, kind: dict[str, Any], present: 
         return _binary(np.zeros(0, np.uint8), np.zeros(n, np.int64))
     if len(pieces) == 1:
         return pieces[0][0]
-    sizes = np.sum([length for _, length in pieces], axis=0)
-    order = (np.arange(n, dtype=np.int64)[:, None] + np.arange(len(pieces), dtype=np.int64) * n).ravel()
-    laid = pa.concat_arrays([p for p, _ in pieces]).take(pa.array(order))
-    _, offsets, data = laid.buffers()
-    start = int(np.frombuffer(offsets, np.int64, count=1, offset=laid.offset * 8)[0])
+    laid = _interleave([p for p, _ in pieces], n)
     bounds = np.zeros(n + 1, np.int64)
-    np.cumsum(sizes, out=bounds[1:])
-    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(bounds + start), data])
+    np.cumsum(_sizes(pieces, n), out=bounds[1:])
+    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(bounds + _offsets(laid)[0]),
+                                                        laid.buffers()[2]])
+
+
+def _interleave(pieces: list[pa.Array], n: int) -> pa.Array:
+    """The values of ``pieces`` (each ``n`` long) record by record: piece k of record i is value
+    k * n + i of their concatenation, so one take writes each record's pieces one after another."""
+    order = (np.arange(n, dtype=np.int64)[:, None] + np.arange(len(pieces), dtype=np.int64) * n).ravel()
+    return pa.concat_arrays(pieces).take(pa.array(order))
+
+
+def _sizes(pieces: list[tuple[pa.Array, np.ndarray]], n: int) -> np.ndarray:
+    return sum((length for _, length in pieces), np.zeros(n, np.int64))
+
+
+def _offsets(arr: pa.Array) -> np.ndarray:
+    """The int64 offsets of a large_binary array, its own slice of them."""
+    return np.frombuffer(arr.buffers()[1], np.int64, count=len(arr) + 1, offset=arr.offset * 8)
 
 
 def _items(arr: pa.Array, kind: dict[str, Any], valid: np.ndarray) -> tuple[pa.Array, np.ndarray] | None:
@@ -204,25 +205,17 @@ def _items(arr: pa.Array, kind: dict[str, Any], valid: np.ndarray) -> tuple[pa.A
         values, plan = arr.values.slice(first, last - first), (null_at, item_kind)
     else:
         keys = arr.keys.slice(first, last - first)
-        if keys.null_count or _repeated_keys(keys, np.repeat(np.arange(len(arr)), np.diff(offsets)), owner_valid):
+        owner = np.repeat(np.arange(len(arr)), np.diff(offsets))
+        if keys.null_count or repeated_map_keys(owner[owner_valid], keys.filter(pa.array(owner_valid))):
             return None  # fastavro refuses a map holding a key twice
         values = pa.StructArray.from_arrays([keys, arr.items.slice(first, last - first)], names=["k", "v"])
         plan = (None, {"type": "record", "fields": [(None, {"type": "string"}), (null_at, item_kind)]})
     encoded = _encoded(values, plan[0], plan[1], owner_valid)
     if encoded is None:
         return None
-    item_bounds = np.frombuffer(encoded.buffers()[1], np.int64, count=len(encoded) + 1, offset=encoded.offset * 8)
     rows = pa.Array.from_buffers(pa.large_binary(), len(arr),
-                                 [None, pa.py_buffer(item_bounds[offsets - first]), encoded.buffers()[2]])
+                                 [None, pa.py_buffer(_offsets(encoded)[offsets - first]), encoded.buffers()[2]])
     return rows, count
-
-
-def _repeated_keys(keys: pa.Array, owner: np.ndarray, live: np.ndarray) -> bool:
-    """Does a live row hold a key twice?"""
-    if not len(keys):
-        return False
-    pairs = pa.table({"o": pa.array(owner[live]), "k": keys.filter(pa.array(live))})
-    return pairs.group_by(["o", "k"]).aggregate([]).num_rows != pairs.num_rows
 
 
 def _decimals(arr: pa.Array, size: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -254,25 +247,8 @@ def _decimals(arr: pa.Array, size: int | None) -> tuple[np.ndarray, np.ndarray]:
     # The last ``need`` bytes of each, moved to the front of its row.
     cols = np.minimum((width + 1 - need)[:, None] + np.arange(width + 1), width)
     body = extended[np.arange(n)[:, None], cols]
-    head, head_len = _varints(2 * need)
+    head, head_len = varint_bytes(2 * need)  # need <= 33: one byte, so the rows stay aligned
     return np.concatenate([head, body], axis=1), head_len + need
-
-
-def _varints(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Avro varints of the zigzagged ``z``: an (n, bytes) matrix, its bytes padded, and each
-    varint's byte count."""
-    z = z.astype(np.uint64)
-    count = np.ones(len(z), np.int64)
-    columns = []
-    for j in range(_MAX_VARINT):
-        rest = z >> np.uint64(7 * (j + 1))
-        more = rest > 0
-        columns.append(((z >> np.uint64(7 * j)) & np.uint64(0x7F) | (more.astype(np.uint64) << np.uint64(7)))
-                       .astype(np.uint8))
-        if not more.any():
-            break
-        count += more
-    return np.stack(columns, axis=1), count
 
 
 def _binary(data: np.ndarray, length: np.ndarray) -> pa.Array:

@@ -25,9 +25,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from lakehouse.log.avro_vector import binaries, floats, range_positions, varints
+from lakehouse.log.avro_vector import (
+    binaries,
+    floats,
+    range_positions,
+    repeated_map_keys,
+    varints,
+)
 
 _I32 = struct.Struct(">i")
 _PRIMITIVE = {"boolean", "int", "long", "float", "double", "string", "bytes"}
@@ -315,13 +320,10 @@ def _read_items(d: np.ndarray, at: np.ndarray, null: np.ndarray, t: dict[str, An
     if is_map:
         keys = (pa.concat_arrays([k for k, _ in parts]) if parts else pa.array([], pa.string())).take(order)
         items = pa.concat_arrays([v for _, v in parts]) if parts else pa.array([], arrow.item_type)
-        if len(keys):
-            # A key twice in one map: fastavro's dict keeps the last value at the first key's
-            # place, which this layout cannot say; leave it to fastavro.
-            codes = pc.dictionary_encode(keys)
-            pair = who[ordered] * len(codes.dictionary) + codes.indices.to_numpy()
-            if len(np.unique(pair)) != len(pair):
-                return None
+        if repeated_map_keys(who[ordered], keys):
+            # fastavro's dict keeps the last value at the first key's place, which this layout
+            # cannot say; leave it to fastavro.
+            return None
         return pa.MapArray.from_arrays(pa.array(offsets), keys, items.take(order), type=arrow, mask=mask), pos
     values = pa.concat_arrays(parts) if parts else pa.array([], arrow.value_type)
     return pa.ListArray.from_arrays(pa.array(offsets), values.take(order), type=arrow, mask=mask), pos

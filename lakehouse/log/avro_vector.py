@@ -1,12 +1,14 @@
-"""Avro's binary encoding read with numpy, many values at once: the pieces the vectorised
-decoders of log block content share (:mod:`lakehouse.log.delete_record`,
-:mod:`lakehouse.log.avro_records`). Positions are int64 arrays into one uint8 array of the
-block's bytes; a value that does not fit comes back with size 0, never an exception."""
+"""Avro's binary encoding read and written with numpy, many values at once: the pieces the
+vectorised decoders and encoders of log block content share (:mod:`lakehouse.log.delete_record`,
+:mod:`lakehouse.log.avro_records`, :mod:`lakehouse.log.avro_encoder`). Positions are int64
+arrays into one uint8 array of the block's bytes; a value that does not fit comes back with
+size 0, never an exception."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 VARINT_BYTES = 10  # a long; an int takes at most 5
 
@@ -89,3 +91,29 @@ def floats(d: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
 def strings(d: np.ndarray, null: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
     """A string array of the byte ranges (nulls where ``null``); raises ArrowInvalid on bad UTF-8."""
     return binaries(d, null, start, length).cast(pa.string())
+
+
+def varint_bytes(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Avro varints of the zigzagged (non-negative) ``z``: an (n, bytes) matrix, each row its
+    varint's bytes then zeros, and each varint's byte count."""
+    z = z.astype(np.uint64)
+    count = np.ones(len(z), np.int64)
+    columns = []
+    for j in range(VARINT_BYTES):
+        more = (z >> np.uint64(7 * (j + 1))) > 0
+        columns.append(((z >> np.uint64(7 * j)) & np.uint64(0x7F) | (more.astype(np.uint64) << np.uint64(7)))
+                       .astype(np.uint8))
+        if not more.any():
+            break
+        count += more
+    return np.stack(columns, axis=1), count
+
+
+def repeated_map_keys(owner: np.ndarray, keys: pa.Array) -> bool:
+    """Does some map (``owner``: each key's row) hold a key twice? fastavro's dict keeps one
+    value of such a key, so neither decoder nor encoder can stand in for it."""
+    if not len(keys):
+        return False
+    codes = pc.dictionary_encode(keys)
+    pair = owner.astype(np.int64) * len(codes.dictionary) + codes.indices.to_numpy()
+    return len(np.unique(pair)) != len(pair)

@@ -14,7 +14,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakehouse.log.avro_vector import floats, range_positions, strings, varints
+from lakehouse.log.avro_vector import (
+    floats,
+    range_positions,
+    strings,
+    varint_bytes,
+    varints,
+)
 
 NAMESPACE = "org.apache.hudi.avro.model"
 
@@ -283,19 +289,6 @@ def _chain(d: np.ndarray, first: int, count: int) -> tuple[np.ndarray, int] | No
 # Vectorised encoding of the common shape: deletes without ordering values
 
 
-def _varint_bytes(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Avro varints of non-negative ``v`` (already zigzagged): (5 x n byte matrix, bytes each)."""
-    v = v.astype(np.uint64)
-    count = np.ones(len(v), np.int64)
-    rows = []
-    for j in range(5):
-        rest = v >> np.uint64(7 * (j + 1))
-        rows.append(((v >> np.uint64(7 * j)) & np.uint64(0x7F) | np.where(rest > 0, np.uint64(0x80), np.uint64(0)))
-                    .astype(np.uint8))
-        count += rest > 0 if j < 4 else 0
-    return np.stack(rows), count
-
-
 def _string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(int64 offsets, uint8 data) of a string array without nulls."""
     arr = arr.cast(pa.large_string())
@@ -313,12 +306,12 @@ def encode_unconditional(keys: pa.Array, partition_paths: pa.Array) -> bytes | N
         return None
     if n == 0:
         return b"\x00"
-    hv, hc = _varint_bytes(np.array([2 * n]))  # the array's one block: its item count
-    head = hv[:int(hc[0]), 0].tobytes()
+    hv, hc = varint_bytes(np.array([2 * n]))  # the array's one block: its item count
+    head = hv[0, :int(hc[0])].tobytes()
     keys_, parts_ = _string_buffers(keys), _string_buffers(partition_paths)
     # [2][key length][key][2][partition length][partition][4][0]: union branch 1 (string) twice,
     # then orderingVal's branch 2 (IntWrapper) with value 0.
-    (kv, kc), (pv, pc_) = _varint_bytes(2 * np.diff(keys_[0])), _varint_bytes(2 * np.diff(parts_[0]))
+    (kv, kc), (pv, pc_) = varint_bytes(2 * np.diff(keys_[0])), varint_bytes(2 * np.diff(parts_[0]))
     size = 2 + kc + np.diff(keys_[0]) + pc_ + np.diff(parts_[0]) + 2
     start = len(head) + np.concatenate([[0], np.cumsum(size)[:-1]])
     out = np.empty(len(head) + int(size.sum()) + 1, np.uint8)
@@ -335,9 +328,9 @@ def _put_string(out: np.ndarray, at: np.ndarray, varint: np.ndarray, varint_len:
     """Write a ``["null", "string"]`` union's string branch at each of ``at``: the branch index,
     the length's varint bytes, then the string's bytes. Returns where each one ends."""
     out[at] = 2
-    for j in range(5):
+    for j in range(varint.shape[1]):
         sel = varint_len > j
-        out[at[sel] + 1 + j] = varint[j][sel]
+        out[at[sel] + 1 + j] = varint[sel, j]
     length = np.diff(off)
     body = at + 1 + varint_len
     out[range_positions(body, length)] = data[off[0]:off[-1]]
