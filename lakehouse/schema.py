@@ -355,9 +355,13 @@ def arrow_table_to_avro_records(table: pa.Table,
     against the writer schema's precision and size), maps as dicts. With ``avro_schema`` the table
     is first conformed to it, so the integers always use the schema's units.
     """
-    table = avro_physical_table(table, avro_schema)
+    return physical_avro_records(avro_physical_table(table, avro_schema))
+
+
+def physical_avro_records(physical: pa.Table) -> list[dict]:
+    """The rows of an :func:`avro_physical_table` as Python records for fastavro's writer."""
     try:
-        return table.to_pylist(maps_as_pydicts="strict")
+        return physical.to_pylist(maps_as_pydicts="strict")
     except (KeyError, ValueError, pa.ArrowInvalid) as e:  # duplicate map keys, nested nulls
         raise SchemaError(f"rows cannot be written as Avro: {e}") from e
 

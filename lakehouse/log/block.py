@@ -34,6 +34,7 @@ from lakehouse.schema import (
     avro_records_to_arrow,
     avro_to_arrow_schema,
     conform_table,
+    physical_avro_records,
     strip_converted_logical_types,
 )
 from lakehouse.storage.parquet import read_parquet
@@ -185,10 +186,7 @@ def encode_avro_data_block(table: pa.Table, avro_schema: dict[str, Any] | str,
         if encoded is not None:
             head = _I32_PAIR.pack(AVRO_BLOCK_VERSION, physical.num_rows)
             return encode_block(BlockType.AVRO_DATA, header, head + encoded)
-    try:
-        records = physical.to_pylist(maps_as_pydicts="strict")
-    except (KeyError, ValueError, pa.ArrowInvalid) as e:  # duplicate map keys, nested nulls
-        raise SchemaError(f"rows cannot be written as Avro: {e}") from e
+    records = physical_avro_records(physical)
     buf = io.BytesIO()
     ends = []
     try:
