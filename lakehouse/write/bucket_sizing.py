@@ -20,7 +20,7 @@ import math
 from typing import TYPE_CHECKING
 
 from lakehouse.config import IndexType, TableConfig, WriteConfig
-from lakehouse.properties import HOODIE_PROPERTIES, format_properties, read_table_config
+from lakehouse.properties import read_table_config, rewrite_table_config
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action
 
 if TYPE_CHECKING:
@@ -64,6 +64,6 @@ def settle(client: "WriteClient", prepared: "Prepared") -> None:
             extra = {k: v for k, v in stored.extra.items() if k != AUTO_KEY}
             stored = stored.replace(bucket_num=count, extra=extra)
             client.meta.check_lock()  # another writer may have fixed the count meanwhile
-            client.storage.write(HOODIE_PROPERTIES, format_properties(
-                stored.to_properties(), comment="Properties saved by lakehouse").encode())
+            rewrite_table_config(client.storage, stored,
+                                 may_change=("hoodie.bucket.index.num.buckets", AUTO_KEY))
     client.adopt(stored)
