@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.config import KeyGeneratorType, MemoryConfig, TableConfig, merged_options
-from lakehouse.errors import ConfigError, InstantNotFoundError, SchemaError
+from lakehouse.errors import ConfigError, InstantNotFoundError, SchemaError, TimelineError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.file_slice_reader import SliceReadContext, collect_slice, merge_slices
@@ -28,6 +28,8 @@ from lakehouse.timeline.instant_time import instant_time_of
 from lakehouse.keygen import DEFAULT_PARTITION, KeyGenerator
 
 Filter = tuple[str, str, Any]
+# Listings a read takes at most while commits and cleans keep overtaking it.
+_VIEW_ATTEMPTS = 3
 
 META_SCHEMA = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS])
 
@@ -130,6 +132,21 @@ class TableReader:
 
     def view(self) -> FileSystemView:
         return FileSystemView.load(self.storage, self.timeline, self.active)
+
+    def verified_view(self, as_of: str | None = None) -> FileSystemView:
+        """The view a read reads, checked against the completed commits up to ``as_of``
+        (:meth:`FileSystemView.verify`): a file one names that is gone is a CorruptFileError,
+        never rows silently missing. A listing that raced a commit and a clean is taken again,
+        with :attr:`timeline` moved on to the newer one it was checked against."""
+        for _ in range(_VIEW_ATTEMPTS):
+            view = self.view()
+            newer = view.verify(merge_on_read=self.config.is_mor, as_of=as_of)
+            if newer is None:
+                return view
+            self.timeline = newer
+        raise TimelineError(f"the table changed under the read {_VIEW_ATTEMPTS} times in a row "
+                            "(files named by its commits were cleaned or rolled back while it was "
+                            "listed)", help="read again")
 
     def _partition_values(self, partition: str) -> dict[str, str] | None:
         fields = self.config.partition_fields
@@ -277,10 +294,10 @@ class TableReader:
             as_of = instant_time_of(as_of, "as_of")
             self._check_retained(as_of, "time travel to")
             self._check_committed_by(as_of)
+        view = self.verified_view(as_of)  # first: it may move self.timeline on
         schema = self.schema(as_of)
         columns = self._check_columns(columns, schema)
         row_filter = filters_to_expression(filters, schema)
-        view = self.view()
         partitions = self.prune_partitions(view.all_partitions(), filters, schema)
         slices = view.latest_slices(as_of=as_of, partitions=partitions)
         if read_optimized:
@@ -303,20 +320,28 @@ class TableReader:
                               help="pass the earlier instant first: read_changes(start, end)")
         if start is not None:
             self._check_retained(start, "changes since")
-        in_range = [i for i in self.timeline.completed_writes()
-                    if (start is None or i.time > start) and (end is None or i.time <= end)]
+        timeline = self.timeline
+        touched = self._touched(start, end)
+        # No commit in range touched anything: skip listing the table.
+        view = self.verified_view(end) if touched else None
+        if self.timeline is not timeline:  # the view moved it on
+            touched = self._touched(start, end)
         schema = self.schema(end)
         columns = self._check_columns(columns, schema)
-        touched: set[tuple[str, str]] = set()
-        for inst in in_range:
-            touched |= self.active.commit_metadata(inst).file_ids()
-        # No commit in range touched anything: skip listing the table.
-        slices = [s for s in self.view().latest_slices(as_of=end)
-                  if (s.partition, s.file_id) in touched] if touched else []
+        slices = [s for s in view.latest_slices(as_of=end)
+                  if (s.partition, s.file_id) in touched] if view is not None else []
         read_cols = None if columns is None else list(dict.fromkeys([*columns, COMMIT_TIME]))
         visible = frozenset(t for t in self.timeline.completed_write_times if end is None or t <= end)
         return ReadPlan(schema, tuple(slices), visible, read_cols, columns or schema.names,
                         filters_to_expression(filters, schema), read_logs=True, commit_range=(start, end))
+
+    def _touched(self, start: str | None, end: str | None) -> set[tuple[str, str]]:
+        """File groups the commits in (start, end] wrote."""
+        touched: set[tuple[str, str]] = set()
+        for inst in self.timeline.completed_writes():
+            if (start is None or inst.time > start) and (end is None or inst.time <= end):
+                touched |= self.active.commit_metadata(inst).file_ids()
+        return touched
 
     def slice_context(self, plan: "ReadPlan") -> SliceReadContext:
         return self.slice_read_context(plan.schema, set(plan.visible), plan.read_columns, plan.row_filter,

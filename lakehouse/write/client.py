@@ -57,10 +57,13 @@ from lakehouse.write.validate import check_table_options
 
 
 CONCURRENCY_OPTION_KEYS = option_keys(ConcurrencyConfig)
+# A write's extra commit metadata, or what makes it once the batch has passed its checks (ingest
+# writes its manifest then: a refused batch leaves no file behind).
+ExtraMetadata = Mapping[str, str] | Callable[[], Mapping[str, str]]
 # Writes the data files of phase 1: (instant time, timeline) -> (write stats, replaced file ids
 # per partition for a replacecommit).
 FileWriter = Callable[[str, Timeline], "tuple[list[WriteStat], dict[str, tuple[str, ...]] | None]"]
-__all__ = ["Operation", "PARTITION", "Prepared", "RESULTS_KEY", "WriteClient", "phase_one_problem"]
+__all__ = ["ExtraMetadata", "Operation", "PARTITION", "Prepared", "RESULTS_KEY", "WriteClient", "phase_one_problem"]
 
 
 class WriteClient:
@@ -119,7 +122,7 @@ class WriteClient:
     # --- phase 1 ---------------------------------------------------------------------------
 
     def write(self, batch: pa.Table, op: Operation | str, *, commit: bool = True,
-              extra_metadata: Mapping[str, str] | None = None) -> str:
+              extra_metadata: ExtraMetadata | None = None) -> str:
         op = Operation(op)
         if self.buffered(op) and getattr(batch, "nbytes", 0) > self.write_config.task_max_bytes:
             with buffer.system_allocator():  # taken in chunks: see lakehouse.write.buffer
@@ -127,7 +130,7 @@ class WriteClient:
         return self._write(batch, op, commit, extra_metadata)
 
     def _write(self, batch: pa.Table, op: Operation, commit: bool,
-               extra_metadata: Mapping[str, str] | None) -> str:
+               extra_metadata: ExtraMetadata | None) -> str:
         return self.run(lambda: self.write_prepared(self.prepare(batch, op), extra_metadata=extra_metadata),
                         commit=commit)
 
@@ -229,7 +232,7 @@ class WriteClient:
         self.meta.adopt(config)
         self.config = config
 
-    def write_prepared(self, prepared: Prepared, *, extra_metadata: Mapping[str, str] | None = None,
+    def write_prepared(self, prepared: Prepared, *, extra_metadata: ExtraMetadata | None = None,
                        files: FileWriter | None = None) -> str:
         """Phase 1 of a write of ``prepared``: the bucket count settled, failed writes rolled
         back, the instant requested and inflight, the data files written by ``files(instant
@@ -240,6 +243,8 @@ class WriteClient:
             bucket_sizing.settle(self, prepared)
         if op in (Operation.INSERT_OVERWRITE_TABLE, Operation.DELETE_PARTITION):
             self._check_no_pending_compaction(prepared)
+        if callable(extra_metadata):
+            extra_metadata = extra_metadata()
         action = self.action(op)
         requested_content = b""
         if action is Action.REPLACE_COMMIT:
@@ -363,17 +368,30 @@ class WriteClient:
         read with a timeline loaded just before it (every file of an instant completed there
         is listed), and taken again if a compaction completed while it was taken (its new base
         files may be missing from it: the write's logs would go to the replaced slice). No
-        compaction is planned while this write is pending, so this ends."""
-        pending = {i.time for i in timeline.pending_compactions()}
-        while True:
-            before = self.active.load()
-            files = list_data_files(self.storage)
-            still = {i.time for i in before.pending_compactions()}
-            if still == {i.time for i in self.active.load().pending_compactions()}:
-                break
-        if pending - still:
-            timeline = before
-        return FileSystemView(files, timeline, self.active), timeline
+        compaction is planned while this write is pending, so this ends.
+
+        The view is checked against the completed commits (FileSystemView.verify): a file one
+        names that is gone is a CorruptFileError (the write would drop its records); gone files
+        that a newer commit and a clean explain (another writer's commit, since ``timeline``)
+        make the listing be taken again with the newer timeline."""
+        for _ in range(3):
+            pending = {i.time for i in timeline.pending_compactions()}
+            while True:
+                before = self.active.load()
+                files = list_data_files(self.storage)
+                still = {i.time for i in before.pending_compactions()}
+                if still == {i.time for i in self.active.load().pending_compactions()}:
+                    break
+            if pending - still:
+                timeline = before
+            view = FileSystemView(files, timeline, self.active)
+            newer = view.verify(merge_on_read=self.config.is_mor)
+            if newer is None:
+                return view, timeline
+            timeline = newer
+        raise TimelineError("the table changed under the write 3 times in a row (files named by "
+                            "its commits were cleaned or rolled back while it was listed)",
+                            help="nothing of this write is visible; write the batch again")
 
     def _write_files(self, prepared: Prepared, t: str, timeline) -> tuple[list[WriteStat], dict]:
         op = prepared.operation
