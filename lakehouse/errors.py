@@ -42,6 +42,18 @@ class RecordKeyError(LakehouseError, ValueError):
     """Record keys, ordering values or partition values are missing or null."""
 
 
+class PartitionPathError(RecordKeyError):
+    """A partition value would make a partition path that is unsafe or that readers of the
+    table would not find (see :mod:`lakehouse.partition_path`). ``value`` is the offending value,
+    ``row`` its first row in the batch (None where the row is not known)."""
+
+    def __init__(self, message: str, *, help: str | None = None, value: str = "",
+                 row: int | None = None) -> None:
+        self.value = value
+        self.row = row
+        super().__init__(message, help=help)
+
+
 class CorruptFileError(LakehouseError):
     """A file of the table cannot be parsed. The message names the file."""
 
@@ -54,6 +66,11 @@ class CorruptFileError(LakehouseError):
 
 class StorageError(LakehouseError, OSError):
     """The storage layer failed to carry out an operation."""
+
+
+class UnsafePathError(StorageError, ValueError):
+    """A path handed to the storage would leave its root (an absolute path, a ``..`` or ``.``
+    segment, an empty segment or a NUL). Nothing was read or written."""
 
 
 class FileAlreadyExistsError(StorageError, FileExistsError):

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from lakehouse.config import KeyGeneratorType, TableConfig
 from lakehouse.errors import ConfigError, RecordKeyError
+from lakehouse.partition_path import check_values
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY = "__null__"
@@ -101,7 +102,10 @@ class KeyGenerator:
                 help="every record needs at least one non-null, non-empty key column")
         return pc.binary_join_element_wise(*parts, ",") if len(parts) > 1 else parts[0]
 
-    def partition_paths(self, table: pa.Table) -> pa.ChunkedArray:
+    def partition_paths(self, table: pa.Table, *, row_offset: int | None = 0) -> pa.ChunkedArray:
+        """Each row's partition path, every value checked by :mod:`lakehouse.partition_path`
+        (``row_offset``: the batch's first row in the whole write, for the errors; None where
+        rows mean nothing to the user, as in a Spark task's batch)."""
         n = table.num_rows
         if not self.partition_fields:
             return pa.chunked_array([pa.repeat("", n)], type=pa.string()) if n else pa.chunked_array([], pa.string())
@@ -119,9 +123,17 @@ class KeyGenerator:
                 if s.null_count or _has_empty(s):
                     s = pc.if_else(pc.or_(pc.is_null(s), pc.equal(pc.utf8_length(pc.fill_null(s, "")), 0)),
                                    DEFAULT_PARTITION, s)
-            if self.config.url_encode_partitions:
-                s = _map_distinct(s, escape_path_name)
-            if self.config.hive_style_partitioning:
+            hive = self.config.hive_style_partitioning
+            encode = escape_path_name if self.config.url_encode_partitions else None
+            # A '/' nests folders on purpose in a timestamp's output format, and is the value's
+            # own in a single plain field (Hudi's quickstart); anywhere else it would make a
+            # folder that is not this field's.
+            nested = self.type is KeyGeneratorType.TIMESTAMP or (len(self.partition_fields) == 1 and not hive)
+            check_values(s, column=f, prefix=f"{f}=" if hive else "", nested=nested, encode=encode,
+                         row_offset=row_offset)
+            if encode is not None:
+                s = _map_distinct(s, encode)
+            if hive:
                 s = pc.binary_join_element_wise(f"{f}=", s, "")
             parts.append(s)
         return pc.binary_join_element_wise(*parts, "/") if len(parts) > 1 else parts[0]

@@ -33,7 +33,7 @@ from lakehouse.storage import Storage, get_storage
 from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
 from lakehouse.timeline.instant import Action
 from lakehouse.write import bucket_sizing
-from lakehouse.write.client import WriteClient, phase_one_problem
+from lakehouse.write.client import ExtraMetadata, WriteClient, phase_one_problem
 from lakehouse.write.validate import data_schema
 
 
@@ -132,7 +132,7 @@ class Table:
 
     def write(self, batch: pa.Table, operation: str = "upsert", *, commit: bool = True,
               options: Mapping[str, Any] | None = None,
-              extra_metadata: Mapping[str, str] | None = None) -> str:
+              extra_metadata: ExtraMetadata | None = None) -> str:
         return self._client(options).write(batch, operation, commit=commit, extra_metadata=extra_metadata)
 
     def insert(self, batch: pa.Table, **kw: Any) -> str:

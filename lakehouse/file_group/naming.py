@@ -6,6 +6,8 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from lakehouse.storage import paths
+
 BASE_FILE_EXT = ".parquet"
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
@@ -75,4 +77,5 @@ def partition_metadata_content(commit_time: str, depth: int) -> bytes:
 
 
 def join(partition: str, name: str) -> str:
-    return f"{partition}/{name}" if partition else name
+    """A file's path in its partition, checked to stay under the table root."""
+    return paths.join(partition, name)

@@ -119,6 +119,8 @@ class PartitionMapper:
         if self.spec.is_unpartitioned:
             return ()
         parts = partition_path.split("/") if partition_path else []
+        if len(self.spec.fields) == 1 and not self.config.hive_style_partitioning:
+            parts = [partition_path]  # a single plain field's value may nest folders (region/city)
         if len(parts) != len(self.spec.fields):
             return None
         out = []

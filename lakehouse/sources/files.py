@@ -34,6 +34,7 @@ from lakehouse.storage import get_storage
 
 if TYPE_CHECKING:
     from lakehouse.table import Table
+    from lakehouse.write.client import ExtraMetadata
 
 CHECKPOINT_KEY = "deltastreamer.checkpoint.key"
 SOURCE_KEY = "lakehouse.ingest.source"
@@ -165,7 +166,9 @@ class IngestResult:
                 "checkpoint": self.checkpoint, "committed": self.committed, "reason": self.reason}
 
 
-Writer = Callable[[list[str], dict[str, str]], tuple[str, int]]
+# (file uris, the commit's extra metadata: a mapping or what makes one, which the writer hands to
+# Table.write or write_dataframe) -> (instant, rows)
+Writer = Callable[[list[str], "ExtraMetadata"], tuple[str, int]]
 
 
 def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: str = "auto",
@@ -188,9 +191,13 @@ def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: s
                                    f"{after.name if after else 'the beginning'}")
     checkpoint = max(files[-1][0], after).encode() if after else files[-1][0].encode()
     names = [os.path.basename(u) for _, u in files]
-    extra = {**(extra_metadata or {}), CHECKPOINT_KEY: checkpoint, SOURCE_KEY: source,
-             "lakehouse.ingest.files": json.dumps(names),
-             MANIFEST_KEY: write_manifest(table, source, taken | set(names))}
+
+    def extra() -> dict[str, str]:
+        # Made by the write once the batch has passed its checks: a refused batch leaves no
+        # manifest behind.
+        return {**(extra_metadata or {}), CHECKPOINT_KEY: checkpoint, SOURCE_KEY: source,
+                "lakehouse.ingest.files": json.dumps(names),
+                MANIFEST_KEY: write_manifest(table, source, taken | set(names))}
     if writer is not None:
         instant, rows = writer([uri for _, uri in files], extra)
         return IngestResult(instant, len(files), rows, checkpoint, commit)

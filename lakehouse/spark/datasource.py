@@ -44,7 +44,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,14 +52,16 @@ import pyarrow.parquet as pq
 from lakehouse.config import SERVICE_OPTION_KEYS
 from lakehouse.errors import ConfigError, CorruptFileError, TableNotFoundError
 from lakehouse.faults import fault_point
+from lakehouse.keygen import KeyGenerator
 from lakehouse.meta_client import split_storage_options
+from lakehouse.partition_path import check_paths
 from lakehouse.spark.reader import SparkReadPlan, group_slices, plan_read
 from lakehouse.spark.types import arrow_schema, spark_schema
 from lakehouse.storage import get_storage
 from lakehouse.table import Table, create_table, open_table
 from lakehouse.timeline.instant import WRITE_ACTIONS
 from lakehouse.write.client import WriteClient
-from lakehouse.write.prepare import Operation
+from lakehouse.write.prepare import Operation, committed_partition_depth
 
 try:  # the Python Data Source API: pyspark >= 4.0, an optional dependency
     from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
@@ -277,9 +279,13 @@ class Sink:
         writer = None
         sink = io.BytesIO()
         rows = 0
+        check = None
         for b in batches:
             if b.num_rows == 0:
                 continue
+            if check is None:
+                check = self.row_check()
+            check(pa.Table.from_batches([b]))
             if writer is None:
                 writer = pq.ParquetWriter(sink, self.arrow_schema)
             writer.write_table(pa.Table.from_batches([b]).cast(self.arrow_schema))
@@ -290,6 +296,20 @@ class Sink:
         path = f"{self.staging}/part-{task}-{uuid.uuid4().hex[:8]}.parquet"
         self.storage().write(path, sink.getvalue())
         return Staged(path, rows)
+
+    def row_check(self) -> Callable[[pa.Table], None]:
+        """On an executor: the checks of record keys and partition values the driver's write
+        makes again, made before the task stages its rows, so that a refused value (a partition
+        path outside the table, say) leaves no staged file behind."""
+        table = self.table()
+        keygen = KeyGenerator(table.config)
+        depth = [committed_partition_depth(table.active, table.timeline)]
+
+        def check(rows: pa.Table) -> None:
+            keygen.record_keys(rows)
+            paths = keygen.partition_paths(rows, row_offset=None)
+            depth[0] = check_paths(paths, depth=depth[0], row_offset=None) or depth[0]
+        return check
 
     def staged_rows(self, messages: Sequence[Staged | None]) -> pa.Table:
         storage = self.storage()

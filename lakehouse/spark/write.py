@@ -50,10 +50,11 @@ from lakehouse.spark.engine import Failure, Guarded, SparkTaskError, java_failur
 from lakehouse.spark.index import LOC_KEY, IndexJob, tag
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write import assign, bucket_sizing
-from lakehouse.write.client import Operation, WriteClient
+from lakehouse.write.client import ExtraMetadata, Operation, WriteClient
 from lakehouse.write.index.bucket import bucket_ids, hash_columns
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
-from lakehouse.write.prepare import combines, precombine
+from lakehouse.partition_path import check_paths
+from lakehouse.write.prepare import combines, committed_partition_depth, precombine
 from lakehouse.write.validate import conform
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ _SPARK_OPS = (Operation.UPSERT, Operation.INSERT, Operation.DELETE, Operation.BU
 
 
 def write_dataframe(table: "Table", df: "DataFrame", operation: str = "upsert", *, commit: bool = True,
-                    extra_metadata: Mapping[str, str] | None = None,
+                    extra_metadata: ExtraMetadata | None = None,
                     options: Mapping[str, Any] | None = None) -> str:
     """Write ``df`` as one instant of ``operation``; returns the instant time.
 
@@ -170,7 +171,7 @@ def _check(df: "DataFrame", job: _Job, client: WriteClient) -> dict[str, int]:
         def one(b: pa.RecordBatch) -> None:
             rows = job.rows(client, pa.Table.from_batches([b]), subset=True)
             client.keygen.record_keys(rows)
-            counts = pc.value_counts(client.keygen.partition_paths(rows).combine_chunks())
+            counts = pc.value_counts(client.keygen.partition_paths(rows, row_offset=None).combine_chunks())
             for v, c in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
                 seen[v] = seen.get(v, 0) + c
             job.check_ordering(client, rows)
@@ -194,6 +195,9 @@ def _check(df: "DataFrame", job: _Job, client: WriteClient) -> dict[str, int]:
         if r[ERROR] is not None:
             _raise_failure(r[ERROR])
         counts[r["partition"]] = counts.get(r["partition"], 0) + r["n"]
+    # Each task checked its values; one depth for the table is a check of all tasks' paths.
+    check_paths(pa.chunked_array([pa.array(list(counts), pa.string())]),
+                depth=committed_partition_depth(client.active, client.active.load()), row_offset=None)
     return counts
 
 
@@ -217,7 +221,7 @@ def _keyed(df: "DataFrame", job: _Job) -> "DataFrame":
                 keys = client.keygen.record_keys(rows)
                 delete = pa.repeat(True, n) if job.op is Operation.DELETE else \
                     delete_flags(rows).combine_chunks() if n else pa.array([], pa.bool_())
-                box.update({KEY: keys, PARTITION: client.keygen.partition_paths(rows),
+                box.update({KEY: keys, PARTITION: client.keygen.partition_paths(rows, row_offset=None),
                             SEQ: pa.array(np.arange(offset + 1, offset + n + 1, dtype=np.int64)),
                             DELETE: delete, UNCONDITIONAL: pa.repeat(job.op is Operation.DELETE, n),
                             BUCKET: pa.array(bucket_ids(hash_columns(

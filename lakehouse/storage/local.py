@@ -14,6 +14,7 @@ import pyarrow.fs as pafs
 
 from lakehouse.errors import FileAlreadyExistsError, StorageError
 from lakehouse.storage.base import FileInfo, Storage
+from lakehouse.storage.paths import relative
 
 
 class LocalStorage(Storage):
@@ -23,7 +24,7 @@ class LocalStorage(Storage):
         self._fs = pafs.LocalFileSystem()
 
     def _abs(self, path: str) -> str:
-        path = path.strip("/")
+        path = relative(path)
         return os.path.join(self.root, path) if path else self.root
 
     def child(self, path: str) -> "LocalStorage":
@@ -109,7 +110,7 @@ class LocalStorage(Storage):
         # when an entry vanishes between readdir and stat, which happens whenever another writer
         # renames or deletes a temporary file in the folder, e.g. in .hoodie during a create.
         out: list[FileInfo] = []
-        rel = path.strip("/")
+        rel = relative(path)
         self._scan(self._abs(path), f"{rel}/" if rel else "", recursive, out, top=True)
         return out
 

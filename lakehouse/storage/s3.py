@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from lakehouse.errors import ConfigError, StorageError
 from lakehouse.storage.base import FileInfo, Storage
+from lakehouse.storage.paths import relative
 from lakehouse.storage.s3_client import S3Clients, S3Settings, status_and_code, translate
 from lakehouse.storage.s3_conditional import (TOKEN_METADATA_KEY, already_exists, new_token,
                                               put_if_absent)
@@ -65,7 +66,7 @@ class S3Storage(Storage):
     # --- keys and errors -------------------------------------------------------------------
 
     def key(self, path: str) -> str:
-        path = path.strip("/")
+        path = relative(path)
         if not self.prefix:
             return path
         return f"{self.prefix}/{path}" if path else self.prefix
@@ -102,7 +103,7 @@ class S3Storage(Storage):
         return answer.get("KeyCount", 0) > 0
 
     def child(self, path: str) -> "S3Storage":
-        return S3Storage(self.uri(path), clients=self.clients)
+        return S3Storage(self.uri(relative(path)), clients=self.clients)
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -218,6 +219,7 @@ class S3Storage(Storage):
         return False
 
     def append(self, path: str, data: bytes) -> int:
+        relative(path)  # a path refused as elsewhere, before the store's own refusal
         raise StorageError(f"cannot append to {self.uri(path)}: S3 objects are written whole",
                            help="write a new file instead (check Storage.supports_append); "
                                 "lakehouse's log writer writes one log file per write")
@@ -248,7 +250,7 @@ class S3Storage(Storage):
             raise self.error(e, path) from e
         if recursive:
             # Local listings name every folder on the way down; keys only imply them.
-            top = path.strip("/")
+            top = relative(path)
             top = f"{top}/" if top else ""
             for p in [f.path for f in files] + sorted(dirs):
                 segments = p[len(top):].split("/")
@@ -257,7 +259,7 @@ class S3Storage(Storage):
         return files + [FileInfo(path=d, size=0, is_dir=True) for d in sorted(dirs)]
 
     def info(self, path: str) -> FileInfo | None:
-        rel = path.strip("/")
+        rel = relative(path)
         if rel:
             head = self._head(path)
             if head is not None:

@@ -26,6 +26,7 @@ from lakehouse.errors import RecordKeyError, SchemaError
 from lakehouse.config import MergeMode
 from lakehouse.columns import DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
 from lakehouse.merge import MergeSpec, delete_flags, resolve
+from lakehouse.partition_path import check_paths
 from lakehouse.read.reader import TableReader
 from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from lakehouse.write import bucket_sizing
@@ -118,8 +119,13 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
             arrow_to_avro_schema(data_schema, client.config.name, with_meta_fields=True)
     record_schema = table_schema is not None or not op.keys_only
 
+    depth = [committed_partition_depth(client.active, reader.timeline)]
+
     def rows_of(chunk: pa.Table, offset: int) -> pa.Table:
-        return _keyed_rows(client, chunk, op, data_schema, offset)
+        rows = _keyed_rows(client, chunk, op, data_schema, offset)
+        # One depth for every partition path of the table, this batch's chunks included.
+        depth[0] = check_paths(rows.column(PARTITION), depth=depth[0], row_offset=offset) or depth[0]
+        return rows
 
     measure = bucket_sizing.is_provisional(client.config) and not op.keys_only
     row_bytes = batch.nbytes / max(1, batch.num_rows)
@@ -148,6 +154,18 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
                     largest_partition_bytes=largest)
 
 
+def committed_partition_depth(active, timeline) -> int | None:
+    """How many folders deep the table's partition paths are, from its newest completed write
+    that names a partition (None: no such write on the active timeline, or an unpartitioned
+    table). Commit metadata is cached, and the newest is read for the schema anyway."""
+    for inst in reversed(timeline.completed_writes().instants):
+        meta = active.commit_metadata(inst)
+        for p in (*meta.partition_to_write_stats, *(meta.partition_to_replace_file_ids or {})):
+            if p:
+                return p.count("/") + 1
+    return None
+
+
 def _largest_partition(rows: pa.Table, counts: dict[str, int]) -> int:
     """Adds ``rows``' records per partition to ``counts``; returns the largest count so far."""
     vc = pc.value_counts(rows.column(PARTITION))
@@ -174,7 +192,7 @@ def _keyed_rows(client: "WriteClient", batch: pa.Table, op: Operation, data_sche
     rows = conform(batch, data_schema)
     n = rows.num_rows
     keys = client.keygen.record_keys(rows)
-    partitions = client.keygen.partition_paths(rows)
+    partitions = client.keygen.partition_paths(rows, row_offset=offset)
     ordering = client.config.ordering_field
     if client.spec.uses_ordering and not op.keys_only and ordering not in rows.column_names:
         raise RecordKeyError(f"ordering field {ordering!r} is missing from the batch",

@@ -71,6 +71,17 @@ def test_url_encoded_values(tmp_path):
     _check_filters(res, t, [(f"grp == '{g}'", ("grp", g)) for g in ("a/b", "x=y", "50%")])
 
 
+def test_a_single_plain_field_whose_values_nest_folders_keeps_its_identity_partitioning(tmp_path):
+    """Hudi's quickstart partitions by region/country/city in one field (lakehouse.partition_path
+    takes such values at one depth): the folders are the value, so the spec stays identity."""
+    t = _create(tmp_path / "t", "grp")
+    groups = ["americas/brazil/sao_paulo", "americas/united_states/san_francisco", "asia/india/chennai"]
+    t.insert(pa.table({"id": [f"k{i}" for i in range(3)], "ts": list(range(3)), "grp": groups}))
+    res = sync_and_compare(t, "nested values of one field")
+    assert sorted((spec, p[0]) for spec, p in _files(res).values()) == [(0, g) for g in sorted(groups)]
+    _check_filters(res, t, [(f"grp == '{g}'", ("grp", g)) for g in groups[:2]])
+
+
 def test_the_default_partition_holds_nulls_and_empty_strings(tmp_path):
     t = _create(tmp_path / "t", "city")
     t.insert(pa.table({"id": ["a", "b", "c"], "ts": [1, 2, 3], "city": [None, None, "sf"]}))

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from lakehouse.errors import (ConfigError, CorruptFileError, FileAlreadyExistsError, StorageError,
+from lakehouse.errors import (ConfigError, CorruptFileError, FileAlreadyExistsError, StorageError, UnsafePathError,
                               StorageOutcomeUnknownError)
 from lakehouse.read.file_slice_reader import read_base_file
 from lakehouse.storage import LocalStorage, get_storage
@@ -132,7 +132,23 @@ def test_listing(store):
     assert deep == {"p/a.txt": False, "p/q": True, "p/q/b.txt": False, "p/q/r": True,
                     "p/q/r/c.txt": False}
     assert {i.path for i in store.list("")} == {"p", "pp", "top"}
-    assert {i.path for i in store.list("/p/q/")} == {"p/q/b.txt", "p/q/r"}
+    assert {i.path for i in store.list("p/q/")} == {"p/q/b.txt", "p/q/r"}
+
+
+@pytest.mark.parametrize("path", ["/p/a.txt", "p//a.txt", "./p/a.txt", "p/./a.txt", "p/../p/a.txt",
+                                  "..", "../outside", "p/a.txt\x00"])
+def test_a_path_leaving_the_root_or_not_canonical_is_refused(store, path):
+    """lakehouse.storage.paths: a path is refused, not normalised (a commit that records './f'
+    while the store writes 'f' deletes its own file as unlisted); nothing is read or written."""
+    store.write("p/a.txt", b"hello")
+    before = {i.path: i.size for i in store.list("", recursive=True)}
+    for call in (lambda: store.write(path, b"x"), lambda: store.create(path, b"x"),
+                 lambda: store.read(path), lambda: store.info(path), lambda: store.list(path),
+                 lambda: store.delete(path), lambda: store.open_output(path),
+                 lambda: store.delete_dir(path), lambda: store.append(path, b"x")):
+        with pytest.raises(UnsafePathError):
+            call()
+    assert {i.path: i.size for i in store.list("", recursive=True)} == before
 
 
 def test_info_exists_size(store):

@@ -30,6 +30,7 @@ from lakehouse.sources.files import ingest, read_file
 from lakehouse.spark.apps import UsageError, key_values, usage_failure
 from lakehouse.spark.write import write_dataframe
 from lakehouse.timeline.tags import parse_tags
+from lakehouse.write.client import ExtraMetadata
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace, spark=None) -> dict:
 def _spark_writer(spark, table, args, options):
     """Read the landed files with Spark and write them from the executors
     (:mod:`lakehouse.spark.write`)."""
-    def write(uris: list[str], extra: dict[str, str]) -> tuple[str, int]:
+    def write(uris: list[str], extra: ExtraMetadata) -> tuple[str, int]:
         paths = [u[len("file://"):] if u.startswith("file://") else u for u in uris]
         kinds = {p.rsplit(".", 1)[-1].lower() for p in paths}
         fmt = args.format if args.format != "auto" else (kinds.pop() if len(kinds) == 1 else "mixed")
