@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ContextManager, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse.commit import hooks_deferred
 from lakehouse.concurrency.heartbeat import Heartbeats
@@ -22,6 +23,7 @@ from lakehouse.keygen import KeyGenerator
 from lakehouse.meta_client import TableMetaClient, split_storage_options
 from lakehouse.properties import HOODIE_PROPERTIES, format_properties
 from lakehouse.read.reader import Filter, TableReader
+from lakehouse.read.scan import TableScan
 from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.services.archive import archive
 from lakehouse.services.clean import clean, plan_clean
@@ -260,10 +262,20 @@ class Table:
 
     # --- reads -----------------------------------------------------------------------------
 
+    def scan(self, *, columns: Sequence[str] | None = None,
+             filters: "Sequence[Filter] | pc.Expression | None" = None, as_of: str | None = None,
+             read_optimized: bool = False) -> TableScan:
+        """A lazy read (lakehouse.read.scan): ``to_arrow()``, ``to_arrow_batch_reader()``,
+        ``to_pandas()``, ``to_polars()``, ``to_duckdb(name)``, ``plan_files()``, and an Arrow
+        stream DuckDB and Polars take as it is."""
+        return TableScan(self._reader, columns=columns, filters=filters, as_of=as_of,
+                         read_optimized=read_optimized)
+
     def read(self, as_of: str | None = None, columns: Sequence[str] | None = None,
-             filters: Sequence[Filter] | None = None, read_optimized: bool = False) -> pa.Table:
-        return self._reader().snapshot(as_of=as_of, columns=columns, filters=filters,
-                                       read_optimized=read_optimized)
+             filters: "Sequence[Filter] | pc.Expression | None" = None,
+             read_optimized: bool = False) -> pa.Table:
+        return self.scan(columns=columns, filters=filters, as_of=as_of,
+                         read_optimized=read_optimized).to_arrow()
 
     def read_changes(self, start: str | None, end: str | None = None,
                      columns: Sequence[str] | None = None,

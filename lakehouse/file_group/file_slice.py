@@ -66,6 +66,13 @@ class FileSlice:
     def base_size(self) -> int:
         return self.base_file.size if self.base_file else 0
 
+    @property
+    def total_size(self) -> int:
+        """Bytes on disk a reader of this slice reads: base, logs, and a pending compaction's
+        previous slice."""
+        own = self.base_size + self.total_log_size
+        return own + (self.previous.total_size if self.previous is not None else 0)
+
     def with_logs(self, logs: tuple[LogFile, ...]) -> "FileSlice":
         return FileSlice(self.partition, self.file_id, self.base_instant, self.base_file,
                          tuple(sorted(logs, key=lambda f: f.name.sort_key)), self.previous)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from urllib.parse import unquote
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,6 +19,7 @@ from lakehouse.errors import ConfigError, InstantNotFoundError, SchemaError, Tim
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.file_slice_reader import SliceReadContext, collect_slice, merge_slices
+from lakehouse.read.pruning import prune_by_key
 from lakehouse.merge import MergeSpec
 from lakehouse.columns import COMMIT_TIME, META_FIELDS
 from lakehouse.schema import avro_to_arrow_schema
@@ -28,6 +29,9 @@ from lakehouse.timeline.instant_time import instant_time_of
 from lakehouse.keygen import DEFAULT_PARTITION, KeyGenerator
 
 Filter = tuple[str, str, Any]
+# Arrow bytes per byte of parquet or log file, roughly (compressed, dictionary-encoded columns):
+# what a streamed read's groups are sized by.
+DECODED_PER_DISK_BYTE = 4
 # Listings a read takes at most while commits and cleans keep overtaking it.
 _VIEW_ATTEMPTS = 3
 
@@ -62,7 +66,7 @@ def filters_to_expression(filters: Sequence[Filter] | pc.Expression | None,
         if f[1].lower() in ("in", "not in") and (isinstance(f[2], (str, bytes)) or not _iterable(f[2])):
             raise ConfigError(f"filter {tuple(f)!r}: {f[1]!r} takes a list of values",
                               help=f"write it as ({f[0]!r}, {f[1]!r}, [{f[2]!r}])")
-    filters = [(c, op.lower(), _fit_value(v, schema.field(c).type)) for c, op, v in filters]
+    filters = [(c, op.lower(), _fit_values(op.lower(), v, schema.field(c).type)) for c, op, v in filters]
     try:
         expr = pq.filters_to_expression([tuple(f) for f in filters])
     except (ValueError, TypeError) as e:
@@ -89,6 +93,17 @@ def _iterable(v: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+def _fit_values(op: str, v: Any, t: pa.DataType) -> Any:
+    """An ``in`` list as an array of the column's type: an empty one has no type to infer."""
+    v = _fit_value(v, t)
+    if op in ("in", "not in"):
+        try:
+            return pa.array(list(v), t)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+            return v  # what does not fit is named by the check that binds the filter
+    return v
 
 
 def _fit_value(v: Any, t: pa.DataType) -> Any:
@@ -299,7 +314,8 @@ class TableReader:
         columns = self._check_columns(columns, schema)
         row_filter = filters_to_expression(filters, schema)
         partitions = self.prune_partitions(view.all_partitions(), filters, schema)
-        slices = view.latest_slices(as_of=as_of, partitions=partitions)
+        slices = prune_by_key(view.latest_slices(as_of=as_of, partitions=partitions), self.config,
+                              schema, filters)
         if read_optimized:
             # Base files only: a pending compaction's slice reads as the slice it compacts.
             slices = [s.previous if s.base_file is None and s.previous else s for s in slices]
@@ -349,6 +365,29 @@ class TableReader:
 
     def execute(self, plan: "ReadPlan") -> pa.Table:
         return plan.finish(self.read_slices(list(plan.slices), self.slice_context(plan)))
+
+    def stream(self, plan: "ReadPlan") -> Iterator[pa.Table]:
+        """The plan's rows a group of file slices at a time (each group read and merged on
+        threads), so that the rows held are about one group's whatever the table's size: a
+        group's decoded size, estimated from its bytes on disk, stays within
+        ``hoodie.memory.merge.max.size`` (a slice larger than that is a group of its own)."""
+        ctx = self.slice_context(plan)
+        slices = list(plan.slices)
+        if not slices:
+            yield plan.finish(self.read_slices([], ctx))
+            return
+        workers = min(len(slices), os.cpu_count() or 1, 8)
+        budget = self.memory.merge_max_size
+        group: list[FileSlice] = []
+        held = 0
+        for s in slices:
+            size = s.total_size * DECODED_PER_DISK_BYTE
+            if group and (held + size > budget or len(group) >= 2 * workers):
+                yield plan.finish(self.read_slices(group, ctx))
+                group, held = [], 0
+            group.append(s)
+            held += size
+        yield plan.finish(self.read_slices(group, ctx))
 
     # --- reads -----------------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ from lakehouse.spark.index import LOC_KEY, IndexJob, tag
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write import assign, bucket_sizing
 from lakehouse.write.client import ExtraMetadata, Operation, WriteClient
-from lakehouse.write.index.bucket import bucket_ids, hash_columns
+from lakehouse.bucket_identifier import bucket_ids, hash_columns
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
 from lakehouse.partition_path import check_paths
 from lakehouse.write.prepare import combines, committed_partition_depth, precombine

@@ -26,7 +26,8 @@ from lakehouse.columns import BUCKET, DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
 from lakehouse.merge import HELPER_COLUMNS
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.io.handles import HandleContext, append_log, create_base_file, merge_base_file
-from lakehouse.write.index.bucket import bucket_ids, existing_buckets, hash_columns
+from lakehouse.bucket_identifier import bucket_ids, hash_columns
+from lakehouse.write.index.bucket import existing_buckets
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
 
 if TYPE_CHECKING:

@@ -36,7 +36,8 @@ from lakehouse.file_group.naming import BaseFileName, LogFileName, bucket_file_i
 from lakehouse.columns import BUCKET, KEY, PARTITION
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write.assign import Taken, materialize, new_target, run_target, split_lazily
-from lakehouse.write.index.bucket import bucket_ids, existing_buckets, hash_columns
+from lakehouse.bucket_identifier import bucket_ids, hash_columns
+from lakehouse.write.index.bucket import existing_buckets
 from lakehouse.write.prepare import Operation, Prepared, combines, precombine
 
 if TYPE_CHECKING:

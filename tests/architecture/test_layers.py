@@ -16,9 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "lakehouse"
 BIN = Path(sys.executable).parent
 # Imported lazily on purpose: a user without them still imports lakehouse (extras in pyproject;
-# pyiceberg and SQLAlchemy only for tables registered in an Iceberg catalog).
+# pyiceberg and SQLAlchemy only for tables registered in an Iceberg catalog; DuckDB and Polars
+# only for a scan's to_duckdb / to_polars).
 OPTIONAL = ("pyspark", "py4j", "airflow", "boto3", "botocore", "pyiceberg", "sqlalchemy", "fastapi", "uvicorn",
-            "hudi")
+            "hudi", "duckdb", "polars")
 
 
 def _lint_imports(cwd: Path) -> subprocess.CompletedProcess:

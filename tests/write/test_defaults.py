@@ -20,7 +20,7 @@ from lakehouse.errors import CommitConflictError, ConfigError, UnsupportedTableE
 from lakehouse.file_group.naming import bucket_of_file_id
 from lakehouse.properties import parse_properties
 from lakehouse.write.bucket_sizing import AUTO_KEY
-from lakehouse.write.index.bucket import bucket_ids
+from lakehouse.bucket_identifier import bucket_ids
 from tests.interop.hudi_oracle import hudi_read
 from tests.write.test_operations import files
 

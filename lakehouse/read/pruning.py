@@ -1,0 +1,80 @@
+"""File groups a read can skip before it decodes anything, from its filters.
+
+A bucket-index table (Hudi's BUCKET index, SIMPLE engine: every Merge-On-Read table created with
+defaults) keeps every version of a key in the file group of the key's bucket, in the key's
+partition: the writers route each record there by the same hash (Hudi's BucketIdentifier,
+:mod:`lakehouse.bucket_identifier`). So a read whose filters pin every record-key field to
+values (``=`` / ``in``, in the AND of the filter list) reads only those buckets' file groups.
+The filters themselves are still applied to the merged rows: pruning only skips file groups that
+cannot hold a matching row.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from lakehouse.bucket_identifier import bucket_ids, hash_columns
+from lakehouse.config import BucketEngine, IndexType, KeyGeneratorType, TableConfig
+from lakehouse.errors import LakehouseError
+from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.file_group.naming import bucket_of_file_id
+from lakehouse.keygen import KeyGenerator
+
+# Key combinations past this (an IN on each of several key fields) are not worth hashing.
+MAX_PINNED_KEYS = 100_000
+
+
+def pinned_values(filters: Sequence[tuple[str, str, Any]], field: str) -> list | None:
+    """The values the AND of ``filters`` pins ``field`` to (None: not pinned)."""
+    pinned: set | None = None
+    for col, op, value in filters:
+        if col != field or op.lower() not in ("=", "==", "in"):
+            continue
+        values = {value} if op.lower() in ("=", "==") else set(value)
+        pinned = values if pinned is None else pinned & values
+    return None if pinned is None else [v for v in pinned if v is not None]
+
+
+def key_buckets(config: TableConfig, schema: pa.Schema,
+                filters: Sequence[tuple[str, str, Any]] | None) -> set[int] | None:
+    """The buckets that may hold rows passing ``filters`` (None: any bucket)."""
+    if not isinstance(filters, (list, tuple)) or not filters:
+        return None  # none, or an expression: what it pins is not read here
+    if config.index_type is not IndexType.BUCKET or config.bucket_engine is not BucketEngine.SIMPLE:
+        return None
+    fields = config.record_key_fields
+    try:
+        values = [pinned_values(filters, f) for f in fields]
+    except TypeError:  # an unhashable value: the filter's own check names it
+        return None
+    if any(v is None for v in values) or any(f not in schema.names for f in fields):
+        return None
+    combos = 1
+    for v in values:
+        combos *= len(v)
+    if combos == 0:
+        return set()
+    if combos > MAX_PINNED_KEYS:
+        return None
+    rows = list(zip(*itertools.product(*values)))
+    try:
+        batch = pa.table({f: pa.array(list(col), schema.field(f).type) for f, col in zip(fields, rows)})
+        keys = KeyGenerator(config).record_keys(batch)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, LakehouseError):
+        return None  # a value no row can hold as a key: leave it to the filter
+    complex_keys = len(fields) > 1 or config.key_generator_type is KeyGeneratorType.COMPLEX
+    cols = hash_columns(batch, keys, config.bucket_hash_fields, fields, complex_keys)
+    return set(bucket_ids(cols, config.bucket_num).tolist())
+
+
+def prune_by_key(slices: list[FileSlice], config: TableConfig, schema: pa.Schema,
+                 filters: Sequence[tuple[str, str, Any]] | None) -> list[FileSlice]:
+    """``slices`` without the file groups of buckets no pinned key hashes to (a file group whose
+    id names no bucket is kept)."""
+    buckets = key_buckets(config, schema, filters)
+    if buckets is None:
+        return slices
+    return [s for s in slices if (b := bucket_of_file_id(s.file_id)) is None or b in buckets]
