@@ -26,7 +26,7 @@ from lakehouse.columns import COMMIT_SEQNO, COMMIT_TIME, DELETE, FILE_NAME, KEY,
 from lakehouse.merge import MergeSpec, arrange_duplicate_base_keys, drop_helpers, resolve
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.commit_metadata import WriteStat
-from lakehouse.io.bloom_filter import BloomFilter
+from lakehouse.bloom_filter import BloomFilter
 from lakehouse.io.field_ids import with_field_ids
 from lakehouse.io.markers import Markers, MarkerType
 

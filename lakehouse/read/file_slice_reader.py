@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from lakehouse.errors import CorruptFileError, StorageError
 from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.file_group.footer import read_footer
 from lakehouse.log.block import BlockType, LogBlock
 from lakehouse.log.block import decode_avro_data_block, decode_delete_block, decode_parquet_data_block
 from lakehouse.log.reader import check_committed_blocks, read_log_blocks
@@ -50,6 +51,10 @@ class SliceReadContext:
     # A key a base file holds more than once (lakehouse.merge.arrange_duplicate_base_keys):
     # "first" for reads, "each" for compaction, as Hudi 0.14/0.15 do.
     duplicate_base_keys: str = "first"
+    # The record keys a read's filters pin (lakehouse.read.pruning.pinned_keys): every version of
+    # other keys is dropped as it is read, before the merge (which is per key, so nothing else
+    # changes), and a base file whose footer rules them all out is not read at all.
+    keys: pa.Array | None = None
     stats: dict[str, int] = field(default_factory=lambda: {"log_blocks": 0, "corrupt_blocks": 0,
                                                                  "vanished_logs": 0, "log_folds": 0})
 
@@ -251,12 +256,20 @@ def collect_slice(fs: FileSlice, ctx: SliceReadContext) -> SliceParts:
     target = pa.schema([ctx.schema.field(c) for c in needed])
     streaming = ctx.merge_max_bytes is not None and \
         sum(lf.size or 0 for lf in log_files) * _LOG_EXPANSION > ctx.merge_max_bytes
-    parts = SliceParts(logs=_held_logs(_log_versions(log_files, ctx, target, streaming), ctx))
+    versions = _log_versions(log_files, ctx, target, streaming)
+    if ctx.keys is not None:
+        versions = (v.filter(pc.is_in(v.column(KEY), value_set=ctx.keys)) for v in versions)
+    parts = SliceParts(logs=[v for v in _held_logs(versions, ctx) if v.num_rows])
+    pinned = None if ctx.keys is None or ctx.key_of is not None else _pinned_rows(base_file, ctx)
+    if pinned is not None and not pc.any(pinned).as_py():
+        base_file = None  # holds none of the keys
     if not parts.logs:
         if base_file is None:
             return SliceParts(done=ctx.schema.empty_table().select(out_cols))
         base = read_base_file(ctx.storage, base_file.path, ctx.schema, None if ctx.columns is None
                               else needed)
+        if pinned is not None:
+            base = base.filter(pinned)
         if IS_DELETED_FIELD in base.column_names:
             base = base.filter(pc.invert(delete_flags(base)))
         if ctx.row_filter is not None:
@@ -270,6 +283,8 @@ def collect_slice(fs: FileSlice, ctx: SliceReadContext) -> SliceParts:
         # replace are out: the filter then copies their indices, not their strings.
         base = read_base_file(ctx.storage, base_file.path, ctx.schema, needed,
                               keep_dictionaries=ctx.key_of is None)
+        if pinned is not None:
+            base = base.filter(pinned)
         keys = _keys(base, ctx)
         if pa.types.is_dictionary(keys.type):
             keys = keys.cast(keys.type.value_type)
@@ -286,6 +301,18 @@ def collect_slice(fs: FileSlice, ctx: SliceReadContext) -> SliceParts:
         parts.base = _with_helpers(hit, _keys(hit, ctx), 0, delete_flags(hit),
                                    pa.repeat(False, hit.num_rows))
     return parts
+
+
+def _pinned_rows(base_file, ctx: SliceReadContext) -> pa.Array | None:
+    """Which rows of the base file hold one of ``ctx.keys``: all False, without reading the
+    file, when its footer's key range and bloom filter rule every key out; else from its key
+    column alone (the other columns are read only for a file that holds one)."""
+    if base_file is None:
+        return None
+    if not read_footer(ctx.storage, base_file).might_contain(ctx.keys).any():
+        return pa.array([], pa.bool_())
+    keys = read_base_file(ctx.storage, base_file.path, ctx.schema, [RECORD_KEY]).column(0)
+    return pc.is_in(keys, value_set=ctx.keys).combine_chunks()
 
 
 def _scoped(table: pa.Table, scope: int) -> pa.Table:

@@ -7,6 +7,10 @@ partition: the writers route each record there by the same hash (Hudi's BucketId
 values (``=`` / ``in``, in the AND of the filter list) reads only those buckets' file groups.
 The filters themselves are still applied to the merged rows: pruning only skips file groups that
 cannot hold a matching row.
+
+Within the file groups read, the pinned keys are handed to the slice reader (``keys``): it drops
+every version of another key as it reads (the merge is per key), and does not read a base file
+whose footer (key range, bloom filter) rules them all out, on any index.
 """
 
 from __future__ import annotations
@@ -38,13 +42,12 @@ def pinned_values(filters: Sequence[tuple[str, str, Any]], field: str) -> list |
     return None if pinned is None else [v for v in pinned if v is not None]
 
 
-def key_buckets(config: TableConfig, schema: pa.Schema,
-                filters: Sequence[tuple[str, str, Any]] | None) -> set[int] | None:
-    """The buckets that may hold rows passing ``filters`` (None: any bucket)."""
+def pinned_keys(config: TableConfig, schema: pa.Schema,
+                filters: Sequence[tuple[str, str, Any]] | None) -> tuple[pa.Table, pa.Array] | None:
+    """The record-key columns and the record keys (as stored) that ``filters`` pin every
+    record-key field to; None when they do not pin all of them."""
     if not isinstance(filters, (list, tuple)) or not filters:
         return None  # none, or an expression: what it pins is not read here
-    if config.index_type is not IndexType.BUCKET or config.bucket_engine is not BucketEngine.SIMPLE:
-        return None
     fields = config.record_key_fields
     try:
         values = [pinned_values(filters, f) for f in fields]
@@ -55,18 +58,31 @@ def key_buckets(config: TableConfig, schema: pa.Schema,
     combos = 1
     for v in values:
         combos *= len(v)
-    if combos == 0:
-        return set()
     if combos > MAX_PINNED_KEYS:
         return None
-    rows = list(zip(*itertools.product(*values)))
+    rows = list(zip(*itertools.product(*values))) if combos else [[] for _ in fields]
     try:
         batch = pa.table({f: pa.array(list(col), schema.field(f).type) for f, col in zip(fields, rows)})
-        keys = KeyGenerator(config).record_keys(batch)
+        keys = KeyGenerator(config).record_keys(batch) if combos else pa.chunked_array([], pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, LakehouseError):
         return None  # a value no row can hold as a key: leave it to the filter
-    complex_keys = len(fields) > 1 or config.key_generator_type is KeyGeneratorType.COMPLEX
-    cols = hash_columns(batch, keys, config.bucket_hash_fields, fields, complex_keys)
+    return batch, keys.combine_chunks()
+
+
+def key_buckets(config: TableConfig, schema: pa.Schema,
+                filters: Sequence[tuple[str, str, Any]] | None) -> set[int] | None:
+    """The buckets that may hold rows passing ``filters`` (None: any bucket)."""
+    if config.index_type is not IndexType.BUCKET or config.bucket_engine is not BucketEngine.SIMPLE:
+        return None
+    pinned = pinned_keys(config, schema, filters)
+    if pinned is None:
+        return None
+    batch, keys = pinned
+    if len(keys) == 0:
+        return set()
+    complex_keys = len(config.record_key_fields) > 1 or config.key_generator_type is KeyGeneratorType.COMPLEX
+    cols = hash_columns(batch, pa.chunked_array([keys]), config.bucket_hash_fields,
+                        config.record_key_fields, complex_keys)
     return set(bucket_ids(cols, config.bucket_num).tolist())
 
 

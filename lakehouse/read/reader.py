@@ -19,7 +19,7 @@ from lakehouse.errors import ConfigError, InstantNotFoundError, SchemaError, Tim
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.file_slice_reader import SliceReadContext, collect_slice, merge_slices
-from lakehouse.read.pruning import prune_by_key
+from lakehouse.read.pruning import pinned_keys, prune_by_key
 from lakehouse.merge import MergeSpec
 from lakehouse.columns import COMMIT_TIME, META_FIELDS
 from lakehouse.schema import avro_to_arrow_schema
@@ -316,6 +316,7 @@ class TableReader:
         partitions = self.prune_partitions(view.all_partitions(), filters, schema)
         slices = prune_by_key(view.latest_slices(as_of=as_of, partitions=partitions), self.config,
                               schema, filters)
+        pinned = None if self.config.populate_meta_fields is False else pinned_keys(self.config, schema, filters)
         if read_optimized:
             # Base files only: a pending compaction's slice reads as the slice it compacts.
             slices = [s.previous if s.base_file is None and s.previous else s for s in slices]
@@ -323,7 +324,7 @@ class TableReader:
                       for s in slices if s.base_file is not None]
         visible = frozenset(t for t in self.timeline.completed_write_times if as_of is None or t <= as_of)
         return ReadPlan(schema, tuple(slices), visible, columns, columns or schema.names, row_filter,
-                        read_logs=not read_optimized)
+                        read_logs=not read_optimized, keys=None if pinned is None else pinned[1])
 
     def plan_changes(self, start: str | None, end: str | None = None, *,
                      columns: Sequence[str] | None = None,
@@ -360,8 +361,10 @@ class TableReader:
         return touched
 
     def slice_context(self, plan: "ReadPlan") -> SliceReadContext:
-        return self.slice_read_context(plan.schema, set(plan.visible), plan.read_columns, plan.row_filter,
-                             plan.read_logs)
+        ctx = self.slice_read_context(plan.schema, set(plan.visible), plan.read_columns, plan.row_filter,
+                                      plan.read_logs)
+        ctx.keys = plan.keys
+        return ctx
 
     def execute(self, plan: "ReadPlan") -> pa.Table:
         return plan.finish(self.read_slices(list(plan.slices), self.slice_context(plan)))
@@ -411,6 +414,7 @@ class ReadPlan:
     row_filter: pc.Expression | None
     read_logs: bool
     commit_range: tuple[str | None, str | None] | None = None  # incremental: (start, end]
+    keys: pa.Array | None = None  # the record keys the filters pin (lakehouse.read.pruning)
 
     @property
     def output_schema(self) -> pa.Schema:

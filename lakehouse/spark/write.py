@@ -43,7 +43,7 @@ from lakehouse.errors import RecordKeyError
 from lakehouse.faults import fault_point
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.columns import DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
-from lakehouse.io.bloom_filter import murmur_hash
+from lakehouse.bloom_filter import murmur_hash
 from lakehouse.merge import delete_flags
 from lakehouse.spark.types import arrow_schema
 from lakehouse.spark.engine import Failure, Guarded, SparkTaskError, java_failure_summary

@@ -136,6 +136,29 @@ def test_a_composite_key_prunes_once_every_key_field_is_pinned(tmp_path):
     assert len(t.scan(filters=[("id", "=", "k3")]).plan_files()) == len(every)
 
 
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_pinned_keys_skip_base_files_their_footers_rule_out(tmp_path, monkeypatch, table_type):
+    """On any index, the keys a filter pins are looked up in each base file's footer (key range,
+    bloom filter) first; only files that may hold one are decoded, and only their key column
+    unless they do. Keys updated, deleted, inserted in logs and absent read as the model says."""
+    from lakehouse.read import file_slice_reader as fsr
+
+    t, model = history(tmp_path / "t", table_type, index="BLOOM", pending_compaction=False)
+    reads: list[tuple[str, tuple]] = []
+    real = fsr.read_base_file
+    monkeypatch.setattr(fsr, "read_base_file", lambda storage, path, schema, columns, *a, **kw: (
+        reads.append((path, tuple(columns or ()))), real(storage, path, schema, columns, *a, **kw))[1])
+    bases = {s.base_file.path for s in t.scan().plan_files() if s.base_file is not None}
+    assert len(bases) > 2
+    for keys in (["k0007"], ["k0011"], ["k0301"], ["k0008", "nope"], ["nope"]):
+        reads.clear()
+        rows_read = got(t.scan(columns=COLS, filters=[("id", "in", keys)]).to_arrow())
+        assert rows_read == want(model, lambda r: r["id"] in keys), keys
+        full = {p for p, cols in reads if cols != ("_hoodie_record_key",)}
+        assert len({p for p, _ in reads}) < len(bases), f"{keys}: every base file was opened"
+        assert len(full) <= 1, f"{keys}: decoded {full}"
+
+
 def test_other_indexes_are_not_pruned_by_key(tmp_path):
     t, model = history(tmp_path / "t", "COPY_ON_WRITE", index="SIMPLE")
     scan = t.scan(filters=[("id", "=", "k0007")])

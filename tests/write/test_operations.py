@@ -241,7 +241,7 @@ def test_record_size_estimate_ignores_commits_below_the_threshold(tmp_path):
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
 def test_base_file_footers_are_what_hudi_writes(tmp_path, table_type):
-    from lakehouse.io.bloom_filter import footer_metadata
+    from lakehouse.bloom_filter import footer_metadata
     p = tmp_path / "t"
     # The SIMPLE index: tables whose index may read the filter carry it by default.
     t = lakehouse.create_table(str(p), name="f", record_key="id", ordering_field="ts", table_type=table_type,

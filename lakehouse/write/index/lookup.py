@@ -6,10 +6,7 @@ first prunes the candidates with each file's key range and bloom filter (footer 
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -20,48 +17,11 @@ import pyarrow.parquet as pq
 from lakehouse.columns import RECORD_KEY
 from lakehouse.file_group.file_slice import BaseFile
 from lakehouse.storage.base import Storage
-from lakehouse.io.bloom_filter import BloomFilter
+from lakehouse.file_group.footer import read_footer
 
 LOC_PARTITION = "__lh_loc_partition"
 LOC_FILE_ID = "__lh_loc_file_id"
 ROW = "__lh_row"
-
-
-@dataclass(frozen=True)
-class _Footer:
-    min_key: str | None
-    max_key: str | None
-    bloom: BloomFilter | None
-
-
-_FOOTERS: "OrderedDict[str, _Footer]" = OrderedDict()
-_FOOTERS_LOCK = threading.Lock()
-_FOOTER_CACHE_SIZE = 4096
-
-
-def read_footer(storage: Storage, bf: BaseFile) -> _Footer:
-    uri = storage.uri(bf.path)
-    with _FOOTERS_LOCK:
-        hit = _FOOTERS.get(uri)
-        if hit is not None:
-            _FOOTERS.move_to_end(uri)
-            return hit
-    with storage.open_input(bf.path) as f:
-        md = pq.read_metadata(f).metadata or {}
-    bloom = None
-    raw = md.get(b"org.apache.hudi.bloomfilter")
-    if raw:
-        try:
-            bloom = BloomFilter.deserialize(raw, md.get(b"hoodie_bloom_filter_type_code"))
-        except ValueError:
-            bloom = None
-    mn, mx = md.get(b"hoodie_min_record_key"), md.get(b"hoodie_max_record_key")
-    footer = _Footer(mn.decode() if mn else None, mx.decode() if mx else None, bloom)
-    with _FOOTERS_LOCK:
-        _FOOTERS[uri] = footer
-        if len(_FOOTERS) > _FOOTER_CACHE_SIZE:
-            _FOOTERS.popitem(last=False)
-    return footer
 
 
 LOC_ORDERING = "__lh_loc_ordering"
@@ -139,17 +99,7 @@ def bloom_lookup(source: KeySource, storage: Storage, base_files: list[BaseFile]
         base_files = [b for b in base_files if b.partition in wanted]
     candidates: list[BaseFile] = []
     for bf in base_files:
-        footer = read_footer(storage, bf)
-        mask = None
-        if not global_:
-            mask = pc.equal(partitions, bf.partition)
-        if footer.min_key is not None and footer.max_key is not None:
-            in_range = pc.and_(pc.greater_equal(keys, footer.min_key), pc.less_equal(keys, footer.max_key))
-            mask = in_range if mask is None else pc.and_(mask, in_range)
-        if mask is not None and not pc.any(mask).as_py():
-            continue
-        probe = keys if mask is None else keys.filter(mask)
-        if footer.bloom is not None and not footer.bloom.might_contain(probe).any():
-            continue
-        candidates.append(bf)
+        probe = keys if global_ else keys.filter(pc.equal(partitions, bf.partition))
+        if len(probe) and read_footer(storage, bf).might_contain(probe).any():
+            candidates.append(bf)
     return join_locations(keys, partitions, source(candidates), global_)

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakehouse.io import bloom_filter
-from lakehouse.io.bloom_filter import (
+from lakehouse import bloom_filter
+from lakehouse.bloom_filter import (
     BLOOM_FILTER_KEY,
     BLOOM_FILTER_TYPE_CODE_KEY,
     DYNAMIC_V0,

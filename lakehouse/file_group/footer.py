@@ -1,0 +1,73 @@
+"""What Hudi keeps in a base file's parquet footer about its record keys: the least and greatest
+key (``hoodie_min_record_key`` / ``hoodie_max_record_key``) and the keys' bloom filter
+(``org.apache.hudi.bloomfilter``). Hudi's BLOOM index looks keys up with them; a read of given
+keys skips a base file they rule out without decoding it.
+
+Footers are cached by file URI: a base file is never rewritten under its name (the name holds
+its instant and write token).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakehouse.bloom_filter import BloomFilter
+from lakehouse.file_group.file_slice import BaseFile
+from lakehouse.storage.base import Storage
+
+
+@dataclass(frozen=True)
+class BaseFileFooter:
+    min_key: str | None
+    max_key: str | None
+    bloom: BloomFilter | None
+
+    def might_contain(self, keys: pa.Array) -> np.ndarray:
+        """Per key: False where the key range or the bloom filter rules it out (a bloom filter
+        answers True wrongly now and then, never False wrongly)."""
+        out = np.ones(len(keys), dtype=bool)
+        if len(keys) == 0:
+            return out
+        if self.min_key is not None and self.max_key is not None:
+            in_range = pc.and_(pc.greater_equal(keys, self.min_key), pc.less_equal(keys, self.max_key))
+            out &= np.asarray(pc.fill_null(in_range, False))
+        if self.bloom is not None and out.any():
+            out[out] = self.bloom.might_contain(keys.filter(pa.array(out)))
+        return out
+
+
+_FOOTERS: "OrderedDict[str, BaseFileFooter]" = OrderedDict()
+_FOOTERS_LOCK = threading.Lock()
+_FOOTER_CACHE_SIZE = 4096
+
+
+def read_footer(storage: Storage, bf: BaseFile) -> BaseFileFooter:
+    uri = storage.uri(bf.path)
+    with _FOOTERS_LOCK:
+        hit = _FOOTERS.get(uri)
+        if hit is not None:
+            _FOOTERS.move_to_end(uri)
+            return hit
+    with storage.open_input(bf.path) as f:
+        md = pq.read_metadata(f).metadata or {}
+    bloom = None
+    raw = md.get(b"org.apache.hudi.bloomfilter")
+    if raw:
+        try:
+            bloom = BloomFilter.deserialize(raw, md.get(b"hoodie_bloom_filter_type_code"))
+        except ValueError:
+            bloom = None
+    mn, mx = md.get(b"hoodie_min_record_key"), md.get(b"hoodie_max_record_key")
+    footer = BaseFileFooter(mn.decode() if mn else None, mx.decode() if mx else None, bloom)
+    with _FOOTERS_LOCK:
+        _FOOTERS[uri] = footer
+        if len(_FOOTERS) > _FOOTER_CACHE_SIZE:
+            _FOOTERS.popitem(last=False)
+    return footer
