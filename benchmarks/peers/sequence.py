@@ -11,6 +11,7 @@ import time
 import traceback
 from typing import Any, Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -117,6 +118,10 @@ def warm_up(cls: type[Engine], rows: pa.Table, scratch: pathlib.Path, args: Any)
                     ("clean", e.clean)):
         if e.supports(s):
             call()
+    for q, (cols, filters) in {"projection_read": ([KEY], []), "key_lookup": ([KEY], [(KEY, "=", "x")]),
+                               "range_read": (None, [(ORDERING, ">=", 0)])}.items():
+        if e.supports(q):
+            e.query(cols, filters)
     for reader in e.other_readers().values():
         reader()
     shutil.rmtree(scratch, ignore_errors=True)
@@ -153,6 +158,7 @@ def run_table_engine(runner: EngineRunner, cls: type[Engine], n: int, work: path
     del snap
     if engine.supports("read_optimized_read"):
         runner.step(name, "read_optimized_read", "read", None, engine.read_optimized, _rows)
+    queries(runner, engine, model)
     for label, reader in readers.items():
         runner.verify(label, "after_delete", runner.step(label, "snapshot_read", "read", None, reader, _rows),
                       model)
@@ -172,6 +178,30 @@ def run_table_engine(runner: EngineRunner, cls: type[Engine], n: int, work: path
         runner.verify(name, "at_end", engine.read([KEY, ORDERING]), model)
     if engine.supports("upsert_10x_budget") and getattr(args, "memory_budget_mb", 0):
         budget_upsert(runner, engine, model, row_bytes, root, readers)
+
+
+def queries(runner: EngineRunner, engine: Engine, model: Model) -> None:
+    """Two columns of every row, one key, and 1% of the rows by ts, each answer checked."""
+    name = engine.name
+    if engine.supports("projection_read"):
+        got = runner.step(name, "projection_read", "read", None, lambda: engine.query([KEY, "fare"], []), _rows)
+        runner.check(name, "projection_read", got.num_rows == len(model.latest) and got.column_names == [KEY, "fare"],
+                     {"rows": got.num_rows, "expected": len(model.latest), "columns": got.column_names})
+    if engine.supports("key_lookup"):
+        # A key updated since the load: its answer comes from the logs on a MERGE_ON_READ table.
+        key = model.keys(model.sample_ids(8)[:1]).to_pylist()[0]
+        got = runner.step(name, "key_lookup", "read", None,
+                          lambda: engine.query([KEY, ORDERING, "fare"], [(KEY, "=", key)]), _rows)
+        runner.check(name, "key_lookup", got.num_rows == 1 and got.column(ORDERING)[0].as_py() == model.latest[key],
+                     {"key": key, "rows": got.num_rows, "expected_ts": model.latest[key],
+                      "ts": got.column(ORDERING).to_pylist()[:3]})
+    if engine.supports("range_read"):
+        values = np.fromiter(model.latest.values(), dtype=np.int64)
+        lo, hi = (int(x) for x in np.quantile(values, [0.5, 0.51]))
+        want = int(((values >= lo) & (values < hi)).sum())
+        got = runner.step(name, "range_read", "read", None,
+                          lambda: engine.query(None, [(ORDERING, ">=", lo), (ORDERING, "<", hi)]), _rows)
+        runner.check(name, "range_read", got.num_rows == want, {"rows": got.num_rows, "expected": want})
 
 
 def budget_upsert(runner: EngineRunner, engine: Engine, model: Model, row_bytes: float,

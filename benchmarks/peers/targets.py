@@ -132,6 +132,21 @@ def vs_floor(engine: str, step: str, floor_step: str) -> Callable[[Steps], Measu
     return measure
 
 
+def vs_delta(engine: str, step: str, delta_step: str | None = None, *, largest: bool = False
+             ) -> Callable[[Steps], Measured]:
+    """``engine``'s ``step`` against delta-rs's (the same rows, the same run): time / time."""
+    def measure(st: Steps) -> Measured:
+        n = st.sizes[-1] if largest else st.sizes[0]
+        if largest and len(st.sizes) < 2:
+            return None, f"not measured: one size in this run (run with -n {n},{n * 5})"
+        s, d = st.one(engine, step, n), st.one(DELTA, delta_step or step, n)
+        if not s or not d:
+            return _missing(f"{engine} {step} and {DELTA} {delta_step or step} at N={n:,}")
+        return s["seconds"] / d["seconds"], (f"at N={n:,}: {s['seconds']:.3f}s ({s['rows']:,} rows), "
+                                             f"delta-rs {d['seconds']:.3f}s ({d['rows']:,} rows)")
+    return measure
+
+
 @dataclasses.dataclass(frozen=True)
 class Target:
     key: str
@@ -161,6 +176,20 @@ TARGETS = [
            vs_floor(MOR, "read_optimized_read", "snapshot_read")),
     Target("cow_read_optimized", "COW read-optimized read / floor read (per row)", "<=", 1.3,
            vs_floor(COW, "read_optimized_read", "snapshot_read")),
+    # Reads of the table with K+1 rounds of pending logs, against delta-rs on the same rows.
+    *(Target(f"{short}_{key}_vs_delta{'_large' if large else ''}",
+             f"{short.upper()} {what} / delta-rs{' at the largest N' if large else ''}", "<=", limit,
+             vs_delta(engine, step, delta_step, largest=large))
+      for short, engine, key, what, step, delta_step, limit in (
+          ("mor", MOR, "snapshot", "whole snapshot read", "snapshot_read", None, 1.5),
+          ("mor", MOR, "read_optimized", "read-optimized read", "read_optimized_read", "snapshot_read", 1.0),
+          ("mor", MOR, "projection", "2-column read", "projection_read", None, 1.0),
+          ("mor", MOR, "key_lookup", "one-key lookup", "key_lookup", None, 0.1),
+          ("mor", MOR, "range", "1% ts range read", "range_read", None, 1.0),
+          ("cow", COW, "snapshot", "whole read", "snapshot_read", None, 1.0),
+          ("cow", COW, "projection", "2-column read", "projection_read", None, 1.0),
+          ("cow", COW, "range", "1% ts range read", "range_read", None, 1.0))
+      for large in ((False, True) if engine == MOR else (False,))),
 ]
 
 
