@@ -266,15 +266,18 @@ def collect_slice(fs: FileSlice, ctx: SliceReadContext) -> SliceParts:
     if not parts.logs:
         if base_file is None:
             return SliceParts(done=ctx.schema.empty_table().select(out_cols))
+        # A read that drops rows (a filter, pinned keys) keeps small-dictionary string columns
+        # as dictionaries until the rows it keeps are known: only those are made plain.
+        drops = pinned is not None or ctx.row_filter is not None
         base = read_base_file(ctx.storage, base_file.path, ctx.schema, None if ctx.columns is None
-                              else needed)
+                              else needed, keep_dictionaries=drops and ctx.key_of is None)
         if pinned is not None:
             base = base.filter(pinned)
         if IS_DELETED_FIELD in base.column_names:
             base = base.filter(pc.invert(delete_flags(base)))
         if ctx.row_filter is not None:
             base = base.filter(ctx.row_filter)
-        return SliceParts(done=base.select(out_cols))
+        return SliceParts(done=decode_dictionaries(base.select(out_cols)))
 
     if base_file is not None:
         # Split the base here, where slices run in parallel: most base records no log block
@@ -291,12 +294,12 @@ def collect_slice(fs: FileSlice, ctx: SliceReadContext) -> SliceParts:
         log_keys = pa.chunked_array([t.column(KEY).combine_chunks() for t in parts.logs],
                                     pa.string()).combine_chunks() if parts.logs else pa.array([], pa.string())
         touched = pc.is_in(keys, value_set=log_keys)
-        untouched = decode_dictionaries(base.filter(pc.invert(touched)))
+        untouched = base.filter(pc.invert(touched))
         if IS_DELETED_FIELD in untouched.column_names:
             untouched = untouched.filter(pc.invert(delete_flags(untouched)))
         if ctx.row_filter is not None:
             untouched = untouched.filter(ctx.row_filter)
-        parts.done = untouched.select(out_cols)
+        parts.done = decode_dictionaries(untouched.select(out_cols))
         hit = decode_dictionaries(base.filter(touched))
         parts.base = _with_helpers(hit, _keys(hit, ctx), 0, delete_flags(hit),
                                    pa.repeat(False, hit.num_rows))
