@@ -82,15 +82,17 @@ def stream_entry(reg: registry_mod.Registry, name: str | None) -> registry_mod.T
     return streamed[0]
 
 
-def query_command(entry: registry_mod.TableEntry, seconds: float, trigger_s: float) -> list[str]:
-    """spark-submit of the stream application, continuously (the feeder lands the batches)."""
+def query_command(entry: registry_mod.TableEntry, seconds: float, trigger_s: float, stop_file: Path) -> list[str]:
+    """spark-submit of the stream application, continuously (the feeder lands the batches) until
+    ``stop_file`` exists or ``seconds`` have passed."""
     args = stream_args(entry)
     if "--demo-batches" in args:  # the feeder lands the demo batches, not the query
         i = args.index("--demo-batches")
         del args[i:i + 4]  # --demo-batches N --demo-rows M
     return [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
             "--conf", "spark.ui.showConsoleProgress=false", submit_path(), "stream", entry.path, *args,
-            "--processing-time", str(trigger_s), "--run-for", str(seconds), "--tag", f"{DEMO_TAG}=make-demo"]
+            "--processing-time", str(trigger_s), "--run-for", str(seconds), "--stop-file", str(stop_file),
+            "--tag", f"{DEMO_TAG}=make-demo"]
 
 
 def _asset_id(api: plat.Api, name: str) -> int:
@@ -175,7 +177,10 @@ def _canonical(t, cols) -> list[tuple]:
 
 
 def run(layout: plat.Layout, *, seconds: float = 90, every: float = 4, trigger_s: float = 3,
-        table: str | None = None, echo: Callable[[str], Any] = print, settle_s: float = 300) -> DemoReport:
+        table: str | None = None, echo: Callable[[str], Any] = print, settle_s: float = 300,
+        extend_s: float = 180) -> DemoReport:
+    """Streams for ``seconds``, and on (up to ``extend_s`` more) until a compaction by the DAG has
+    committed between two streaming commits: on a busy machine the DAG's first run may come late."""
     if plat.running_pgid(layout) is None:
         echo("starting the platform (Airflow on 127.0.0.1) ...")
         plat.start(layout, cycle=False, echo=echo)
@@ -193,31 +198,40 @@ def run(layout: plat.Layout, *, seconds: float = 90, every: float = 4, trigger_s
     except TableNotFoundError:
         after, seen_compactions = None, set()
 
-    echo(f"streaming into {entry.path} for {seconds:.0f} s; a demo batch lands every {every:.0f} s in {entry.source.dir}")
+    echo(f"streaming into {entry.path} for {seconds:.0f} s or until the compaction DAG has compacted; a demo batch lands every {every:.0f} s in {entry.source.dir}")
     stop = threading.Event()
     landed = [0]
     feeder = threading.Thread(target=_feed, args=(entry.source.dir, entry.source.demo_rows, every, stop, landed),
                               daemon=True)
     feeder.start()
     log = layout.home / "logs" / "stream-demo.log"
+    stop_file = layout.home / "stream-demo.stop"
+    stop_file.unlink(missing_ok=True)
     with open(log, "w") as err:
-        query = subprocess.Popen(query_command(entry, seconds, trigger_s), env=layout.env(),
-                                 stdout=subprocess.PIPE, stderr=err, text=True, cwd=layout.root)
-        feed_until = time.monotonic() + seconds
-        deadline = feed_until + 120
+        query = subprocess.Popen(query_command(entry, seconds + extend_s + 60, trigger_s, stop_file),
+                                 env=layout.env(), stdout=subprocess.PIPE, stderr=err, text=True, cwd=layout.root)
+        started = time.monotonic()
+        deadline = started + seconds + extend_s + 180
+        fed_until: float | None = None
         announced: set[str] = set()
         try:
             while query.poll() is None:
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now > deadline:
                     query.kill()
                     raise DemoError("the streaming query did not stop in time", help=f"see {log}")
-                if time.monotonic() > feed_until:
-                    stop.set()  # the query runs a little longer (its JVM started later): it takes the last
+                if fed_until is None and now > started + seconds and (
+                        report.interleaved or now > started + seconds + extend_s):
+                    stop.set()
+                    fed_until = now
+                if fed_until is not None and now > fed_until + 2 * trigger_s + 2:
+                    stop_file.touch()  # the query takes the last landed batch, then stops between batches
                 _progress(entry, after, announced, seen_compactions, api, asset_id, report, echo)
                 time.sleep(1)
         finally:
             stop.set()
             feeder.join(timeout=30)
+            stop_file.unlink(missing_ok=True)
         out = query.stdout.read() if query.stdout else ""
     report.stream_status = _status(out)
     if query.returncode != 0:
@@ -277,7 +291,7 @@ def _status(out: str) -> str:
 
 
 @click.command()
-@click.option("--seconds", type=float, default=90, show_default=True, help="how long the query streams")
+@click.option("--seconds", type=float, default=90, show_default=True, help="how long the query streams at least (then until a compaction has committed, 180 s at most)")
 @click.option("--every", type=float, default=4, show_default=True, help="seconds between landed batches")
 @click.option("--table", default=None, help="the registry table (default: the first in mode: stream)")
 @click.option("--port", type=int, default=lambda: int(os.environ.get("LAKEHOUSE_PORT", 8080)),

@@ -91,3 +91,36 @@ def test_the_checkpoint_defaults_inside_a_local_table_only():
         "hoodie.datasource.write.commitmeta.key.prefix": "airflow.", "airflow.dag_id": "d", "airflow.run_id": "r"}
     with pytest.raises(ConfigError):
         stream.tag_options({"hoodie.x": "1", "hoodie.y": "2"})  # would take every hoodie.* option
+
+
+class _Query:
+    """A StreamingQuery's await/status surface: a micro-batch under way for ``active`` polls."""
+
+    def __init__(self, active: int):
+        self.active, self.waits = active, []
+
+    def awaitTermination(self, timeout=None):  # noqa: N802 - Spark's name
+        self.waits.append(timeout)
+        return False
+
+    @property
+    def status(self):
+        self.active -= 1
+        return {"isTriggerActive": self.active >= 0}
+
+
+def test_a_stop_file_stops_the_query_between_micro_batches_and_run_for_stays_the_limit(tmp_path):
+    """--stop-file: the supervisor's graceful stop (make demo ends its query once the compaction DAG
+    has compacted); it waits out the micro-batch under way, and --run-for still bounds the run."""
+    stop_file = tmp_path / "stop"
+    stop_file.touch()
+    q = _Query(active=3)
+    stream.await_query(q, run_for=60, stop_file=str(stop_file), poll_s=0.01)
+    assert len(q.waits) == 4 and q.active == -1  # three polls saw a batch under way, the fourth none
+    stop_file.unlink()
+    q = _Query(active=0)
+    stream.await_query(q, run_for=0.05, stop_file=str(stop_file), poll_s=0.01)
+    assert len(q.waits) >= 2 and all(w <= 0.01 for w in q.waits)  # no stop file: until run_for
+    q = _Query(active=0)
+    stream.await_query(q, run_for=7, stop_file=None)
+    assert q.waits == [7]

@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import time
 from typing import Any
 
 from lakehouse.errors import ConfigError, LakehouseError
@@ -58,6 +59,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--processing-time", type=float, metavar="S",
                    help="a micro-batch every S seconds, until --run-for (default: available-now)")
     p.add_argument("--run-for", type=float, metavar="S", help="stop the query after S seconds")
+    p.add_argument("--stop-file", metavar="PATH",
+                   help="stop the query, between micro-batches, once this file exists (a supervisor's "
+                        "graceful stop; --run-for stays the limit)")
     p.add_argument("--max-files-per-trigger", type=positive_int, default=100, metavar="N")
     p.add_argument("--demo-batches", type=int, default=0,
                    help="first land this many batches of the built-in demo change stream")
@@ -167,10 +171,7 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
 
     query = writer.start(table.path)
     try:
-        if args.run_for is not None:
-            query.awaitTermination(args.run_for)
-        else:
-            query.awaitTermination()
+        await_query(query, args.run_for, args.stop_file)
     except StreamingQueryException as e:
         raise StreamFailedError(f"the streaming query into {table.path} failed: {_first_line(e)}",
                                 help="fix the cause (the traceback is above); run again: it resumes from "
@@ -186,6 +187,24 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
     if not made:
         return {**doc, "status": NOTHING, "reason": "no new files to apply"}
     return {**doc, "status": OK}
+
+
+def await_query(query, run_for: float | None, stop_file: str | None, poll_s: float = 1.0) -> None:
+    """Until the query ends, ``run_for`` seconds pass, or ``stop_file`` exists; a stop file takes
+    effect between micro-batches (up to ``run_for``), so the batch under way commits first."""
+    if stop_file is None:
+        if run_for is None:
+            query.awaitTermination()
+        else:
+            query.awaitTermination(run_for)
+        return
+    deadline = None if run_for is None else time.monotonic() + run_for
+    while deadline is None or time.monotonic() < deadline:
+        wait = poll_s if deadline is None else max(0.01, min(poll_s, deadline - time.monotonic()))
+        if query.awaitTermination(wait):
+            return
+        if os.path.exists(stop_file) and not query.status.get("isTriggerActive"):
+            return
 
 
 class StreamFailedError(LakehouseError):
