@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from lakehouse.bloom_filter import BloomFilter
 from lakehouse.file_group.file_slice import BaseFile
 from lakehouse.storage.base import Storage
+from lakehouse.storage.parquet import unreadable
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,16 @@ def read_footer(storage: Storage, bf: BaseFile) -> BaseFileFooter:
         if hit is not None:
             _FOOTERS.move_to_end(uri)
             return hit
-    with storage.open_input(bf.path) as f:
-        md = pq.read_metadata(f).metadata or {}
+    try:
+        with storage.open_input(bf.path) as f:
+            md = pq.read_metadata(f).metadata or {}
+    except (pa.ArrowInvalid, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        error = unreadable(storage, bf.path, e)
+        if error is e:
+            raise
+        raise error from e
     bloom = None
     raw = md.get(b"org.apache.hudi.bloomfilter")
     if raw:

@@ -14,8 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.errors import CorruptFileError, StorageError
-from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.file_group.file_slice import BaseFile, FileSlice
 from lakehouse.file_group.footer import read_footer
 from lakehouse.log.block import BlockType, LogBlock
 from lakehouse.log.block import decode_avro_data_block, decode_delete_block, decode_parquet_data_block
@@ -26,7 +25,7 @@ from lakehouse.merge import (AFTER_CUT, IS_DELETED_FIELD, MergeSpec, arrange_dup
                              drop_helpers, resolve)
 from lakehouse.schema import conform_table
 from lakehouse.storage.base import Storage
-from lakehouse.storage.parquet import decode_dictionaries, read_parquet
+from lakehouse.storage.parquet import decode_dictionaries, iter_parquet, read_parquet, unreadable
 
 
 KeyFunction = Callable[[pa.Table], pa.ChunkedArray]
@@ -84,30 +83,41 @@ def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list
     dictionary-encoded (see :mod:`lakehouse.storage.parquet`): for a read that drops rows before
     :func:`~lakehouse.storage.parquet.decode_dictionaries` makes them plain."""
     keep_dictionaries = keep_dictionaries and row_filter is None
+    table = next(iter_base_file(storage, path, schema, columns, None, keep_dictionaries=keep_dictionaries))
+    if row_filter is not None:
+        table = table.filter(row_filter)
+    return table
+
+
+def iter_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None,
+                   batch_rows: int | None, *, keep_dictionaries: bool = False) -> Iterator[pa.Table]:
+    """:func:`read_base_file`'s rows ``batch_rows`` at a time (None: all at once, one table)."""
     try:
         with storage.open_input(path) as f:
-            table = read_parquet(f, columns or schema.names, keep_dictionaries=keep_dictionaries)
+            names = columns or schema.names
+            if batch_rows is None:
+                yield _conform_base(read_parquet(f, names, keep_dictionaries=keep_dictionaries), schema,
+                                    columns, keep_dictionaries)
+                return
+            for batch in iter_parquet(f, names, batch_rows, keep_dictionaries=keep_dictionaries):
+                yield _conform_base(batch, schema, columns, keep_dictionaries)
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
-        if storage.is_io_failure(e):
-            # Calling the file corrupt would send the user to backups over a network failure.
-            if isinstance(e, StorageError):
-                raise
-            raise StorageError(f"cannot read {storage.uri(path)}: {e}",
-                               help="check the storage settings and the network, then retry; "
-                                    "the file itself is not known to be damaged") from e
-        raise CorruptFileError(storage.uri(path), f"not a readable parquet file ({e})") from e
+        error = unreadable(storage, path, e)
+        if error is e:
+            raise
+        raise error from e
+
+
+def _conform_base(table: pa.Table, schema: pa.Schema, columns: list[str] | None, keep_dictionaries: bool) -> pa.Table:
     target = pa.schema([schema.field(c) for c in (columns or schema.names)])
     if keep_dictionaries and any(pa.types.is_dictionary(t) for t in table.schema.types):
         have = table.schema
         target = pa.schema([f.with_type(have.field(f.name).type)
                             if f.name in have.names and pa.types.is_dictionary(have.field(f.name).type)
                             and have.field(f.name).type.value_type == f.type else f for f in target])
-    table = conform_table(table, target, extra="ignore")
-    if row_filter is not None:
-        table = table.filter(row_filter)
-    return table
+    return conform_table(table, target, extra="ignore")
 
 
 # Decoded Arrow records per byte of (zstd parquet or avro) log file, roughly: a slice whose log
@@ -248,62 +258,90 @@ def read_file_slice(fs: FileSlice, ctx: SliceReadContext) -> pa.Table:
 def collect_slice(fs: FileSlice, ctx: SliceReadContext) -> SliceParts:
     """Read a file slice's base file and committed log blocks (the I/O and decoding, which run
     in parallel across slices); :func:`merge_slices` merges them."""
-    out_cols = ctx.columns or ctx.schema.names
+    base_file, logs, pinned = _slice_inputs(fs, ctx)
+    if base_file is None:
+        if not logs:
+            return SliceParts(done=ctx.schema.empty_table().select(ctx.columns or ctx.schema.names))
+        return SliceParts(logs=logs)
+    done, hit = next(_base_pieces(base_file, logs, pinned, ctx, None))
+    parts = SliceParts(done=done, logs=logs)
+    if logs:
+        parts.base = _touched_base(hit, ctx)
+    return parts
+
+
+def iter_file_slice(fs: FileSlice, ctx: SliceReadContext, batch_rows: int) -> Iterator[pa.Table]:
+    """:func:`read_file_slice`'s rows in pieces, holding about one batch of ``batch_rows`` base
+    records beside the slice's log records (themselves bounded by the merge budget), as Hudi's
+    merged record iterators stream a base file past its log records held in a map: the base
+    records no log block touches go out batch by batch, the merge of the others comes last."""
+    base_file, logs, pinned = _slice_inputs(fs, ctx)
+    hits: list[pa.Table] = []
+    if base_file is not None:
+        for done, hit in _base_pieces(base_file, logs, pinned, ctx, None if pinned is not None else batch_rows):
+            if done.num_rows:
+                yield done
+            if hit is not None and hit.num_rows:
+                hits.append(hit)
+    if logs:
+        base = _touched_base(_concat(hits), ctx) if hits else None
+        yield merge_slices([SliceParts(base=base, logs=logs)], ctx)
+
+
+def _slice_inputs(fs: FileSlice, ctx: SliceReadContext) -> tuple[BaseFile | None, list[pa.Table], pa.Array | None]:
+    """A slice's base file (None when it has none or holds none of the pinned keys), its
+    committed log versions with the merge helpers (held within the merge budget), and which base
+    rows hold a pinned key (None: no keys pinned)."""
     prev = fs.previous
     base_file = fs.base_file or (prev.base_file if prev else None)
     log_files = ((prev.log_files if prev else ()) + fs.log_files) if ctx.read_logs else ()
-    needed = ctx.needed_columns()
-    target = pa.schema([ctx.schema.field(c) for c in needed])
+    target = pa.schema([ctx.schema.field(c) for c in ctx.needed_columns()])
     streaming = ctx.merge_max_bytes is not None and \
         sum(lf.size or 0 for lf in log_files) * _LOG_EXPANSION > ctx.merge_max_bytes
     versions = _log_versions(log_files, ctx, target, streaming)
     if ctx.keys is not None:
         versions = (v.filter(pc.is_in(v.column(KEY), value_set=ctx.keys)) for v in versions)
-    parts = SliceParts(logs=[v for v in _held_logs(versions, ctx) if v.num_rows])
+    logs = [v for v in _held_logs(versions, ctx) if v.num_rows]
     pinned = None if ctx.keys is None or ctx.key_of is not None else _pinned_rows(base_file, ctx)
     if pinned is not None and not pc.any(pinned).as_py():
         base_file = None  # holds none of the keys
-    if not parts.logs:
-        if base_file is None:
-            return SliceParts(done=ctx.schema.empty_table().select(out_cols))
-        # A read that drops rows (a filter, pinned keys) keeps small-dictionary string columns
-        # as dictionaries until the rows it keeps are known: only those are made plain.
-        drops = pinned is not None or ctx.row_filter is not None
-        base = read_base_file(ctx.storage, base_file.path, ctx.schema, None if ctx.columns is None
-                              else needed, keep_dictionaries=drops and ctx.key_of is None)
+    return base_file, logs, pinned
+
+
+def _base_pieces(base_file: BaseFile, logs: list[pa.Table], pinned: pa.Array | None, ctx: SliceReadContext,
+                 batch_rows: int | None) -> Iterator[tuple[pa.Table, pa.Table | None]]:
+    """Per batch of the base file: its final rows (no log block touches them; deletes and the
+    row filter applied, projected) and, with logs, the rows some log block touches (all needed
+    columns, for the merge)."""
+    out_cols = ctx.columns or ctx.schema.names
+    # A read that drops rows (logs replacing base records, a filter, pinned keys) keeps
+    # small-dictionary string columns as dictionaries until the rows it keeps are known: the
+    # filters then copy their indices, not their strings, and only kept rows are made plain.
+    drops = bool(logs) or pinned is not None or ctx.row_filter is not None
+    columns = None if ctx.columns is None and not logs else ctx.needed_columns()
+    log_keys = pa.chunked_array([t.column(KEY).combine_chunks() for t in logs], pa.string()).combine_chunks() \
+        if logs else None
+    for base in iter_base_file(ctx.storage, base_file.path, ctx.schema, columns, batch_rows,
+                               keep_dictionaries=drops and ctx.key_of is None):
         if pinned is not None:
             base = base.filter(pinned)
+        hit = None
+        if log_keys is not None:
+            keys = _keys(base, ctx)
+            if pa.types.is_dictionary(keys.type):
+                keys = keys.cast(keys.type.value_type)
+            touched = pc.is_in(keys, value_set=log_keys)
+            hit = decode_dictionaries(base.filter(touched))
+            base = base.filter(pc.invert(touched))
         if IS_DELETED_FIELD in base.column_names:
             base = base.filter(pc.invert(delete_flags(base)))
         if ctx.row_filter is not None:
             base = base.filter(ctx.row_filter)
-        return SliceParts(done=decode_dictionaries(base.select(out_cols)))
+        yield decode_dictionaries(base.select(out_cols)), hit
 
-    if base_file is not None:
-        # Split the base here, where slices run in parallel: most base records no log block
-        # touches, and they are final as they are; only the others go to the merge.
-        # Its small-dictionary string columns stay dictionaries until the records the logs
-        # replace are out: the filter then copies their indices, not their strings.
-        base = read_base_file(ctx.storage, base_file.path, ctx.schema, needed,
-                              keep_dictionaries=ctx.key_of is None)
-        if pinned is not None:
-            base = base.filter(pinned)
-        keys = _keys(base, ctx)
-        if pa.types.is_dictionary(keys.type):
-            keys = keys.cast(keys.type.value_type)
-        log_keys = pa.chunked_array([t.column(KEY).combine_chunks() for t in parts.logs],
-                                    pa.string()).combine_chunks() if parts.logs else pa.array([], pa.string())
-        touched = pc.is_in(keys, value_set=log_keys)
-        untouched = base.filter(pc.invert(touched))
-        if IS_DELETED_FIELD in untouched.column_names:
-            untouched = untouched.filter(pc.invert(delete_flags(untouched)))
-        if ctx.row_filter is not None:
-            untouched = untouched.filter(ctx.row_filter)
-        parts.done = decode_dictionaries(untouched.select(out_cols))
-        hit = decode_dictionaries(base.filter(touched))
-        parts.base = _with_helpers(hit, _keys(hit, ctx), 0, delete_flags(hit),
-                                   pa.repeat(False, hit.num_rows))
-    return parts
+
+def _touched_base(hit: pa.Table, ctx: SliceReadContext) -> pa.Table:
+    return _with_helpers(hit, _keys(hit, ctx), 0, delete_flags(hit), pa.repeat(False, hit.num_rows))
 
 
 def _pinned_rows(base_file, ctx: SliceReadContext) -> pa.Array | None:

@@ -55,6 +55,7 @@ from lakehouse.faults import fault_point
 from lakehouse.keygen import KeyGenerator
 from lakehouse.meta_client import split_storage_options
 from lakehouse.partition_path import check_paths
+from lakehouse.read.reader import Filter
 from lakehouse.spark.reader import SparkReadPlan, group_slices, plan_read
 from lakehouse.spark.types import arrow_schema, spark_schema
 from lakehouse.storage import get_storage
@@ -101,9 +102,20 @@ WRITE_OPS = (Operation.UPSERT, Operation.INSERT, Operation.BULK_INSERT, Operatio
              Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE)
 
 
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
 def register(spark: Any) -> None:
-    """Make ``format("lakehouse")`` known to ``spark`` (once per session)."""
-    spark.dataSource.register(LakehouseDataSource)
+    """Make ``format("lakehouse")`` known to ``spark`` (once per session), with filter pushdown:
+    PySpark hands a Python data source the query's filters only under
+    ``spark.sql.python.filterPushdown.enabled`` (default false), and refuses a reader that takes
+    them while it is off. So this turns it on unless the session set it to false, and then
+    registers the reader that takes them. (The ``DefaultSource`` Spark finds in
+    ``pyspark_lakehouse`` without registering takes none: it works under either setting.)"""
+    if spark.conf.get(PUSHDOWN_CONF, None) is None:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+    pushdown = str(spark.conf.get(PUSHDOWN_CONF)).lower() == "true"
+    spark.dataSource.register(PushdownDataSource if pushdown else LakehouseDataSource)
 
 
 def _path(options: Mapping[str, str]) -> str:
@@ -118,8 +130,9 @@ def _store_options(options: Mapping[str, str]) -> dict[str, str]:
     return split_storage_options(options)[0]
 
 
-def read_plan(options: Mapping[str, str]) -> SparkReadPlan:
-    """The read that Hudi's read options ask for, planned on the driver."""
+def read_plan(options: Mapping[str, str], filters: Sequence[Filter] | None = None) -> SparkReadPlan:
+    """The read that Hudi's read options ask for (and ``filters``: those Spark pushed down),
+    planned on the driver."""
     path = _path(options)
     qtype = str(options.get(QUERY_TYPE, "snapshot")).lower()
     if qtype not in ("snapshot", "read_optimized", "incremental"):
@@ -137,11 +150,51 @@ def read_plan(options: Mapping[str, str]) -> SparkReadPlan:
                               help="pass the instant after which changes are read ('000' for all)")
         if options.get(AS_OF):
             raise ConfigError(f"an incremental read takes {END}, not {AS_OF}", help=f"drop {AS_OF}")
-        return plan_read(target, changes_from=options[BEGIN], changes_to=options.get(END))
+        return plan_read(target, changes_from=options[BEGIN], changes_to=options.get(END), filters=filters)
     if options.get(BEGIN) or options.get(END):
         raise ConfigError(f"{BEGIN} / {END} are read by incremental queries only",
                           help=f"set {QUERY_TYPE}=incremental")
-    return plan_read(target, as_of=options.get(AS_OF), read_optimized=qtype == "read_optimized")
+    return plan_read(target, as_of=options.get(AS_OF), read_optimized=qtype == "read_optimized",
+                     filters=filters)
+
+
+def pushable_filters(filters: Sequence[Any], schema: pa.Schema) -> tuple[list[Filter], list[Any]]:
+    """Spark's pushed filters split into those lakehouse applies exactly as Spark would, as
+    ``Table.read`` filters, and the rest (which Spark evaluates after the scan).
+
+    Taken: ``=``, ``<``, ``<=``, ``>``, ``>=`` and ``IN`` (without a null in the list) on a
+    top-level string, integer or boolean column. Left to Spark, where Arrow's answer could
+    differ from Spark's: floating point (Spark orders NaN above every number and equal to itself;
+    Arrow compares it false), ``NOT IN`` and null-safe equality (nulls), timestamps and dates
+    (time zones), and what ``Table.read`` filters cannot say (IS NULL, LIKE, NOT ...)."""
+    from pyspark.sql import datasource as ds  # noqa: PLC0415 - optional: pyspark
+
+    ops = {ds.EqualTo: "=", ds.GreaterThan: ">", ds.GreaterThanOrEqual: ">=", ds.LessThan: "<",
+           ds.LessThanOrEqual: "<=", ds.In: "in"}
+    taken: list[Filter] = []
+    rest: list[Any] = []
+    for f in filters:
+        op = ops.get(type(f))
+        ref = getattr(f, "attribute", ())
+        name = ref[0] if len(ref) == 1 else None
+        kind = _exact_kind(schema.field(name).type) if name in schema.names else None
+        values = (list(f.value) if op == "in" else [f.value]) if op is not None and kind else []
+        if not values or not all(type(v) is kind for v in values):  # noqa: E721 - bool is no int here
+            rest.append(f)
+            continue
+        taken.append((name, op, values if op == "in" else values[0]))
+    return taken, rest
+
+
+def _exact_kind(t: pa.DataType) -> type | None:
+    """The Python type of the values Spark compares with a column of ``t`` as Arrow does."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return str
+    if pa.types.is_integer(t):
+        return int
+    if pa.types.is_boolean(t):
+        return bool
+    return None
 
 
 class LakehouseDataSource(DataSource):
@@ -153,7 +206,7 @@ class LakehouseDataSource(DataSource):
         return spark_schema(read_plan(self.options).output_schema)
 
     def reader(self, schema) -> "LakehouseReader":
-        return LakehouseReader(read_plan(self.options), schema)
+        return LakehouseReader(read_plan(self.options), schema, self.options)
 
     def writer(self, schema, overwrite: bool) -> "LakehouseWriter":
         return LakehouseWriter(Sink.of(dict(self.options), schema, overwrite))
@@ -162,10 +215,20 @@ class LakehouseDataSource(DataSource):
         return LakehouseStreamWriter(Sink.of(dict(self.options), schema, overwrite, streaming=True))
 
 
+class PushdownDataSource(LakehouseDataSource):
+    """``format("lakehouse")`` whose reader takes the filters Spark pushes down (see
+    :func:`register`): partitions, buckets and base files pruned by them, rows filtered on the
+    executors before they cross into the JVM."""
+
+    def reader(self, schema) -> "PushdownReader":
+        return PushdownReader(read_plan(self.options), schema, self.options)
+
+
 class LakehouseReader(DataSourceReader):
-    def __init__(self, plan: SparkReadPlan, schema) -> None:
+    def __init__(self, plan: SparkReadPlan, schema, options: Mapping[str, str]) -> None:
         from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415 - optional: pyspark
         self.plan = plan
+        self.options = dict(options)
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -176,8 +239,17 @@ class LakehouseReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         ctx = self.plan.context()
         for i in partition.value:
-            # Spark accepts only its own Arrow types (microsecond timestamps, ...).
-            yield from self.plan.read_slice(i, ctx).cast(self.arrow_schema).to_batches()
+            for table in self.plan.read_slice(i, ctx):
+                # Spark accepts only its own Arrow types (microsecond timestamps, ...).
+                yield from table.cast(self.arrow_schema).to_batches()
+
+
+class PushdownReader(LakehouseReader):
+    def pushFilters(self, filters: list) -> Iterator[Any]:  # noqa: N802 - PySpark's name
+        taken, rest = pushable_filters(filters, self.plan.output_schema)
+        if taken:
+            self.plan = read_plan(self.options, taken)
+        return iter(rest)
 
 
 @dataclass(frozen=True)

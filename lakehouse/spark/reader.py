@@ -3,8 +3,8 @@
 The plan is the one :class:`~lakehouse.read.reader.TableReader` makes (visibility, time travel,
 partition pruning, the file groups an incremental range touched), so Spark and ``Table.read`` /
 ``Table.read_changes`` return the same rows. Each Spark task merges whole file slices with
-:func:`~lakehouse.read.file_slice_reader.read_file_slice`: a slice is the unit the merge needs
-entire, so it is never split across tasks.
+:func:`~lakehouse.read.file_slice_reader.iter_file_slice`: a slice is the unit the merge needs
+entire, so it is never split across tasks; its base file is streamed past its log records.
 
 Not a Spark data source: ``read_table`` is a function, and :func:`register` only binds it to a
 session for convenience.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 from lakehouse.config import TableConfig
 from lakehouse.errors import ConfigError
 from lakehouse.file_group.file_slice import FileSlice
-from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
-from lakehouse.read.reader import Filter, ReadPlan, TableReader
+from lakehouse.read.file_slice_reader import SliceReadContext, iter_file_slice
+from lakehouse.read.reader import STREAM_BATCH_ROWS, Filter, ReadPlan, TableReader
 from lakehouse.spark.types import spark_schema
 from lakehouse.storage import Storage, get_storage
 from lakehouse.table import open_table
@@ -59,11 +59,12 @@ class SparkReadPlan:
         reader = TableReader(storage, self.config, ActiveTimeline(storage, archive_folder=self.config.archive_folder), self.timeline)
         return reader.slice_context(self.plan)
 
-    def read_slice(self, index: int, ctx: SliceReadContext) -> pa.Table:
-        table = read_file_slice(self.plan.slices[index], ctx)
-        wanted = ctx.columns or self.plan.schema.names
-        target = pa.schema([self.plan.schema.field(c) for c in wanted])
-        return self.plan.finish(table if table.schema == target else table.cast(target))
+    def read_slice(self, index: int, ctx: SliceReadContext) -> Iterator[pa.Table]:
+        """The slice's rows in pieces (a batch of base records at a time, the merge of those its
+        logs touch last), so a task holds about one piece of a large file slice."""
+        target = self.plan.read_schema
+        for table in iter_file_slice(self.plan.slices[index], ctx, STREAM_BATCH_ROWS):
+            yield self.plan.finish(table if table.schema == target else table.cast(target))
 
 
 def plan_read(path: str | Storage, *, as_of: str | None = None,
@@ -121,9 +122,9 @@ class _ReadGroups:
                 for i in self.groups[g]:
                     if ctx is None:
                         ctx = self.plan.context()
-                    table = self.plan.read_slice(i, ctx)
-                    # Spark accepts only its own Arrow types (microsecond timestamps, ...).
-                    yield from table.cast(self.arrow_schema).to_batches()
+                    for table in self.plan.read_slice(i, ctx):
+                        # Spark accepts only its own Arrow types (microsecond timestamps, ...).
+                        yield from table.cast(self.arrow_schema).to_batches()
 
 
 def read_table(spark: "SparkSession", path: str | Storage, *, as_of: str | None = None,

@@ -23,10 +23,12 @@ kept value once instead of twice.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from lakehouse.errors import CorruptFileError, LakehouseError, StorageError
 
 SMALL_DICTIONARY_PAGE = 32 << 10
 # Below this many rows the footer is not even looked at: reading the few values costs less than
@@ -67,11 +69,8 @@ def small_dictionary_columns(pf: pq.ParquetFile, names: Sequence[str]) -> list[s
     return out
 
 
-def read_parquet(source, columns: Sequence[str] | None = None, *, keep_dictionaries: bool = False,
-                 page_checksum_verification: bool = True) -> pa.Table:
-    """The rows of a parquet file (``source``: a path, a random-access file or a buffer reader):
-    ``columns`` only when given, those the file lacks skipped. Its small-dictionary string columns
-    are read as dictionaries and, unless ``keep_dictionaries``, made plain before returning."""
+def _open(source, columns: Sequence[str] | None,
+          page_checksum_verification: bool) -> tuple[pq.ParquetFile, list[str] | None]:
     pf = pq.ParquetFile(source, page_checksum_verification=page_checksum_verification)
     if columns is not None:
         present = set(pf.schema_arrow.names)
@@ -80,8 +79,27 @@ def read_parquet(source, columns: Sequence[str] | None = None, *, keep_dictionar
     if small:
         pf = pq.ParquetFile(source, metadata=pf.metadata, read_dictionary=small,
                             page_checksum_verification=page_checksum_verification)
+    return pf, columns
+
+
+def read_parquet(source, columns: Sequence[str] | None = None, *, keep_dictionaries: bool = False,
+                 page_checksum_verification: bool = True) -> pa.Table:
+    """The rows of a parquet file (``source``: a path, a random-access file or a buffer reader):
+    ``columns`` only when given, those the file lacks skipped. Its small-dictionary string columns
+    are read as dictionaries and, unless ``keep_dictionaries``, made plain before returning."""
+    pf, columns = _open(source, columns, page_checksum_verification)
     table = pf.read(columns=columns)
     return table if keep_dictionaries else decode_dictionaries(table)
+
+
+def iter_parquet(source, columns: Sequence[str] | None, batch_rows: int, *, keep_dictionaries: bool = False,
+                 page_checksum_verification: bool = True) -> Iterator[pa.Table]:
+    """:func:`read_parquet`'s rows ``batch_rows`` at a time (a row group's compressed pages are
+    held while its batches are decoded)."""
+    pf, columns = _open(source, columns, page_checksum_verification)
+    for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
+        table = pa.Table.from_batches([batch])
+        yield table if keep_dictionaries else decode_dictionaries(table)
 
 
 def decode_dictionaries(table: pa.Table) -> pa.Table:
@@ -96,3 +114,16 @@ def decode_dictionaries(table: pa.Table) -> pa.Table:
         fields.append(f)
         columns.append(col)
     return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=table.schema.metadata))
+
+
+def unreadable(storage, path: str, e: Exception) -> LakehouseError:
+    """The error for a parquet file ``storage`` could not read (``e``, not a missing file): a
+    StorageError where the storage failed (calling the file corrupt would send the user to
+    backups over a network failure), else a CorruptFileError naming it."""
+    if isinstance(e, StorageError):
+        return e
+    if storage.is_io_failure(e):
+        return StorageError(f"cannot read {storage.uri(path)}: {e}",
+                            help="check the storage settings and the network, then retry; "
+                                 "the file itself is not known to be damaged")
+    return CorruptFileError(storage.uri(path), f"not a readable parquet file ({e})")

@@ -5,6 +5,8 @@ the key's bucket (lakehouse/read/pruning.py)."""
 
 from __future__ import annotations
 
+import re
+
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -86,14 +88,37 @@ def test_every_form_of_a_scan_returns_the_models_rows(tmp_path, table_type, part
 
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
-def test_a_stream_merges_a_few_slices_at_a_time_and_returns_the_same_rows(tmp_path, table_type):
+def test_a_stream_holds_a_batch_of_base_records_at_a_time_and_returns_the_same_rows(tmp_path, table_type, monkeypatch):
+    """to_batches streams each file slice's base file a batch at a time past its log records (the
+    merge of the base records they touch comes last), so pieces stay small whatever the file's
+    size; the rows equal to_arrow's and the model's for every batch size, with pending logs,
+    deletes, a pending compaction and a filter."""
+    from lakehouse.read import reader as reader_mod
     t, model = history(tmp_path / "t", table_type)
-    small = lakehouse.open_table(t.path, {"hoodie.memory.merge.max.size": 1})  # one slice a group
-    scan = small.scan(columns=COLS, filters=[("fare", ">=", 0.0)])
-    parts = list(scan.to_batches())
-    assert len(parts) >= len(scan.plan_files()) > 1
-    assert got(pa.Table.from_batches(parts, scan.schema)) == want(model, lambda r: r["fare"] >= 0)
-    assert got(scan.to_arrow()) == got(pa.Table.from_batches(parts, scan.schema))
+    assert any(s.base_file or (s.previous and s.previous.base_file) for s in t.scan().plan_files())
+    for batch_rows in (1, 7, 64, 1 << 20):
+        monkeypatch.setattr(reader_mod.TableReader.stream, "__defaults__", (batch_rows,))
+        scan = t.scan(columns=COLS, filters=[("fare", ">=", 0.0)])
+        parts = list(scan.to_batches())
+        assert got(pa.Table.from_batches(parts, scan.schema)) == want(model, lambda r: r["fare"] >= 0), batch_rows
+        assert got(scan.to_arrow()) == got(pa.Table.from_batches(parts, scan.schema))
+        whole = t.scan(columns=COLS)
+        assert got(pa.Table.from_batches(list(whole.to_batches()), whole.schema)) == want(model)
+    # Slice by slice: every piece but the last (the merge) is a batch of at most batch_rows base
+    # records, and the pieces hold what the slice's whole read holds.
+    from lakehouse.read.file_slice_reader import iter_file_slice, read_file_slice
+    from lakehouse.read.reader import TableReader
+    reader = TableReader(t.storage, t.config, t.active)
+    plan = reader.plan_snapshot(columns=COLS)
+    ctx = reader.slice_context(plan)
+    pieces_seen = 0
+    for fs in plan.slices:
+        pieces = list(iter_file_slice(fs, ctx, 7))
+        assert all(p.num_rows <= 7 for p in pieces[:-1])
+        pieces_seen += len(pieces)
+        whole_slice = read_file_slice(fs, ctx)
+        assert got(pa.concat_tables(pieces)) == got(whole_slice) if pieces else whole_slice.num_rows == 0
+    assert pieces_seen > 3 * len(plan.slices)
 
 
 def test_a_scan_keeps_its_plan(tmp_path):
@@ -157,6 +182,18 @@ def test_pinned_keys_skip_base_files_their_footers_rule_out(tmp_path, monkeypatc
         full = {p for p, cols in reads if cols != ("_hoodie_record_key",)}
         assert len({p for p, _ in reads}) < len(bases), f"{keys}: every base file was opened"
         assert len(full) <= 1, f"{keys}: decoded {full}"
+
+
+def test_a_damaged_base_file_is_named_when_a_key_lookup_reads_its_footer(tmp_path):
+    """The footer check of a key lookup meets a base file that is not parquet: a CorruptFileError
+    naming it, as a full read of that file gives, not pyarrow's error."""
+    from lakehouse.errors import CorruptFileError
+    t, _ = history(tmp_path / "t", "COPY_ON_WRITE", index="BLOOM", pending_compaction=False)
+    base = next(s.base_file for s in t.scan().plan_files() if s.base_file is not None)
+    (tmp_path / "t" / base.path).write_bytes(b"not parquet")
+    for scan in (t.scan(filters=[("id", "in", ["k0007", "k0008", "nope"])]), t.scan()):
+        with pytest.raises(CorruptFileError, match=re.escape(str(base.name))):
+            scan.to_arrow()
 
 
 def test_other_indexes_are_not_pruned_by_key(tmp_path):

@@ -51,6 +51,71 @@ def test_bad_read_options_are_refused_naming_the_option(tmp_path, spark):
         spark.read.format("lakehouse").option("hoodie.datasource.query.type", "incremental").load(t.path)
 
 
+def test_pushable_filters_are_those_arrow_answers_as_spark_does():
+    """What PushdownReader takes from Spark: comparisons and IN on string, integer and boolean
+    columns; floats (NaN orders differently), NOT IN and nulls (three-valued logic), nested
+    columns and what Table.read filters cannot say stay with Spark."""
+    from pyspark.sql import datasource as ds
+    from lakehouse.spark.datasource import pushable_filters
+    schema = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("ok", pa.bool_()), ("fare", pa.float64()),
+                        ("at", pa.timestamp("us", "UTC"))])
+    keep = [ds.EqualTo(("id",), "k1"), ds.GreaterThanOrEqual(("ts",), 3), ds.LessThan(("ts",), 9),
+            ds.In(("id",), ("a", "b")), ds.EqualTo(("ok",), True)]
+    leave = [ds.GreaterThan(("fare",), 1.0), ds.EqualTo(("ts",), 1.5), ds.In(("id",), ("a", None)),
+             ds.Not(ds.In(("id",), ("a",))), ds.EqualNullSafe(("id",), "a"), ds.IsNull(("id",)),
+             ds.StringStartsWith(("id",), "k"), ds.EqualTo(("nested", "x"), 1), ds.EqualTo(("gone",), 1),
+             ds.EqualTo(("ts",), True), ds.EqualTo(("at",), 5), ds.In(("id",), ())]
+    taken, rest = pushable_filters(keep + leave, schema)
+    assert taken == [("id", "=", "k1"), ("ts", ">=", 3), ("ts", "<", 9), ("id", "in", ["a", "b"]), ("ok", "=", True)]
+    assert [id(f) for f in rest] == [id(f) for f in leave]
+
+
+def test_spark_filters_prune_partitions_and_rows_before_the_jvm(tmp_path, spark):
+    """Under lakehouse's session (register: filter pushdown on), a query's filters on the
+    partition column skip the other partitions' files (one made unreadable here is never
+    opened), filters on other columns are applied after the merge on the executors; the rows
+    equal Table.read with the same filters, and a float filter, left to Spark, keeps Spark's NaN
+    semantics."""
+    import pyspark.sql.functions as F
+    from lakehouse.spark.datasource import PUSHDOWN_CONF
+    t = write_history(tmp_path / "t")
+    assert spark.conf.get(PUSHDOWN_CONF) == "true"
+    la = next(p for p in (tmp_path / "t" / "la").iterdir() if p.suffix == ".parquet")
+    good = la.read_bytes()
+    la.write_bytes(b"not parquet")  # any read of partition la now fails
+    with pytest.raises(Exception, match="not a readable parquet file"):
+        spark.read.format("lakehouse").load(t.path).count()
+    df = spark.read.format("lakehouse").load(t.path)
+    got = df.where((F.col("city") == "sf") & (F.col("ts") >= 2) & (F.col("v") < 3020))
+    assert _spark_rows(got) == _rows(t.read(filters=[("city", "=", "sf"), ("ts", ">=", 2), ("v", "<", 3020)]))
+    assert _spark_rows(got) and _spark_rows(df.where(F.col("city").isin("sf", "nyc"))) == _rows(
+        t.read(filters=[("city", "in", ["sf", "nyc"])]))
+    la.write_bytes(good)
+    # A record key pinned: on this BUCKET table only its bucket's file groups are read.
+    key = t.read(filters=[("city", "=", "nyc")]).column("id")[0].as_py()
+    assert _spark_rows(df.where(F.col("id") == key)) == _rows(t.read(filters=[("id", "=", key)]))
+    # Left to Spark: NaN > 1.0 holds in Spark SQL (NaN is the largest value), not in Arrow.
+    f = lakehouse.create_table(str(tmp_path / "f"), name="f", record_key="id", ordering_field="ts")
+    f.upsert(pa.table({"id": ["a", "b", "c"], "ts": [1, 1, 1], "fare": [float("nan"), 0.5, 2.0]}))
+    assert sorted(r.id for r in spark.read.format("lakehouse").load(f.path).where("fare > 1.0").collect()) == ["a", "c"]
+
+
+def test_a_session_that_turned_pushdown_off_still_reads(tmp_path, spark):
+    """spark.sql.python.filterPushdown.enabled=false, set by the user: register keeps it and
+    registers the reader that takes no filters (PySpark refuses one that does)."""
+    from lakehouse.spark import datasource
+    t = write_history(tmp_path / "t")
+    spark.conf.set(datasource.PUSHDOWN_CONF, "false")
+    try:
+        datasource.register(spark)
+        assert spark.conf.get(datasource.PUSHDOWN_CONF) == "false"
+        got = spark.read.format("lakehouse").load(t.path).where("city = 'sf'")
+        assert _spark_rows(got) == _rows(t.read(filters=[("city", "=", "sf")]))
+    finally:
+        spark.conf.set(datasource.PUSHDOWN_CONF, "true")
+        datasource.register(spark)
+
+
 def _create(path, table_type="MERGE_ON_READ"):
     return lakehouse.create_table(str(path), name="trips", table_type=table_type, record_key="id",
                                   partition_by="city", ordering_field="ts")
