@@ -84,6 +84,7 @@ class Lakehouse(Engine):
     ops = {"load": "Table.bulk_insert", "upsert": "Table.upsert", "delete": "Table.delete",
            "snapshot_read": "Table.read()", "read_optimized_read": "Table.read(read_optimized=True)",
            **{q: "Table.read(columns=..., filters=[...])" for q in QUERIES},
+           "streamed_read": "Table.scan().to_arrow_batch_reader(), drained",
            "clean": 'Table.clean(options={"hoodie.cleaner.commits.retained": "1"})'}
 
     def __init__(self, root: pathlib.Path, schema: pa.Schema, args: Any) -> None:
@@ -116,6 +117,14 @@ class Lakehouse(Engine):
 
     def read_optimized(self) -> pa.Table:
         return self.table.read(read_optimized=True)
+
+    def streamed(self) -> dict:
+        """Every row through the batch reader, dropped batch by batch: rows and bytes seen."""
+        rows = nbytes = 0
+        for batch in self.table.scan().to_arrow_batch_reader():
+            rows += batch.num_rows
+            nbytes += batch.nbytes
+        return {"streamed_rows": rows, "streamed_mib": round(nbytes / 2**20, 1)}
 
     def query(self, columns: list[str] | None, filters: list[tuple]) -> pa.Table:
         return self.table.read(columns=columns, filters=filters or None)

@@ -75,6 +75,20 @@ def budget_memory(st: Steps) -> Measured:
         f"MiB before it (+{extra:,.0f} MiB), {s['seconds']:.2f}s, {s['files_added']} files")
 
 
+def streamed_memory(st: Steps) -> Measured:
+    """A drained batch reader's peak over its start, against the same rows read whole, at the
+    run's largest size (the engine's process has read the table before: its peak is the step's
+    own high-water mark, reset before it)."""
+    n = st.sizes[-1]
+    s = st.one(MOR, "streamed_read", n)
+    if not s or s.get("peak_rss_mib") is None or not s.get("materialised_mib"):
+        return _missing(f"{MOR} streamed_read at N={n:,} with a per-step peak")
+    extra = max(0.0, s["peak_rss_mib"] - s["rss_start_mib"])
+    return extra / s["materialised_mib"], (
+        f"at N={n:,}: +{extra:,.0f} MiB over {s['rss_start_mib']:,.0f} MiB for rows of "
+        f"{s['materialised_mib']:,.0f} MiB read whole, {s['seconds']:.2f}s")
+
+
 def upsert_bytes(st: Steps) -> Measured:
     mor = st.upserts(MOR)
     if not mor:
@@ -168,6 +182,8 @@ TARGETS = [
            compaction_throughput),
     Target("mor_budget_memory", "MOR upsert of 10x write.task.max.size: peak memory / budget", "<=", 2,
            budget_memory),
+    Target("mor_streamed_memory", "MOR drained batch reader at the largest N: peak / rows read whole", "<=",
+           0.25, streamed_memory),
     Target("mor_bulk_insert", "MOR bulk_insert / floor write (per row)", "<=", 1.5,
            vs_floor(MOR, "load", "load")),
     Target("cow_bulk_insert", "COW bulk_insert / floor write (per row)", "<=", 1.5,
