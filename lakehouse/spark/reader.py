@@ -12,13 +12,16 @@ session for convenience.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from lakehouse.columns import IS_DELETED
 from lakehouse.config import TableConfig
 from lakehouse.errors import ConfigError
 from lakehouse.file_group.file_slice import FileSlice
@@ -131,11 +134,14 @@ def read_table(spark: "SparkSession", path: str | Storage, *, as_of: str | None 
                columns: Sequence[str] | None = None,
                filters: Sequence[Filter] | pc.Expression | None = None,
                read_optimized: bool = False, changes_from: str | None = None,
-               changes_to: str | None = None, parallelism: int | None = None) -> "DataFrame":
+               changes_to: str | None = None, parallelism: int | None = None,
+               native: bool = True) -> "DataFrame":
     """The rows of ``Table.read(as_of, columns, filters, read_optimized)``, or with
     ``changes_from``/``changes_to`` those of ``Table.read_changes(changes_from, changes_to,
-    columns, filters)``, as a DataFrame of one partition per file slice (at most
-    ``parallelism`` partitions, slices grouped by size)."""
+    columns, filters)``, as a DataFrame. File slices with nothing to merge are read by Spark's
+    own parquet reader (see :func:`native_slices`; ``native=False``: none are), the others
+    merged by lakehouse in one partition per slice (at most ``parallelism`` partitions, slices
+    grouped by size)."""
     from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415
 
     if parallelism is not None and parallelism < 1:
@@ -144,12 +150,114 @@ def read_table(spark: "SparkSession", path: str | Storage, *, as_of: str | None 
                      read_optimized=read_optimized, changes_from=changes_from,
                      changes_to=changes_to)
     schema = spark_schema(plan.output_schema)
-    groups = group_slices(plan.slices, parallelism or max(1, len(plan.slices)))
-    fn = _ReadGroups(plan, groups, to_arrow_schema(schema, timezone="UTC"))
-    # One row per partition, so each group is one task (and no slices, no task). The plan
-    # travels in the function's closure; PySpark broadcasts a closure once it exceeds its
-    # broadcast threshold.
-    return spark.range(len(groups), numPartitions=len(groups)).mapInArrow(fn, schema)
+    native, merged = native_slices(plan, filters) if native else ([], list(range(len(plan.slices))))
+    parts = []
+    if native:
+        parts.append(_parquet_frame(spark, plan, [plan.slices[i] for i in native], filters))
+    if merged or not native:
+        sub = dataclasses.replace(plan.plan, slices=tuple(plan.slices[i] for i in merged))
+        merged_plan = dataclasses.replace(plan, plan=sub)
+        groups = group_slices(merged_plan.slices, parallelism or max(1, len(merged_plan.slices)))
+        fn = _ReadGroups(merged_plan, groups, to_arrow_schema(schema, timezone="UTC"))
+        # One row per partition, so each group is one task (and no slices, no task). The plan
+        # travels in the function's closure; PySpark broadcasts a closure once it exceeds its
+        # broadcast threshold.
+        parts.append(spark.range(len(groups), numPartitions=len(groups)).mapInArrow(fn, schema))
+    return functools.reduce(lambda a, b: a.unionByName(b), parts)
+
+
+# Column types whose parquet values Spark's reader returns exactly as lakehouse's reader does.
+def _native_type(t: pa.DataType) -> bool:
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t)
+            or pa.types.is_floating(t) or pa.types.is_date32(t) or pa.types.is_decimal128(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or (pa.types.is_integer(t) and pa.types.is_signed_integer(t))
+            or (pa.types.is_timestamp(t) and t.tz is not None))
+
+
+def native_slices(plan: SparkReadPlan, filters) -> tuple[list[int], list[int]]:
+    """Which of the plan's slices Spark's own parquet reader reads (column pruning, filter
+    pushdown, vectorised decoding: Hudi's Spark integration reads log-free slices so), and
+    which go through the merge: a slice qualifies when nothing merges into its base file (no log
+    to read: read-optimized, compacted or Copy-On-Write), its file is on local storage, its
+    parquet schema is the table's for the columns read, and the read's filters are tuples
+    Spark answers as Arrow does (see :func:`_spark_condition`). Incremental reads merge all."""
+    p = plan.plan
+    storage = get_storage(plan.path)
+    every = list(range(len(p.slices)))
+    if p.commit_range is not None or not storage.uri().startswith("file:") or _spark_condition(filters, p.schema) is False:
+        return [], every
+    wanted = _native_columns(p, filters)
+    if not all(_native_type(p.schema.field(c).type) for c in wanted):
+        return [], every
+    native, merged = [], []
+    for i, fs in enumerate(p.slices):
+        base = _base_of(fs)
+        logs = (fs.log_files + (fs.previous.log_files if fs.previous else ())) if p.read_logs else ()
+        if base is None or logs or not _same_schema(storage, base.path, p.schema, wanted):
+            merged.append(i)
+        else:
+            native.append(i)
+    return native, merged
+
+
+def _native_columns(p: ReadPlan, filters) -> list[str]:
+    """What Spark's parquet reader reads: the projection, the filters' columns, the delete flag."""
+    want = set(p.read_columns or p.schema.names) | {IS_DELETED}
+    want |= {f[0] for f in filters or ()} if isinstance(filters, (list, tuple)) else set()
+    return [n for n in p.schema.names if n in want]
+
+
+def _base_of(fs: FileSlice):
+    return fs.base_file or (fs.previous.base_file if fs.previous else None)
+
+
+def _same_schema(storage: Storage, path: str, schema: pa.Schema, columns: Sequence[str]) -> bool:
+    with storage.open_input(path) as f:
+        have = pq.read_schema(f)
+    return all(c in have.names and have.field(c).type == schema.field(c).type for c in columns)
+
+
+_SPARK_OPS = {"=": "__eq__", "==": "__eq__", "!=": "__ne__", "<": "__lt__", "<=": "__le__",
+              ">": "__gt__", ">=": "__ge__"}
+
+
+def _spark_condition(filters, schema: pa.Schema):
+    """The read's filters as one Spark condition (None: no filter), or False where Spark's
+    answer could differ from Arrow's: an expression, floats (NaN), 'not in' (nulls), timestamps."""
+    if filters is None or (isinstance(filters, (list, tuple)) and not filters):
+        return None
+    if isinstance(filters, pc.Expression):
+        return False
+    from pyspark.sql import functions as F  # noqa: PLC0415 - optional: pyspark
+
+    cond = None
+    for c, op, v in filters:
+        t = schema.field(c).type
+        exact = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t) \
+            or pa.types.is_boolean(t)
+        op = op.lower()
+        if not exact or op == "not in":
+            return False
+        term = F.col(c).isin(list(v)) if op == "in" else getattr(F.col(c), _SPARK_OPS[op])(v)
+        cond = term if cond is None else cond & term
+    return cond
+
+
+def _parquet_frame(spark: "SparkSession", plan: SparkReadPlan, slices: list[FileSlice], filters) -> "DataFrame":
+    from pyspark.sql import functions as F  # noqa: PLC0415 - optional: pyspark
+
+    p = plan.plan
+    storage = get_storage(plan.path)
+    wanted = _native_columns(p, filters)
+    files = [storage.uri(_base_of(fs).path) for fs in slices]
+    df = spark.read.schema(spark_schema(pa.schema([p.schema.field(c) for c in wanted]))).parquet(*files)
+    if IS_DELETED in wanted:
+        df = df.where(F.col(IS_DELETED).isNull() | ~F.col(IS_DELETED))
+    cond = _spark_condition(filters, p.schema)
+    if cond is not None:
+        df = df.where(cond)
+    return df.select(*p.columns)
 
 
 def register(spark: "SparkSession") -> Any:

@@ -13,7 +13,7 @@ import pytest
 import lakehouse
 from lakehouse.errors import ConfigError, SchemaError
 from lakehouse.file_group.file_slice import FileSlice
-from lakehouse.spark.reader import group_slices, plan_read, read_table, register, spark_schema
+from lakehouse.spark.reader import group_slices, native_slices, plan_read, read_table, register, spark_schema
 
 pytestmark = pytest.mark.spark
 
@@ -108,12 +108,14 @@ def test_snapshot_and_read_optimized_as_of_every_instant(spark, table):
         for ro in (False, True):
             n = len(plan_read(path, as_of=as_of, read_optimized=ro).slices)
             assert n > 0
-            # Two tasks a read keep the sweep quick (a task costs ~0.1 s on two cores).
-            df = read_table(spark, path, as_of=as_of, read_optimized=ro, parallelism=2)
-            cases.append((df, table.read(as_of=as_of, read_optimized=ro), min(n, 2)))
+            # Two tasks a read keep the sweep quick (a task costs ~0.1 s on two cores). Slices
+            # with nothing to merge go to Spark's parquet reader; native=False merges them all.
+            for native in (True, False):
+                df = read_table(spark, path, as_of=as_of, read_optimized=ro, parallelism=2, native=native)
+                cases.append((df, table.read(as_of=as_of, read_optimized=ro), None if native else min(n, 2)))
     for ro in (False, True):  # one task per slice
         n = len(plan_read(path, read_optimized=ro).slices)
-        cases.append((read_table(spark, path, read_optimized=ro), table.read(read_optimized=ro), n))
+        cases.append((read_table(spark, path, read_optimized=ro, native=False), table.read(read_optimized=ro), n))
     assert_all_read_as(cases)
     if table.config.table_type.value == "MERGE_ON_READ":
         # The pending compaction is in the plan: its slices merge over the slices they compact.
@@ -151,7 +153,8 @@ def test_projection_and_filters(spark, table):
     ]
     for kw in cases:
         plan = plan_read(path, **kw)
-        assert_reads_as(read_table(spark, path, **kw), table.read(**kw), len(plan.slices))
+        assert_reads_as(read_table(spark, path, **kw), table.read(**kw))
+        assert_reads_as(read_table(spark, path, native=False, **kw), table.read(**kw), len(plan.slices))
         if any(f[0] == "city" for f in kw.get("filters", [])):
             assert len(plan.slices) < all_slices, "partition filters prune slices"
     for kw in (dict(columns=["id", "ts"]), dict(columns=["ts"], filters=[("city", "=", "nyc")])):
@@ -164,9 +167,47 @@ def test_parallelism_groups_slices(spark, tables):
     n = len(plan_read(t.path).slices)
     assert n >= 4
     for p in (1, 2, n + 3):
-        assert_reads_as(read_table(spark, t.path, parallelism=p), t.read(), min(p, n))
+        assert_reads_as(read_table(spark, t.path, parallelism=p, native=False), t.read(), min(p, n))
     with pytest.raises(ConfigError):
         read_table(spark, t.path, parallelism=0)
+
+
+def _scans_parquet(df) -> bool:
+    return "FileScan parquet" in df._jdf.queryExecution().executedPlan().toString()
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_slices_with_nothing_to_merge_are_read_by_sparks_parquet_reader(spark, tables, tmp_path, table_type):
+    """As Hudi's Spark integration does: a read-optimized read, a Copy-On-Write table and a
+    compacted slice go to Spark's parquet reader (column pruning, filter pushdown); slices with
+    logs, filters Spark answers otherwise than Arrow (floats, 'not in', expressions) and base
+    files of an older schema go through the merge. Every read returns Table.read's rows."""
+    t = tables[table_type]
+    mor = table_type == "MERGE_ON_READ"
+    ro = read_table(spark, t.path, read_optimized=True, columns=["id", "v"], filters=[("city", "in", ["sf", "la"])])
+    assert _scans_parquet(ro)
+    assert_reads_as(ro, t.read(read_optimized=True, columns=["id", "v"], filters=[("city", "in", ["sf", "la"])]))
+    plan = plan_read(t.path)
+    native, merged = native_slices(plan, None)
+    assert bool(merged) == mor and bool(native) != mor  # MOR: every slice has logs; COW: none
+    ro_plan = plan_read(t.path, read_optimized=True)
+    assert native_slices(ro_plan, None) == (list(range(len(ro_plan.slices))), [])
+    for filters in ([("v", "not in", [1001])], pc.field("v") > 1000):
+        assert native_slices(ro_plan, filters)[0] == []
+        assert_reads_as(read_table(spark, t.path, filters=filters), t.read(filters=filters))
+    # A column added after partition la's files were written: those merge (lakehouse conforms
+    # them), partition sf's, written with it, need not.
+    e = lakehouse.create_table(str(tmp_path / "e"), name="e", table_type=table_type, record_key="id",
+                               partition_by="city", ordering_field="ts", index="BUCKET",
+                               options={"hoodie.bucket.index.num.buckets": 2})
+    e.bulk_insert(_batch([k for k in KEYS if int(k[1:]) % 3 == 1][:20], 1).drop_columns(["at"]))
+    sf = _batch([k for k in KEYS if int(k[1:]) % 3 == 0][:20], 2)
+    e.bulk_insert(sf.append_column("fare", pa.array([1.5] * sf.num_rows)))
+    n_plan = plan_read(e.path)
+    native_e, merged_e = native_slices(n_plan, None)
+    assert {n_plan.slices[i].partition for i in native_e} == {"sf"}
+    assert {n_plan.slices[i].partition for i in merged_e} == {"la"}
+    assert_reads_as(read_table(spark, e.path), e.read())
 
 
 def test_group_slices_balances_bytes():
@@ -212,7 +253,9 @@ def test_apache_hudi_fixture_table(spark, fixture_tables):
     for ro in (False, True):
         df = read_table(spark, str(path), read_optimized=ro)
         want = t.read(read_optimized=ro)
-        assert_reads_as(df, want, len(plan_read(str(path), read_optimized=ro).slices))
+        assert_reads_as(df, want)  # Java Hudi's base files through Spark's parquet reader too
+        assert_reads_as(read_table(spark, str(path), read_optimized=ro, native=False), want,
+                        len(plan_read(str(path), read_optimized=ro).slices))
         got = df.toArrow()
         assert canonical(got, want.column_names) == canonical(hudi_read(path, read_optimized=ro),
                                                               want.column_names)
