@@ -94,6 +94,7 @@ bench-view: $(STAMP)
 
 bench-spark: $(STAMP)
 	$(PY) benchmarks/bench_spark_ingest.py
+	$(PY) benchmarks/bench_spark_read.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
