@@ -72,7 +72,7 @@ def where(request, tmp_path):
 @pytest.mark.parametrize("where,overlap,table_type,index", [
     ("local", False, "MERGE_ON_READ", "SIMPLE"),
     ("local", True, "COPY_ON_WRITE", "BLOOM"),
-    ("s3", True, "MERGE_ON_READ", "SIMPLE"),
+    pytest.param("s3", True, "MERGE_ON_READ", "SIMPLE", marks=pytest.mark.long),
 ], indirect=["where"])
 def test_four_writer_threads(where, overlap, table_type, index):
     tmp_path = where
@@ -111,7 +111,7 @@ def test_four_writer_threads(where, overlap, table_type, index):
 @pytest.mark.parametrize("where,overlap,table_type,index", [
     ("local", False, "MERGE_ON_READ", "BUCKET"),
     ("local", True, "MERGE_ON_READ", "GLOBAL_SIMPLE"),
-    ("s3", False, "COPY_ON_WRITE", "SIMPLE"),
+    pytest.param("s3", False, "COPY_ON_WRITE", "SIMPLE", marks=pytest.mark.long),
 ], indirect=["where"])
 def test_four_writer_processes(where, overlap, table_type, index):
     tmp_path = where

@@ -282,7 +282,7 @@ def _driver(src, t, ck, env):
                             start_new_session=True)
 
 
-@pytest.mark.parametrize("crash", ["commit_worker_killed_with_the_batch_staged",
+@pytest.mark.parametrize("crash", [pytest.param("commit_worker_killed_with_the_batch_staged", marks=pytest.mark.long),
                                    "commit_worker_killed_after_commit", "driver_sigkilled"])
 def test_a_streaming_query_killed_and_restarted_applies_every_row_once(tmp_path, spark_env, crash):
     """SIGKILL mid-batch, then the query restarted from its checkpoint: Spark replays the batch it

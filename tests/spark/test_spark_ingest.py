@@ -54,7 +54,7 @@ def test_ingest_then_commit_as_two_jobs_and_a_crashed_ingest_rerun(tmp_path, spa
     assert sorted(tuple(r[c] for c in COLS) for r in h.select(COLS).to_pylist()) == expected
 
 
-@pytest.mark.parametrize("point", ["write.after_results", "commit.after_complete"])
+@pytest.mark.parametrize("point", ["write.after_results", pytest.param("commit.after_complete", marks=pytest.mark.long)])
 def test_spark_ingest_killed_on_the_driver_is_applied_once(tmp_path, spark_submit, point):
     src, path = tmp_path / "in", tmp_path / "trips"
     demo.write_batches(str(src), 2, demo.DemoStream(rows=200))
@@ -68,7 +68,7 @@ def test_spark_ingest_killed_on_the_driver_is_applied_once(tmp_path, spark_submi
     assert rows(lakehouse.open_table(str(path))) == reference(tmp_path / "ref", src)
 
 
-@pytest.mark.parametrize("index", ["BUCKET", "SIMPLE"])
+@pytest.mark.parametrize("index", ["BUCKET", pytest.param("SIMPLE", marks=pytest.mark.long)])
 def test_a_write_task_lost_after_writing_is_retried_by_spark(tmp_path, spark_submit, index, reliability):
     """An executor's Python worker dies after its task wrote files: Spark runs the task again
     (local[2,2]: two attempts), the new attempt writes under its own write token, and the commit
