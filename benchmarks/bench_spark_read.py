@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # Spark's lookup of installed Python data sources runs in PYSPARK_PYTHON: this interpreter.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = build_session("bench-spark-read", master="local[2]", ui=False)
+    spark = build_session("bench-spark-read", master="local[2]", ui=False,
+                          conf={"spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     with tempfile.TemporaryDirectory(prefix="bench-spark-read-") as tmp:
         t = build(os.path.join(tmp, "trips"), args.rows)
