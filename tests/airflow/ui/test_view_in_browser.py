@@ -42,10 +42,15 @@ def _shot(page, tmp_path, name: str) -> None:
 
 
 def _trigger(page, view, api, service: str) -> str:
+    # The buttons call a function the page defines at its end: after a reload, a click that
+    # comes before that script has run does nothing.
+    _frame(page).wait_for_function("document.readyState === 'complete' && typeof trigger === 'function'")
     view.get_by_role("button", name=f"Run {service}").click()
-    message = view.locator("#message", has_text=f"triggered trips_{service}")
-    message.wait_for()
-    run_id = message.inner_text().split(": ", 1)[1]
+    message = view.locator("#message", has_text=re.compile(rf"(triggered|could not trigger) .*{service}"))
+    message.wait_for(timeout=120_000)
+    text = message.inner_text()
+    assert text.startswith(f"triggered trips_{service}: "), text
+    run_id = text.split(": ", 1)[1]
     assert api.wait_run(f"trips_{service}", run_id) == "success"
     return run_id
 
