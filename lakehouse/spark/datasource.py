@@ -56,7 +56,7 @@ from lakehouse.keygen import KeyGenerator
 from lakehouse.meta_client import split_storage_options
 from lakehouse.partition_path import check_paths
 from lakehouse.read.reader import Filter
-from lakehouse.spark.reader import SparkReadPlan, group_slices, plan_read
+from lakehouse.spark.reader import SparkReadPlan, exact_kind, group_slices, plan_read
 from lakehouse.spark.types import arrow_schema, spark_schema
 from lakehouse.storage import get_storage
 from lakehouse.table import Table, create_table, open_table
@@ -177,24 +177,13 @@ def pushable_filters(filters: Sequence[Any], schema: pa.Schema) -> tuple[list[Fi
         op = ops.get(type(f))
         ref = getattr(f, "attribute", ())
         name = ref[0] if len(ref) == 1 else None
-        kind = _exact_kind(schema.field(name).type) if name in schema.names else None
+        kind = exact_kind(schema.field(name).type) if name in schema.names else None
         values = (list(f.value) if op == "in" else [f.value]) if op is not None and kind else []
         if not values or not all(type(v) is kind for v in values):  # noqa: E721 - bool is no int here
             rest.append(f)
             continue
         taken.append((name, op, values if op == "in" else values[0]))
     return taken, rest
-
-
-def _exact_kind(t: pa.DataType) -> type | None:
-    """The Python type of the values Spark compares with a column of ``t`` as Arrow does."""
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return str
-    if pa.types.is_integer(t):
-        return int
-    if pa.types.is_boolean(t):
-        return bool
-    return None
 
 
 class LakehouseDataSource(DataSource):

@@ -166,6 +166,18 @@ def read_table(spark: "SparkSession", path: str | Storage, *, as_of: str | None 
     return functools.reduce(lambda a, b: a.unionByName(b), parts)
 
 
+def exact_kind(t: pa.DataType) -> type | None:
+    """The Python type of the values Spark compares with a column of ``t`` as Arrow does (None:
+    Spark's answer may differ, e.g. NaN ordering for floats, time zones for timestamps)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return str
+    if pa.types.is_integer(t):
+        return int
+    if pa.types.is_boolean(t):
+        return bool
+    return None
+
+
 # Column types whose parquet values Spark's reader returns exactly as lakehouse's reader does.
 def _native_type(t: pa.DataType) -> bool:
     return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t)
@@ -233,11 +245,8 @@ def _spark_condition(filters, schema: pa.Schema):
 
     cond = None
     for c, op, v in filters:
-        t = schema.field(c).type
-        exact = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t) \
-            or pa.types.is_boolean(t)
         op = op.lower()
-        if not exact or op == "not in":
+        if exact_kind(schema.field(c).type) is None or op == "not in":
             return False
         term = F.col(c).isin(list(v)) if op == "in" else getattr(F.col(c), _SPARK_OPS[op])(v)
         cond = term if cond is None else cond & term
