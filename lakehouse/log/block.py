@@ -311,13 +311,15 @@ def encode_parquet_data_block(table: pa.Table, avro_schema: dict[str, Any] | str
     return encode_block(BlockType.PARQUET_DATA, header, sink.getvalue())
 
 
-def decode_parquet_data_block(block: LogBlock, columns: Sequence[str] | None = None) -> pa.Table:
+def decode_parquet_data_block(block: LogBlock, columns: Sequence[str] | None = None, *,
+                              copies: Mapping[str, str] | None = None) -> pa.Table:
     """The rows of a PARQUET_DATA block, conformed to its SCHEMA header when it has one;
-    ``columns``: only these (those the block has), for reads that need a few."""
+    ``columns``: only these (those the block has), for reads that need a few; ``copies``: as
+    :func:`~lakehouse.storage.parquet.read_parquet` takes them."""
     try:
         # No dataset machinery for a small in-memory file (twice as fast per block, and a
         # snapshot read decodes one block per file group and delta commit).
-        table = read_parquet(pa.BufferReader(block.content), columns)
+        table = read_parquet(pa.BufferReader(block.content), columns, copies=copies)
     except (pa.ArrowInvalid, OSError) as e:
         raise block._corrupt(f"parquet content is unreadable: {e}") from e
     table = table.replace_schema_metadata(None)

@@ -54,6 +54,10 @@ class SliceReadContext:
     # other keys is dropped as it is read, before the merge (which is per key, so nothing else
     # changes), and a base file whose footer rules them all out is not read at all.
     keys: pa.Array | None = None
+    # The data column a simple key generator makes record keys of, one string field as it is
+    # (lakehouse.keygen.KeyGenerator, Hudi's SimpleAvroKeyGenerator): ``_hoodie_record_key`` is
+    # then filled from it instead of decoded, where a file's statistics show them equal.
+    key_field: str | None = None
     stats: dict[str, int] = field(default_factory=lambda: {"log_blocks": 0, "corrupt_blocks": 0,
                                                                  "vanished_logs": 0, "log_folds": 0})
 
@@ -70,6 +74,11 @@ class SliceReadContext:
             want |= _expression_fields(self.row_filter, self.schema)
         return [n for n in self.schema.names if n in want]
 
+    @property
+    def copies(self) -> dict[str, str] | None:
+        """Columns a decode fills from another (:func:`lakehouse.storage.parquet.read_parquet`)."""
+        return {RECORD_KEY: self.key_field} if self.key_field else None
+
 
 def _expression_fields(expr: pc.Expression, schema: pa.Schema) -> set[str]:
     text = str(expr)
@@ -77,29 +86,32 @@ def _expression_fields(expr: pc.Expression, schema: pa.Schema) -> set[str]:
 
 
 def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None,
-                   row_filter: pc.Expression | None = None, *, keep_dictionaries: bool = False) -> pa.Table:
+                   row_filter: pc.Expression | None = None, *, keep_dictionaries: bool = False,
+                   copies: dict[str, str] | None = None) -> pa.Table:
     """A base file's rows in ``schema``'s types (``columns`` only, when given). With
     ``keep_dictionaries``, string columns of small dictionaries whose type the schema keeps stay
     dictionary-encoded (see :mod:`lakehouse.storage.parquet`): for a read that drops rows before
     :func:`~lakehouse.storage.parquet.decode_dictionaries` makes them plain."""
     keep_dictionaries = keep_dictionaries and row_filter is None
-    table = next(iter_base_file(storage, path, schema, columns, None, keep_dictionaries=keep_dictionaries))
+    table = next(iter_base_file(storage, path, schema, columns, None, keep_dictionaries=keep_dictionaries,
+                                copies=copies))
     if row_filter is not None:
         table = table.filter(row_filter)
     return table
 
 
 def iter_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None,
-                   batch_rows: int | None, *, keep_dictionaries: bool = False) -> Iterator[pa.Table]:
+                   batch_rows: int | None, *, keep_dictionaries: bool = False,
+                   copies: dict[str, str] | None = None) -> Iterator[pa.Table]:
     """:func:`read_base_file`'s rows ``batch_rows`` at a time (None: all at once, one table)."""
     try:
         with storage.open_input(path) as f:
             names = columns or schema.names
             if batch_rows is None:
-                yield _conform_base(read_parquet(f, names, keep_dictionaries=keep_dictionaries), schema,
-                                    columns, keep_dictionaries)
+                yield _conform_base(read_parquet(f, names, keep_dictionaries=keep_dictionaries, copies=copies),
+                                    schema, columns, keep_dictionaries)
                 return
-            for batch in iter_parquet(f, names, batch_rows, keep_dictionaries=keep_dictionaries):
+            for batch in iter_parquet(f, names, batch_rows, keep_dictionaries=keep_dictionaries, copies=copies):
                 yield _conform_base(batch, schema, columns, keep_dictionaries)
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):
@@ -186,7 +198,8 @@ def _log_versions(log_files, ctx: SliceReadContext, target: pa.Schema,
         ctx.stats["log_blocks"] += 1
         if b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
             rows = decode_avro_data_block(b) if b.block_type is BlockType.AVRO_DATA else \
-                decode_parquet_data_block(b, None if ctx.columns is None else ctx.needed_columns())
+                decode_parquet_data_block(b, None if ctx.columns is None and ctx.key_field is None
+                                          else ctx.needed_columns(), copies=ctx.copies)
             rows = conform_table(rows, target, extra="ignore")
             yield _with_helpers(rows, _keys(rows, ctx), seq * block_size, delete_flags(rows),
                                 pa.repeat(False, rows.num_rows))
@@ -240,6 +253,32 @@ def _with_helpers(table: pa.Table, keys: pa.ChunkedArray | pa.Array, seq_base: i
             .append_column(DELETE, is_delete).append_column(UNCONDITIONAL, unconditional))
 
 
+class LogKeys:
+    """A slice's log record keys, hashed once: which base rows some log record touches, and
+    which log records need the merge (their key has another version, in the logs or the base
+    file); the others (new keys, written once: most of a log) are final as they are."""
+
+    def __init__(self, logs: list[pa.Table]) -> None:
+        keys = pa.chunked_array([c for t in logs for c in t.column(KEY).chunks], pa.string()).combine_chunks()
+        encoded = pc.dictionary_encode(keys, null_encoding="encode")
+        self.values = encoded.dictionary
+        self.at = encoded.indices.to_numpy()
+        self.in_base = np.zeros(len(self.values), dtype=bool)
+
+    def touched(self, base_keys: pa.ChunkedArray | pa.Array) -> pa.Array:
+        """Which of ``base_keys`` some log record has (and remember them)."""
+        pos = pc.index_in(base_keys, value_set=self.values)
+        if isinstance(pos, pa.ChunkedArray):
+            pos = pos.combine_chunks()
+        self.in_base[pos.drop_null().to_numpy()] = True
+        return pos.is_valid()
+
+    def special(self) -> np.ndarray:
+        """Per log record (in the order of the slice's log tables): does it need the merge."""
+        repeated = np.bincount(self.at, minlength=len(self.values)) > 1
+        return (repeated | self.in_base)[self.at]
+
+
 @dataclass
 class SliceParts:
     """One file slice read but not yet merged: ``done`` when it has no visible log records (its
@@ -248,6 +287,7 @@ class SliceParts:
     done: pa.Table | None = None  # final rows: no logs, or the base records no log touches
     base: pa.Table | None = None  # base records some log block touches, with helpers
     logs: list[pa.Table] = field(default_factory=list)
+    special: np.ndarray | None = None  # LogKeys.special of ``logs``
 
 
 def read_file_slice(fs: FileSlice, ctx: SliceReadContext) -> pa.Table:
@@ -259,14 +299,16 @@ def collect_slice(fs: FileSlice, ctx: SliceReadContext) -> SliceParts:
     """Read a file slice's base file and committed log blocks (the I/O and decoding, which run
     in parallel across slices); :func:`merge_slices` merges them."""
     base_file, logs, pinned = _slice_inputs(fs, ctx)
+    log_keys = LogKeys(logs) if logs else None
     if base_file is None:
         if not logs:
             return SliceParts(done=ctx.schema.empty_table().select(ctx.columns or ctx.schema.names))
-        return SliceParts(logs=logs)
-    done, hit = next(_base_pieces(base_file, logs, pinned, ctx, None))
+        return SliceParts(logs=logs, special=log_keys.special())
+    done, hit = next(_base_pieces(base_file, log_keys, pinned, ctx, None))
     parts = SliceParts(done=done, logs=logs)
     if logs:
         parts.base = _touched_base(hit, ctx)
+        parts.special = log_keys.special()
     return parts
 
 
@@ -276,16 +318,18 @@ def iter_file_slice(fs: FileSlice, ctx: SliceReadContext, batch_rows: int) -> It
     merged record iterators stream a base file past its log records held in a map: the base
     records no log block touches go out batch by batch, the merge of the others comes last."""
     base_file, logs, pinned = _slice_inputs(fs, ctx)
+    log_keys = LogKeys(logs) if logs else None
     hits: list[pa.Table] = []
     if base_file is not None:
-        for done, hit in _base_pieces(base_file, logs, pinned, ctx, None if pinned is not None else batch_rows):
+        for done, hit in _base_pieces(base_file, log_keys, pinned, ctx,
+                                      None if pinned is not None else batch_rows):
             if done.num_rows:
                 yield done
             if hit is not None and hit.num_rows:
                 hits.append(hit)
     if logs:
         base = _touched_base(_concat(hits), ctx) if hits else None
-        yield merge_slices([SliceParts(base=base, logs=logs)], ctx)
+        yield merge_slices([SliceParts(base=base, logs=logs, special=log_keys.special())], ctx)
 
 
 def _slice_inputs(fs: FileSlice, ctx: SliceReadContext) -> tuple[BaseFile | None, list[pa.Table], pa.Array | None]:
@@ -308,7 +352,7 @@ def _slice_inputs(fs: FileSlice, ctx: SliceReadContext) -> tuple[BaseFile | None
     return base_file, logs, pinned
 
 
-def _base_pieces(base_file: BaseFile, logs: list[pa.Table], pinned: pa.Array | None, ctx: SliceReadContext,
+def _base_pieces(base_file: BaseFile, log_keys: LogKeys | None, pinned: pa.Array | None, ctx: SliceReadContext,
                  batch_rows: int | None) -> Iterator[tuple[pa.Table, pa.Table | None]]:
     """Per batch of the base file: its final rows (no log block touches them; deletes and the
     row filter applied, projected) and, with logs, the rows some log block touches (all needed
@@ -317,12 +361,10 @@ def _base_pieces(base_file: BaseFile, logs: list[pa.Table], pinned: pa.Array | N
     # A read that drops rows (logs replacing base records, a filter, pinned keys) keeps
     # small-dictionary string columns as dictionaries until the rows it keeps are known: the
     # filters then copy their indices, not their strings, and only kept rows are made plain.
-    drops = bool(logs) or pinned is not None or ctx.row_filter is not None
-    columns = None if ctx.columns is None and not logs else ctx.needed_columns()
-    log_keys = pa.chunked_array([t.column(KEY).combine_chunks() for t in logs], pa.string()).combine_chunks() \
-        if logs else None
+    drops = log_keys is not None or pinned is not None or ctx.row_filter is not None
+    columns = None if ctx.columns is None and log_keys is None else ctx.needed_columns()
     for base in iter_base_file(ctx.storage, base_file.path, ctx.schema, columns, batch_rows,
-                               keep_dictionaries=drops and ctx.key_of is None):
+                               keep_dictionaries=drops and ctx.key_of is None, copies=ctx.copies):
         if pinned is not None:
             base = base.filter(pinned)
         hit = None
@@ -330,7 +372,7 @@ def _base_pieces(base_file: BaseFile, logs: list[pa.Table], pinned: pa.Array | N
             keys = _keys(base, ctx)
             if pa.types.is_dictionary(keys.type):
                 keys = keys.cast(keys.type.value_type)
-            touched = pc.is_in(keys, value_set=log_keys)
+            touched = log_keys.touched(keys)
             hit = decode_dictionaries(base.filter(touched))
             base = base.filter(pc.invert(touched))
         if IS_DELETED_FIELD in base.column_names:
@@ -375,53 +417,59 @@ def merge_slices(slices: list[SliceParts], ctx: SliceReadContext) -> pa.Table:
         return _concat(done) if done else ctx.schema.empty_table().select(out_cols)
     scope = len(work) > 1
     bases = [_scoped(s.base, i) if scope else s.base for i, s in enumerate(work) if s.base is not None]
-    log_parts = [_scoped(t, i) if scope else t for i, s in enumerate(work) for t in s.logs]
-    logs_all = pa.concat_tables(log_parts, promote_options="permissive")
     base_touched = pa.concat_tables(bases, promote_options="permissive") if bases else None
     if ctx.spec.mode is MergeMode.PARTIAL_UPDATE:
-        merged = _merge_partial(logs_all, base_touched, ctx)
+        log_parts = [_scoped(t, i) if scope else t for i, s in enumerate(work) for t in s.logs]
+        merged = _merge_partial(pa.concat_tables(log_parts, promote_options="permissive"), base_touched, ctx)
+        merged = [merged]
     else:
-        merged = _merge(logs_all, base_touched, ctx)
+        merged = _merge(work, base_touched, ctx, scope)
     result_parts = list(done)
-    merged = drop_helpers(merged)
-    if ctx.row_filter is not None:
-        merged = merged.filter(ctx.row_filter)
-    result_parts.append(merged.select(out_cols))
+    for m in merged:
+        m = drop_helpers(m)
+        if ctx.row_filter is not None:
+            m = m.filter(ctx.row_filter)
+        result_parts.append(m.select(out_cols))
     return _concat(result_parts)
 
 
-def _merge(logs: pa.Table, base: pa.Table | None, ctx: SliceReadContext) -> pa.Table:
+def _merge(work: list[SliceParts], base: pa.Table | None, ctx: SliceReadContext, scope: bool) -> list[pa.Table]:
     """Logs over base records, for every mode but partial update. Most log records are the only
-    version of their key in the logs and have no base record (inserts): they are final as they
-    are and go out in one filter; only the others are merged, with their base records."""
-    keys = logs.column(KEY)
-    counts = pc.value_counts(keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0))
-    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
-    special = pc.is_in(keys, value_set=repeated) if len(repeated) else None
-    base_keys = base.column(KEY).combine_chunks() if base is not None else None
-    if base_keys is not None and len(base_keys):
-        in_base = pc.is_in(keys, value_set=base_keys)
-        special = in_base if special is None else pc.or_(special, in_base)
-    deleted = pc.fill_null(logs.column(DELETE), False)
-    if special is None:
-        return logs.filter(pc.invert(deleted))
-    fresh = logs.filter(pc.invert(pc.or_(special, deleted)))
-    work = resolve(logs.filter(special), ctx.spec, keep_deletes=True)
-    work = work.drop_columns([c for c in (AFTER_CUT,) if c in work.column_names])
-    if base_keys is None or not len(base_keys):
-        return pa.concat_tables([work.filter(pc.invert(pc.fill_null(work.column(DELETE), False))), fresh],
-                                promote_options="permissive")
+    version of their key and have no base record (inserts): they are final as they are and go
+    out in one filter per slice (:class:`LogKeys`); only the others are merged, with their base
+    records, keyed per slice."""
+    fresh, special = [], []
+    for i, s in enumerate(work):
+        logs = _concat(s.logs)
+        need = s.special
+        if need is None:
+            log_keys = LogKeys(s.logs)
+            if s.base is not None:
+                log_keys.touched(s.base.column(KEY))
+            need = log_keys.special()
+        deleted = pc.fill_null(logs.column(DELETE), False).to_numpy()
+        fresh.append(logs.filter(pa.array(~need & ~deleted)))
+        if need.any():
+            chosen = logs.filter(pa.array(need))
+            special.append(_scoped(chosen, i) if scope else chosen)
+    if not special:
+        return fresh
+    work_rows = resolve(pa.concat_tables(special, promote_options="permissive"), ctx.spec, keep_deletes=True)
+    work_rows = work_rows.drop_columns([c for c in (AFTER_CUT,) if c in work_rows.column_names])
+    live = pc.invert(pc.fill_null(work_rows.column(DELETE), False))
+    if base is None or not base.num_rows:
+        return [work_rows.filter(live), *fresh]
     # Two levels, as Hudi's readers and compactor merge: the log blocks among themselves first
     # (above: a delete without ordering value cuts off what came before it in the logs), then
     # that result against the base record by ordering value. So a lower-ordered re-insert after
     # an unconditional delete loses to the base record, exactly as Java Hudi and hudi-rs read it.
-    over_base = pc.is_in(work.column(KEY), value_set=base_keys)
-    base, over, extra = arrange_duplicate_base_keys(base, work.filter(over_base), ctx.duplicate_base_keys)
+    over_base = pc.is_in(work_rows.column(KEY), value_set=base.column(KEY).combine_chunks())
+    base, over, extra = arrange_duplicate_base_keys(base, work_rows.filter(over_base), ctx.duplicate_base_keys)
     second = resolve(pa.concat_tables([base, over], promote_options="permissive"), ctx.spec)
     if extra is not None:
         second = pa.concat_tables([second, extra], promote_options="permissive")
-    rest = work.filter(pc.invert(pc.or_(over_base, pc.fill_null(work.column(DELETE), False))))
-    return pa.concat_tables([second, rest, fresh], promote_options="permissive")
+    rest = work_rows.filter(pc.and_(pc.invert(over_base), live))
+    return [second, rest, *fresh]
 
 
 def _merge_partial(logs: pa.Table, base: pa.Table | None, ctx: SliceReadContext) -> pa.Table:

@@ -23,7 +23,7 @@ kept value once instead of twice.
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -69,36 +69,75 @@ def small_dictionary_columns(pf: pq.ParquetFile, names: Sequence[str]) -> list[s
     return out
 
 
-def _open(source, columns: Sequence[str] | None,
-          page_checksum_verification: bool) -> tuple[pq.ParquetFile, list[str] | None]:
+def same_by_statistics(md: pq.FileMetaData, a: str, b: str) -> bool:
+    """Whether the footer shows top-level columns ``a`` and ``b`` with the same minimum,
+    maximum, null count and value count in every row group (no statistics: False)."""
+    leaf = {md.row_group(0).column(j).path_in_schema: j for j in range(md.num_columns)} \
+        if md.num_row_groups else {}
+    ja, jb = leaf.get(a), leaf.get(b)
+    if ja is None or jb is None:
+        return False
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        ca, cb = rg.column(ja), rg.column(jb)
+        sa, sb = ca.statistics, cb.statistics
+        if sa is None or sb is None or not (sa.has_min_max and sb.has_min_max):
+            return False
+        if (sa.min, sa.max, sa.null_count, ca.num_values) != (sb.min, sb.max, sb.null_count, cb.num_values):
+            return False
+    return True
+
+
+def _open(source, columns: Sequence[str] | None, page_checksum_verification: bool,
+          copies: Mapping[str, str] | None = None) -> tuple[pq.ParquetFile, list[str] | None, dict[str, str]]:
     pf = pq.ParquetFile(source, page_checksum_verification=page_checksum_verification)
+    present = pf.schema_arrow.names
     if columns is not None:
-        present = set(pf.schema_arrow.names)
-        columns = [c for c in columns if c in present]
-    small = small_dictionary_columns(pf, columns if columns is not None else pf.schema_arrow.names)
+        have = set(present)
+        columns = [c for c in columns if c in have]
+    filled: dict[str, str] = {}
+    if copies:
+        wanted = columns if columns is not None else present
+        filled = {c: src for c, src in copies.items()
+                  if c in wanted and src in present and same_by_statistics(pf.metadata, c, src)}
+        if filled:
+            columns = list(dict.fromkeys(filled.get(c, c) for c in wanted))
+    small = small_dictionary_columns(pf, columns if columns is not None else present)
     if small:
         pf = pq.ParquetFile(source, metadata=pf.metadata, read_dictionary=small,
                             page_checksum_verification=page_checksum_verification)
-    return pf, columns
+    return pf, columns, filled
+
+
+def _fill(table: pa.Table, filled: dict[str, str]) -> pa.Table:
+    for c, src in filled.items():
+        table = table.append_column(pa.field(c, table.schema.field(src).type), table.column(src))
+    return table
 
 
 def read_parquet(source, columns: Sequence[str] | None = None, *, keep_dictionaries: bool = False,
-                 page_checksum_verification: bool = True) -> pa.Table:
+                 page_checksum_verification: bool = True, copies: Mapping[str, str] | None = None) -> pa.Table:
     """The rows of a parquet file (``source``: a path, a random-access file or a buffer reader):
     ``columns`` only when given, those the file lacks skipped. Its small-dictionary string columns
-    are read as dictionaries and, unless ``keep_dictionaries``, made plain before returning."""
-    pf, columns = _open(source, columns, page_checksum_verification)
-    table = pf.read(columns=columns)
+    are read as dictionaries and, unless ``keep_dictionaries``, made plain before returning.
+
+    ``copies`` maps a column to another that holds the same values by construction (a Hudi
+    record key and the one string field a simple key generator makes it from): the column is
+    then not decoded but filled from the other, where the footer's statistics agree for every
+    row group (else it is decoded). Filled columns come last."""
+    pf, columns, filled = _open(source, columns, page_checksum_verification, copies)
+    table = _fill(pf.read(columns=columns), filled)
     return table if keep_dictionaries else decode_dictionaries(table)
 
 
 def iter_parquet(source, columns: Sequence[str] | None, batch_rows: int, *, keep_dictionaries: bool = False,
-                 page_checksum_verification: bool = True) -> Iterator[pa.Table]:
+                 page_checksum_verification: bool = True,
+                 copies: Mapping[str, str] | None = None) -> Iterator[pa.Table]:
     """:func:`read_parquet`'s rows ``batch_rows`` at a time (a row group's compressed pages are
     held while its batches are decoded)."""
-    pf, columns = _open(source, columns, page_checksum_verification)
+    pf, columns, filled = _open(source, columns, page_checksum_verification, copies)
     for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
-        table = pa.Table.from_batches([batch])
+        table = _fill(pa.Table.from_batches([batch]), filled)
         yield table if keep_dictionaries else decode_dictionaries(table)
 
 

@@ -97,9 +97,13 @@ def test_a_stream_holds_a_batch_of_base_records_at_a_time_and_returns_the_same_r
     t, model = history(tmp_path / "t", table_type)
     assert any(s.base_file or (s.previous and s.previous.base_file) for s in t.scan().plan_files())
     for batch_rows in (1, 7, 64, 1 << 20):
-        monkeypatch.setattr(reader_mod.TableReader.stream, "__defaults__", (batch_rows,))
+        monkeypatch.setattr(reader_mod.TableReader.stream, "__defaults__", (batch_rows, 0))
         scan = t.scan(columns=COLS, filters=[("fare", ">=", 0.0)])
         parts = list(scan.to_batches())
+        # Slices read ahead on threads: the same pieces, in the same order.
+        monkeypatch.setattr(reader_mod.TableReader.stream, "__defaults__", (batch_rows, 3))
+        assert [b.to_pylist() for b in t.scan(columns=COLS, filters=[("fare", ">=", 0.0)]).to_batches()] == \
+            [b.to_pylist() for b in parts]
         assert got(pa.Table.from_batches(parts, scan.schema)) == want(model, lambda r: r["fare"] >= 0), batch_rows
         assert got(scan.to_arrow()) == got(pa.Table.from_batches(parts, scan.schema))
         whole = t.scan(columns=COLS)

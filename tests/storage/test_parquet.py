@@ -103,3 +103,58 @@ def test_kept_dictionaries_filter_then_decode_to_the_plain_rows():
     want = pq.read_table(pa.BufferReader(data)).filter(mask)
     got = decode_dictionaries(kept.filter(mask))
     assert got.schema == want.schema and got.equals(want)
+
+
+# --- copies: a column filled from another of equal values instead of decoded -----------------
+
+def _shares_values(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
+    """Whether two string columns are the same buffers (one filled from the other)."""
+    return [c.buffers()[2].address for c in a.chunks] == [c.buffers()[2].address for c in b.chunks]
+
+
+def test_a_copy_is_filled_from_its_source_when_the_statistics_agree():
+    t = sample()
+    t = t.append_column("rk", t.column("key"))
+    data = parquet(t, row_group_size=20_000)
+    got = read_parquet(pa.BufferReader(data), ["rk", "fare"], copies={"rk": "key"})
+    assert got.column("rk").equals(t.column("key"))
+    assert set(got.column_names) == {"rk", "fare", "key"}  # the source comes with it
+    assert _shares_values(got.column("rk"), got.column("key"))
+    # Not asked for: not read.
+    assert read_parquet(pa.BufferReader(data), ["fare"], copies={"rk": "key"}).column_names == ["fare"]
+
+
+@pytest.mark.parametrize("where", ["one row", "last row group only"])
+def test_a_copy_whose_statistics_differ_from_its_source_is_decoded(where):
+    """The guard: a file whose key column and record key differ (a writer that keyed rows some
+    other way) is read as it is, not as the key generator says it should be."""
+    t = sample()
+    rk = t.column("key").to_pylist()
+    if where == "one row":
+        rk[0] = "zzzz-not-the-key"  # a new maximum: the first row group's statistics differ
+    else:
+        rk[-1] = "0000-not-the-key"
+    t = t.append_column("rk", pa.array(rk))
+    data = parquet(t, row_group_size=20_000)
+    got = read_parquet(pa.BufferReader(data), ["rk", "key"], copies={"rk": "key"})
+    assert got.column("rk").to_pylist() == rk
+    assert not _shares_values(got.column("rk"), got.column("key"))
+
+
+def test_a_copy_is_decoded_when_the_file_has_no_statistics():
+    t = sample().select(["key", "fare"])
+    t = t.append_column("rk", t.column("key"))
+    data = parquet(t, write_statistics=False)
+    got = read_parquet(pa.BufferReader(data), ["rk"], copies={"rk": "key"})
+    assert got.column_names == ["rk"] and got.column("rk").equals(t.column("key"))
+
+
+def test_iter_parquet_fills_copies_batch_by_batch():
+    from lakehouse.storage.parquet import iter_parquet
+
+    t = sample().select(["key", "fare"])
+    t = t.append_column("rk", t.column("key"))
+    data = parquet(t, row_group_size=20_000)
+    parts = list(iter_parquet(pa.BufferReader(data), ["rk", "fare"], 7_000, copies={"rk": "key"}))
+    assert len(parts) > 1 and all(_shares_values(p.column("rk"), p.column("key")) for p in parts)
+    assert pa.concat_tables(parts).column("rk").equals(t.column("key"))
