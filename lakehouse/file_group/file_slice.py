@@ -73,6 +73,18 @@ class FileSlice:
         own = self.base_size + self.total_log_size
         return own + (self.previous.total_size if self.previous is not None else 0)
 
+    @property
+    def merged_base_file(self) -> BaseFile | None:
+        """The base file a reader of this slice merges its logs over: its own, or for a pending
+        compaction's slice (no base file yet) the one the compaction reads."""
+        return self.base_file or (self.previous.base_file if self.previous else None)
+
+    @property
+    def merged_log_files(self) -> tuple[LogFile, ...]:
+        """The log files a reader merges, in order: a pending compaction's previous slice's
+        first (Hudi's readers read logs under a pending compaction; hudi-rs 0.5 skips them)."""
+        return ((self.previous.log_files if self.previous else ()) + self.log_files)
+
     def with_logs(self, logs: tuple[LogFile, ...]) -> "FileSlice":
         return FileSlice(self.partition, self.file_id, self.base_instant, self.base_file,
                          tuple(sorted(logs, key=lambda f: f.name.sort_key)), self.previous)

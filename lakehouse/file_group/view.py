@@ -336,8 +336,7 @@ class FileSystemView:
         """A COPY_ON_WRITE table's latest slices hold no logs."""
         if not any(g.logs for g in self._groups.values()):
             return
-        logged = [lf for s in self.latest_slices()
-                  for lf in (s.log_files + (s.previous.log_files if s.previous is not None else ()))]
+        logged = [lf for s in self.latest_slices() for lf in s.merged_log_files]
         if not logged:
             return
         storage = self._active.storage

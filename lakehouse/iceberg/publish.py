@@ -51,10 +51,10 @@ from lakehouse.iceberg.replay import (BaseFileWrite, InstantChanges, archived_ba
 from lakehouse.iceberg import field_ids
 from lakehouse.iceberg.schema import Schema, arrow_to_iceberg, check_evolution, name_mapping
 from lakehouse.iceberg.store import MetadataStore, metadata_file
-from lakehouse.read.reader import TableReader
 from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.instant import Instant
 from lakehouse.timeline.instant_time import parse_instant_time
+from lakehouse.timeline.schema_resolver import table_schema
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
@@ -131,7 +131,6 @@ class _Attempt:
         self.version = version
         self.md = metadata
         self.timeline = timeline
-        self.reader = TableReader(meta.storage, meta.config, meta.active, timeline)
         self.schemas: list[Schema] = list(metadata.schemas) if metadata else []
         self.last_column_id = metadata.last_column_id if metadata else 0
         self.schema_id: int | None = metadata.current_schema_id if metadata else None
@@ -152,7 +151,7 @@ class _Attempt:
     # --- schemas, specs, files -------------------------------------------------------------
 
     def _use_schema_as_of(self, t: str) -> Schema:
-        arrow = self.reader.schema(t)
+        arrow = table_schema(self.meta.active, self.meta.config, self.timeline, t)
         latest = next((s for s in self.schemas if s.schema_id == self.schema_id), None)
         next_id = max((s.schema_id for s in self.schemas), default=-1) + 1
         known = self.known_ids

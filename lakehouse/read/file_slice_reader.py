@@ -336,9 +336,8 @@ def _slice_inputs(fs: FileSlice, ctx: SliceReadContext) -> tuple[BaseFile | None
     """A slice's base file (None when it has none or holds none of the pinned keys), its
     committed log versions with the merge helpers (held within the merge budget), and which base
     rows hold a pinned key (None: no keys pinned)."""
-    prev = fs.previous
-    base_file = fs.base_file or (prev.base_file if prev else None)
-    log_files = ((prev.log_files if prev else ()) + fs.log_files) if ctx.read_logs else ()
+    base_file = fs.merged_base_file
+    log_files = fs.merged_log_files if ctx.read_logs else ()
     target = pa.schema([ctx.schema.field(c) for c in ctx.needed_columns()])
     streaming = ctx.merge_max_bytes is not None and \
         sum(lf.size or 0 for lf in log_files) * _LOG_EXPANSION > ctx.merge_max_bytes

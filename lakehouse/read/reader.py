@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,11 +22,11 @@ from lakehouse.read.file_slice_reader import SliceReadContext, collect_slice, it
 from lakehouse.read.pruning import pinned_keys, prune_by_key
 from lakehouse.read.read_ahead import read_ahead
 from lakehouse.merge import MergeSpec
-from lakehouse.columns import COMMIT_TIME, META_FIELDS
-from lakehouse.schema import avro_to_arrow_schema
+from lakehouse.columns import COMMIT_TIME
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.timeline.instant_time import instant_time_of
+from lakehouse.timeline.schema_resolver import table_schema
 from lakehouse.keygen import DEFAULT_PARTITION, KeyGenerator
 
 Filter = tuple[str, str, Any]
@@ -35,15 +34,6 @@ Filter = tuple[str, str, Any]
 STREAM_BATCH_ROWS = 65_536
 # Listings a read takes at most while commits and cleans keep overtaking it.
 _VIEW_ATTEMPTS = 3
-
-META_SCHEMA = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS])
-
-
-def with_meta_fields(schema: pa.Schema) -> pa.Schema:
-    fields = [f for f in META_SCHEMA]
-    fields += [f for f in schema if f.name not in META_FIELDS]
-    return pa.schema(fields)
-
 
 def filters_to_expression(filters: Sequence[Filter] | pc.Expression | None,
                           schema: pa.Schema) -> pc.Expression | None:
@@ -141,21 +131,9 @@ class TableReader:
 
     # --- schema ----------------------------------------------------------------------------
 
-    def avro_schema(self, as_of: str | None = None) -> str | None:
-        writes = self.timeline.completed_writes()
-        if as_of is not None:
-            writes = writes.before_or_on(as_of)
-        for inst in reversed(writes.instants):
-            schema = self.active.commit_metadata(inst).schema
-            if schema:
-                return schema
-        return self.config.create_schema
-
     def schema(self, as_of: str | None = None) -> pa.Schema:
-        avro = self.avro_schema(as_of)
-        if avro:
-            return with_meta_fields(avro_to_arrow_schema(json.loads(avro)))
-        return META_SCHEMA
+        """The table's schema at ``as_of`` on this reader's timeline (lakehouse.timeline.schema_resolver)."""
+        return table_schema(self.active, self.config, self.timeline, as_of)
 
     # --- slices ----------------------------------------------------------------------------
 

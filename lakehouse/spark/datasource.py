@@ -61,6 +61,7 @@ from lakehouse.spark.types import arrow_schema, spark_schema
 from lakehouse.storage import get_storage
 from lakehouse.table import Table, create_table, open_table
 from lakehouse.timeline.instant import WRITE_ACTIONS
+from lakehouse.timeline.active import Timeline
 from lakehouse.write.client import WriteClient
 from lakehouse.write.prepare import Operation, committed_partition_depth
 
@@ -130,9 +131,10 @@ def _store_options(options: Mapping[str, str]) -> dict[str, str]:
     return split_storage_options(options)[0]
 
 
-def read_plan(options: Mapping[str, str], filters: Sequence[Filter] | None = None) -> SparkReadPlan:
+def read_plan(options: Mapping[str, str], filters: Sequence[Filter] | None = None,
+              timeline: Timeline | None = None) -> SparkReadPlan:
     """The read that Hudi's read options ask for (and ``filters``: those Spark pushed down),
-    planned on the driver."""
+    planned on the driver (on ``timeline``: the one the query's first plan saw)."""
     path = _path(options)
     qtype = str(options.get(QUERY_TYPE, "snapshot")).lower()
     if qtype not in ("snapshot", "read_optimized", "incremental"):
@@ -150,12 +152,13 @@ def read_plan(options: Mapping[str, str], filters: Sequence[Filter] | None = Non
                               help="pass the instant after which changes are read ('000' for all)")
         if options.get(AS_OF):
             raise ConfigError(f"an incremental read takes {END}, not {AS_OF}", help=f"drop {AS_OF}")
-        return plan_read(target, changes_from=options[BEGIN], changes_to=options.get(END), filters=filters)
+        return plan_read(target, changes_from=options[BEGIN], changes_to=options.get(END), filters=filters,
+                         timeline=timeline)
     if options.get(BEGIN) or options.get(END):
         raise ConfigError(f"{BEGIN} / {END} are read by incremental queries only",
                           help=f"set {QUERY_TYPE}=incremental")
     return plan_read(target, as_of=options.get(AS_OF), read_optimized=qtype == "read_optimized",
-                     filters=filters)
+                     filters=filters, timeline=timeline)
 
 
 def pushable_filters(filters: Sequence[Any], schema: pa.Schema) -> tuple[list[Filter], list[Any]]:
@@ -237,7 +240,9 @@ class PushdownReader(LakehouseReader):
     def pushFilters(self, filters: list) -> Iterator[Any]:  # noqa: N802 - PySpark's name
         taken, rest = pushable_filters(filters, self.plan.output_schema)
         if taken:
-            self.plan = read_plan(self.options, taken)
+            # Planned again with the filters on the timeline the first plan saw: the rows come
+            # from the instant whose schema Spark was given, and the timeline is not listed again.
+            self.plan = read_plan(self.options, taken, self.plan.timeline)
         return iter(rest)
 
 

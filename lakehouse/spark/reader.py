@@ -74,11 +74,12 @@ def plan_read(path: str | Storage, *, as_of: str | None = None,
               columns: Sequence[str] | None = None,
               filters: Sequence[Filter] | pc.Expression | None = None,
               read_optimized: bool = False, changes_from: str | None = None,
-              changes_to: str | None = None) -> SparkReadPlan:
+              changes_to: str | None = None, timeline: Timeline | None = None) -> SparkReadPlan:
     """The slices and read parameters of ``Table.read`` (or, with ``changes_from`` or
-    ``changes_to``, of ``Table.read_changes``), made on the driver by the same planner."""
+    ``changes_to``, of ``Table.read_changes``), made on the driver by the same planner;
+    ``timeline``: the one an earlier plan of the same query was made on (default: loaded)."""
     table = open_table(path)
-    reader = TableReader(table.storage, table.config, table.active)
+    reader = TableReader(table.storage, table.config, table.active, timeline)
     incremental = changes_from is not None or changes_to is not None
     if incremental and (as_of is not None or read_optimized):
         raise ConfigError("an incremental read takes neither as_of nor read_optimized",
@@ -97,8 +98,7 @@ def group_slices(slices: Sequence[FileSlice], parallelism: int) -> list[list[int
         return [[i] for i in range(len(slices))]
 
     def size(s: FileSlice) -> int:
-        prev = s.previous
-        return s.base_size + s.total_log_size + (prev.base_size + prev.total_log_size if prev else 0)
+        return s.total_size
 
     groups: list[list[int]] = [[] for _ in range(parallelism)]
     loads = [0] * parallelism
@@ -204,8 +204,8 @@ def native_slices(plan: SparkReadPlan, filters) -> tuple[list[int], list[int]]:
         return [], every
     native, merged = [], []
     for i, fs in enumerate(p.slices):
-        base = _base_of(fs)
-        logs = (fs.log_files + (fs.previous.log_files if fs.previous else ())) if p.read_logs else ()
+        base = fs.merged_base_file
+        logs = fs.merged_log_files if p.read_logs else ()
         if base is None or logs or not _same_schema(storage, base.path, p.schema, wanted):
             merged.append(i)
         else:
@@ -218,10 +218,6 @@ def _native_columns(p: ReadPlan, filters) -> list[str]:
     want = set(p.read_columns or p.schema.names) | {IS_DELETED}
     want |= {f[0] for f in filters or ()} if isinstance(filters, (list, tuple)) else set()
     return [n for n in p.schema.names if n in want]
-
-
-def _base_of(fs: FileSlice):
-    return fs.base_file or (fs.previous.base_file if fs.previous else None)
 
 
 def _same_schema(storage: Storage, path: str, schema: pa.Schema, columns: Sequence[str]) -> bool:
@@ -259,7 +255,7 @@ def _parquet_frame(spark: "SparkSession", plan: SparkReadPlan, slices: list[File
     p = plan.plan
     storage = get_storage(plan.path)
     wanted = _native_columns(p, filters)
-    files = [storage.uri(_base_of(fs).path) for fs in slices]
+    files = [storage.uri(fs.merged_base_file.path) for fs in slices]
     df = spark.read.schema(spark_schema(pa.schema([p.schema.field(c) for c in wanted]))).parquet(*files)
     if IS_DELETED in wanted:
         df = df.where(F.col(IS_DELETED).isNull() | ~F.col(IS_DELETED))

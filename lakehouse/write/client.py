@@ -8,7 +8,6 @@ on the timeline, looks records up in the index, assigns them to file groups and 
 
 from __future__ import annotations
 
-import json
 import os
 import typing
 from concurrent.futures import ThreadPoolExecutor
@@ -34,8 +33,9 @@ from lakehouse.properties import read_table_config
 from lakehouse.columns import DELETE, KEY, PARTITION, RECORD_KEY
 from lakehouse.meta_client import TableMetaClient, meta_client_of
 from lakehouse.merge import MergeSpec
-from lakehouse.read.reader import TableReader, with_meta_fields
-from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
+from lakehouse.read.reader import TableReader
+from lakehouse.timeline.schema_resolver import recorded_schema, with_meta_fields
+from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.services.rollback import rollback_expired_writes, rollback_failed_writes, rollback_instant
 from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
@@ -287,18 +287,18 @@ class WriteClient:
         """Drop whole partitions (Hudi's delete_partition, ``hoodie.datasource.write.partitions.
         to.delete``): one replacecommit replacing every file group in them; the files go at the
         next clean, which also removes the emptied partition folders."""
-        known = {s.partition for s in FileSystemView.load(self.storage, self.active.load(), self.active)
-                 .latest_slices()}
+        timeline = self.active.load()
+        known = {s.partition for s in FileSystemView.load(self.storage, timeline, self.active).latest_slices()}
         missing = sorted(set(partitions) - known)
         if not partitions or missing:
             raise ConfigError(f"no partition(s) {', '.join(missing) or '(none given)'} in the table",
                               help="name partitions by their path, as `lakehouse stats` lists them: "
                                    + ", ".join(sorted(known)[:10]))
         # The table's schema goes on the commit, as on Hudi's: readers find the latest schema there.
-        avro = TableReader(self.storage, self.config, self.active).avro_schema()
-        schema = avro_to_arrow_schema(json.loads(avro)) if avro else pa.schema([])
+        recorded = recorded_schema(self.active, self.config, timeline)
         rows = pa.table({PARTITION: pa.array(sorted(set(partitions)), pa.string())})
-        prepared = Prepared(Operation.DELETE_PARTITION, rows, schema, False, record_schema=avro is not None)
+        prepared = Prepared(Operation.DELETE_PARTITION, rows, recorded if recorded is not None else pa.schema([]),
+                            False, record_schema=recorded is not None)
         instant = self.write_prepared(prepared, extra_metadata=extra_metadata)
         if commit:
             self.commit(instant)

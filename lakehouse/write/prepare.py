@@ -14,7 +14,6 @@ smaller batch is prepared whole: the write then holds about its size again, with
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
@@ -27,8 +26,8 @@ from lakehouse.config import MergeMode
 from lakehouse.columns import DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
 from lakehouse.merge import MergeSpec, delete_flags, resolve
 from lakehouse.partition_path import check_paths
-from lakehouse.read.reader import TableReader
-from lakehouse.schema import arrow_to_avro_schema, avro_to_arrow_schema
+from lakehouse.schema import arrow_to_avro_schema
+from lakehouse.timeline.schema_resolver import recorded_schema
 from lakehouse.write import bucket_sizing
 from lakehouse.write.validate import check_missing_columns, conform, reconcile
 from lakehouse.write.validate import data_schema as data_schema_of
@@ -102,9 +101,8 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
         if col not in batch.column_names:
             raise RecordKeyError(f"{what} column {col!r} is missing from the batch",
                                  help=f"add the column; every record needs its {what} value")
-    reader = TableReader(client.storage, client.config, client.active)
-    current = reader.avro_schema()
-    table_schema = avro_to_arrow_schema(json.loads(current)) if current else None
+    timeline = client.active.load()
+    table_schema = recorded_schema(client.active, client.config, timeline)
     if op.keys_only:
         # Deleting from a table without data commits an empty instant, as Hudi does.
         data_schema = table_schema if table_schema is not None else data_schema_of(
@@ -119,7 +117,7 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
             arrow_to_avro_schema(data_schema, client.config.name, with_meta_fields=True)
     record_schema = table_schema is not None or not op.keys_only
 
-    depth = [committed_partition_depth(client.active, reader.timeline)]
+    depth = [committed_partition_depth(client.active, timeline)]
 
     def rows_of(chunk: pa.Table, offset: int) -> pa.Table:
         rows = _keyed_rows(client, chunk, op, data_schema, offset)

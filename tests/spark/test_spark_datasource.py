@@ -70,6 +70,32 @@ def test_pushable_filters_are_those_arrow_answers_as_spark_does():
     assert [id(f) for f in rest] == [id(f) for f in leave]
 
 
+def test_pushed_filters_plan_again_on_the_timeline_the_query_first_saw(tmp_path, monkeypatch):
+    """Spark asks for the reader (the first plan, whose schema it was given) before it pushes
+    filters: the plan with the filters reads the same instants, even after a commit in between,
+    and does not list the timeline again."""
+    from pyspark.sql import datasource as ds
+    from lakehouse.spark.datasource import PushdownReader, read_plan
+    from lakehouse.timeline.active import ActiveTimeline
+    t = write_history(tmp_path / "t")
+    options = {"path": t.path}
+    first = read_plan(options)
+    reader = PushdownReader.__new__(PushdownReader)  # what DataSource.reader builds, sans Spark
+    reader.plan, reader.options = first, dict(options)
+    t.upsert(batch(["k99999"], 99))
+    loads = []
+    real_load = ActiveTimeline.load
+    monkeypatch.setattr(ActiveTimeline, "load", lambda self, *a, **k: loads.append(1) or real_load(self, *a, **k))
+    assert list(reader.pushFilters([ds.GreaterThanOrEqual(("ts",), 0)])) == []
+    assert loads == []
+    assert reader.plan.plan.visible == first.plan.visible
+    assert reader.plan.plan.row_filter is not None
+    ctx = reader.plan.context()
+    rows = pa.concat_tables(x for i in range(len(reader.plan.slices)) for x in reader.plan.read_slice(i, ctx))
+    assert "k99999" not in rows.column("id").to_pylist()
+    assert _rows(rows) == _rows(t.read(as_of=max(first.plan.visible)))
+
+
 def test_spark_filters_prune_partitions_and_rows_before_the_jvm(tmp_path, spark):
     """Under lakehouse's session (register: filter pushdown on), a query's filters on the
     partition column skip the other partitions' files (one made unreadable here is never

@@ -11,12 +11,12 @@ from lakehouse.errors import TimelineError
 from lakehouse.faults import fault_point
 from lakehouse.commit import complete, hooks_deferred
 from lakehouse.iceberg import field_ids
-from lakehouse.read.reader import TableReader
 from lakehouse.services.compaction.execute import undo_execution
 from lakehouse.services.compaction.plan import read_plan
 from lakehouse.services.compaction.results import delete_results, read_results
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import Action, Instant
+from lakehouse.timeline.schema_resolver import arrow_schema_of, table_avro_schema
 from lakehouse.io.markers import Markers
 
 if TYPE_CHECKING:
@@ -98,11 +98,12 @@ def _publish(meta: "TableMetaClient", inst: Instant, stats: list[WriteStat],
     by_partition: dict[str, list[WriteStat]] = {}
     for s in stats:
         by_partition.setdefault(s.partition_path, []).append(s)
-    reader = TableReader(meta.storage, meta.config, meta.active)
-    schema = reader.avro_schema()
+    timeline = meta.timeline
+    schema = table_avro_schema(meta.active, meta.config, timeline)
     # Ids for the schema recorded: the columns the execution numbered its files with keep the
     # ids the timeline knows them by (lakehouse.iceberg.field_ids).
-    ids = field_ids.assign(field_ids.known(meta, meta.timeline), reader.schema()).extra_metadata() if schema else {}
+    ids = field_ids.assign(field_ids.known(meta, timeline), arrow_schema_of(schema)).extra_metadata() \
+        if schema else {}
     done = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in by_partition.items()},
                           operation_type="COMPACT", compacted=True,
                           extra_metadata={**(extra_metadata or {}), **({"schema": schema} if schema else {}),

@@ -19,7 +19,6 @@ from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName, LogFileName, join
 from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
 from lakehouse.merge import MergeSpec
-from lakehouse.read.reader import TableReader
 import pyarrow as pa
 
 from lakehouse.columns import META_FIELDS
@@ -30,6 +29,7 @@ from lakehouse.storage.base import Storage
 from lakehouse.timeline.avro_files import CompactionOperation
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.timeline.instant import Action, Instant, State
+from lakehouse.timeline.schema_resolver import table_schema
 from lakehouse.iceberg import field_ids
 from lakehouse.io.handles import HandleContext, schema_json, write_compacted_base_file, writes_bloom
 from lakehouse.io.markers import Markers
@@ -230,8 +230,8 @@ def execute_compaction(meta: "TableMetaClient", instant_time: str | None = None,
     plan = read_plan(meta, t)
     meta.active.transition(Instant(t, Action.COMPACTION, State.REQUESTED), State.INFLIGHT)
     committed = frozenset(meta.timeline.completed_write_times)
-    schema = TableReader(meta.storage, meta.config, meta.active).schema()
     timeline = meta.timeline
+    schema = table_schema(meta.active, meta.config, timeline)
     first = timeline.first
     sizes = _committed_log_sizes(meta, timeline, plan.operations, t)
     ids = tuple(field_ids.assign(field_ids.known(meta, timeline), schema).paths.items())
