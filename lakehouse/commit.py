@@ -27,6 +27,7 @@ from lakehouse.errors import CommitOutcomeUnknownError, StorageOutcomeUnknownErr
 from lakehouse.faults import InjectedFault
 from lakehouse.iceberg.hook import after_commit as publish_iceberg
 from lakehouse.meta_client import TableMetaClient
+from lakehouse.metadata_table import drop_metadata_table
 from lakehouse.timeline.active import ActiveTimeline
 from lakehouse.timeline.instant import Instant, State
 
@@ -99,7 +100,10 @@ def hooks_deferred(meta: TableMetaClient) -> Iterator[None]:
 
 def complete(meta: TableMetaClient, inflight: Instant, content: bytes = b"") -> Instant:
     """Complete ``inflight`` with ``content``; settle a lost answer by looking before deciding;
-    then the post-commit hooks (now, or at the end of a :func:`hooks_deferred` block)."""
+    then the post-commit hooks (now, or at the end of a :func:`hooks_deferred` block). A Hudi
+    metadata table, which would not know this commit's files, goes first
+    (:mod:`lakehouse.metadata_table`)."""
+    drop_metadata_table(meta)
     done = _publish(meta.active, inflight, content)
     pending = getattr(_deferred, "pending", None)
     if pending is not None and id(meta) in pending:

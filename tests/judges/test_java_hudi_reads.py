@@ -105,16 +105,17 @@ def judged(tmp_path_factory):
         name = f"{tt.lower()}_{'part' if partitioned else 'flat'}"
         t, m, marks = history(root / name, tt, partitioned)
         tables[(tt, partitioned)] = (name, t, m, marks)
-        reads += [{"name": f"{name}.snapshot", "path": t.path, "query": "snapshot"},
-                  {"name": f"{name}.read_optimized", "path": t.path, "query": "read_optimized"},
-                  {"name": f"{name}.as_of", "path": t.path, "query": "snapshot", "as_of": marks["after_delete"]},
-                  {"name": f"{name}.incremental", "path": t.path, "query": "incremental",
+        reads += [{"kind": "read", "name": f"{name}.snapshot", "path": t.path, "query": "snapshot"},
+                  {"kind": "read", "name": f"{name}.read_optimized", "path": t.path, "query": "read_optimized"},
+                  {"kind": "read", "name": f"{name}.as_of", "path": t.path, "query": "snapshot",
+                   "as_of": marks["after_delete"]},
+                  {"kind": "read", "name": f"{name}.incremental", "path": t.path, "query": "incremental",
                    "begin": marks["first"], "end": marks["after_delete"]}]
     out = root / "out"
     out.mkdir()
     request = root / "request.json"
-    request.write_text(json.dumps({"out": str(out), "reads": reads}))
-    done = judges.run(HERE / "hudi_reads.py", str(request))
+    request.write_text(json.dumps({"out": str(out), "steps": reads}))
+    done = judges.run(HERE / "hudi_job.py", str(request))
     assert done.returncode == 0, done.stderr[-4000:]
     return tables, out
 

@@ -431,3 +431,19 @@ def test_open_output_refuses_to_overwrite_and_keeps_what_was_written(tmp_path):
     assert s.read("p/f.parquet") == b"abc"
     with _pytest.raises(FileExistsError):
         s.open_output("p/f.parquet")
+
+
+def test_a_rewrite_append_or_delete_drops_the_hadoop_checksum_beside_the_file(tmp_path):
+    """Java Hudi on file: paths writes through Hadoop's checksummed local file system, which keeps
+    .<name>.crc beside each file and verifies it on read: once lakehouse changes the file, the
+    stale checksum would make Java fail to read it."""
+    from lakehouse.storage.local import LocalStorage
+    s = LocalStorage(str(tmp_path))
+    for name in ("hoodie.properties", "log", "gone"):
+        s.write(f".hoodie/{name}", b"java wrote this")
+        (tmp_path / ".hoodie" / f".{name}.crc").write_bytes(b"crc of what java wrote")
+    s.write(".hoodie/hoodie.properties", b"lakehouse rewrote it")
+    s.append(".hoodie/log", b" and appended")
+    s.delete(".hoodie/gone")
+    assert sorted(p.name for p in (tmp_path / ".hoodie").iterdir()) == ["hoodie.properties", "log"]
+    assert s.read(".hoodie/log") == b"java wrote this and appended"

@@ -1,11 +1,13 @@
 """Run by the judge's Python (PySpark 3.5 with Hudi's Spark bundle), not by the project's: reads
-tables with Apache Hudi's Spark datasource and writes each result as parquet.
+and writes tables with Apache Hudi's Spark datasource.
 
-    python hudi_reads.py REQUEST.json
+    python hudi_job.py REQUEST.json
 
-REQUEST: {"out": folder, "reads": [{"name", "path", "query": snapshot | read_optimized |
-incremental, "as_of"?, "begin"?, "end"?}]}. Each read goes to ``out/<name>`` (a Spark parquet
-folder), or its error to ``out/<name>.error``; one Spark session serves every read.
+REQUEST: {"out": folder, "steps": [...]}, run in order, each a read {"kind": "read", "name",
+"path", "query": snapshot | read_optimized | incremental, "as_of"?, "begin"?, "end"?} or a write
+{"kind": "write", "name", "path", "rows": a parquet file, "options": {hoodie.* -> value}}
+(``mode("append")``). A read goes to ``out/<name>`` (a Spark parquet folder); a failed step's
+error goes to ``out/<name>.error`` and the others still run. One Spark session serves them all.
 """
 
 import json
@@ -49,11 +51,15 @@ def main() -> int:
         request = json.load(f)
     spark = session()
     spark.sparkContext.setLogLevel("ERROR")
-    for r in request["reads"]:
-        target = os.path.join(request["out"], r["name"])
+    for step in request["steps"]:
+        target = os.path.join(request["out"], step["name"])
         try:
-            read(spark, r).write.mode("overwrite").parquet(target)
-        except Exception:  # noqa: BLE001 - reported per read, the others still run
+            if step["kind"] == "write":
+                rows = spark.read.parquet(step["rows"])
+                rows.write.format("hudi").options(**step["options"]).mode("append").save(step["path"])
+            else:
+                read(spark, step).write.mode("overwrite").parquet(target)
+        except Exception:  # noqa: BLE001 - reported per step, the others still run
             with open(target + ".error", "w") as f:
                 f.write(traceback.format_exc())
     spark.stop()
