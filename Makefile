@@ -59,9 +59,10 @@ test-long: $(STAMP)
 
 # Apache Hudi itself as a judge: PySpark 3.5 in its own environment and Hudi's Spark bundle from
 # Maven Central (pinned versions and checksums, cached under ~/.cache/lakehouse-judges), then the
-# tests where Java Hudi reads lakehouse tables (~3 min after the first set-up's ~400 MB download).
+# tests where Java Hudi reads and writes lakehouse tables (~8 min after the first set-up's ~450 MB
+# download). Offline, the set-up says why and the tests skip, saying so.
 judges: $(STAMP)
-	$(PY) -m tests.judges.environment setup
+	$(PY) -m tests.judges.environment setup || echo "the judges could not be set up (see above): their tests skip"
 	$(PY) -m pytest -q -m judges
 
 # make cluster for real, under test: the end-to-end and fault tests (12-17 min on 2 cores; CI runs it after make test).
