@@ -287,7 +287,7 @@ class SliceParts:
     done: pa.Table | None = None  # final rows: no logs, or the base records no log touches
     base: pa.Table | None = None  # base records some log block touches, with helpers
     logs: list[pa.Table] = field(default_factory=list)
-    special: np.ndarray | None = None  # LogKeys.special of ``logs``
+    special: np.ndarray | None = None  # LogKeys.special of ``logs`` (set whenever there are logs)
 
 
 def read_file_slice(fs: FileSlice, ctx: SliceReadContext) -> pa.Table:
@@ -440,12 +440,7 @@ def _merge(work: list[SliceParts], base: pa.Table | None, ctx: SliceReadContext,
     fresh, special = [], []
     for i, s in enumerate(work):
         logs = _concat(s.logs)
-        need = s.special
-        if need is None:
-            log_keys = LogKeys(s.logs)
-            if s.base is not None:
-                log_keys.touched(s.base.column(KEY))
-            need = log_keys.special()
+        need = s.special  # set with the logs by collect_slice and iter_file_slice
         deleted = pc.fill_null(logs.column(DELETE), False).to_numpy()
         fresh.append(logs.filter(pa.array(~need & ~deleted)))
         if need.any():

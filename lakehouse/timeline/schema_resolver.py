@@ -57,16 +57,12 @@ def recorded_schema(active: ActiveTimeline, config: TableConfig, timeline: Timel
     return _arrow_of(avro) if avro else None
 
 
+@functools.lru_cache(maxsize=64)
 def arrow_schema_of(avro: str) -> pa.Schema:
     """An Avro schema text in Arrow types, with the meta fields."""
-    return _with_meta_of(avro)
+    return with_meta_fields(_arrow_of(avro))
 
 
 @functools.lru_cache(maxsize=64)
 def _arrow_of(avro: str) -> pa.Schema:
     return avro_to_arrow_schema(json.loads(avro))
-
-
-@functools.lru_cache(maxsize=64)
-def _with_meta_of(avro: str) -> pa.Schema:
-    return with_meta_fields(_arrow_of(avro))
