@@ -26,8 +26,9 @@ from typing import Callable, Iterator, Sequence
 from lakehouse.errors import CommitOutcomeUnknownError, StorageOutcomeUnknownError, TimelineError
 from lakehouse.faults import InjectedFault
 from lakehouse.iceberg.hook import after_commit as publish_iceberg
-from lakehouse.meta_client import TableMetaClient
+from lakehouse.meta_client import TableMetaClient, meta_client_of
 from lakehouse.metadata_table import drop_metadata_table
+from lakehouse.properties import restore_table_properties
 from lakehouse.timeline.active import ActiveTimeline
 from lakehouse.timeline.instant import Instant, State
 
@@ -102,8 +103,13 @@ def complete(meta: TableMetaClient, inflight: Instant, content: bytes = b"") -> 
     """Complete ``inflight`` with ``content``; settle a lost answer by looking before deciding;
     then the post-commit hooks (now, or at the end of a :func:`hooks_deferred` block). A Hudi
     metadata table, which would not know this commit's files, goes first
-    (:mod:`lakehouse.metadata_table`)."""
-    drop_metadata_table(meta)
+    (:mod:`lakehouse.metadata_table`), and keys ``hoodie.properties`` lost to another program's
+    rewrite are written back (:func:`lakehouse.properties.restore_table_properties`)."""
+    client = meta_client_of(meta)  # the table facade is taken too (tests, notebooks)
+    drop_metadata_table(client)
+    if client.restored:
+        restore_table_properties(client.storage)
+        client.restored = ()
     done = _publish(meta.active, inflight, content)
     pending = getattr(_deferred, "pending", None)
     if pending is not None and id(meta) in pending:

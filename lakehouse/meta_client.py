@@ -19,7 +19,7 @@ from lakehouse.concurrency.transaction import TransactionManager, loadable
 from lakehouse.config import (STORAGE_LOCK_PROVIDER, ConcurrencyConfig, MemoryConfig, TableConfig,
                               merged_options, option_keys)
 from lakehouse.errors import ConfigError
-from lakehouse.properties import read_table_config
+from lakehouse.properties import load_table_config
 from lakehouse.storage import Storage, get_storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
 
@@ -37,10 +37,13 @@ def split_storage_options(options: Mapping[str, Any] | None) -> tuple[dict[str, 
 
 class TableMetaClient:
     def __init__(self, storage: Storage, config: TableConfig,
-                 options: Mapping[str, Any] | None = None) -> None:
-        """``options``: this process's concurrency and memory settings over the table's stored ones."""
+                 options: Mapping[str, Any] | None = None, *, restored: tuple[str, ...] = ()) -> None:
+        """``options``: this process's concurrency and memory settings over the table's stored ones;
+        ``restored``: keys of ``config`` taken from lakehouse's saved copy of ``hoodie.properties``
+        (:func:`lakehouse.properties.load_table_config`), which the next commit writes back."""
         self.storage = storage
         self.config = config
+        self.restored = restored
         self.active = ActiveTimeline(storage, archive_folder=config.archive_folder)
         extra = {k: v for k, v in config.extra.items() if k in OPEN_KEYS}
         unknown = sorted(k for k in (options or {}) if k not in OPEN_KEYS)
@@ -69,7 +72,8 @@ class TableMetaClient:
         settings over those stored with the table."""
         store, rest = split_storage_options(options)
         storage = get_storage(path, store or None)
-        return cls(storage, read_table_config(storage), rest)
+        config, restored = load_table_config(storage)
+        return cls(storage, config, rest, restored=restored)
 
     @functools.cached_property
     def _lock_config(self) -> ConcurrencyConfig | None:

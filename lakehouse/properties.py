@@ -38,6 +38,7 @@ generator or ordering field (:data:`FIXED_KEYS`), or any key the caller did not 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Collection
 from datetime import datetime, timezone
@@ -51,6 +52,13 @@ if TYPE_CHECKING:
     from lakehouse.storage.base import Storage
 
 HOODIE_PROPERTIES = ".hoodie/hoodie.properties"
+# hoodie.properties as lakehouse last wrote it (see load_table_config): under Hudi's auxiliary
+# folder, which Hudi's services and table rewrites leave alone.
+SAVED_PROPERTIES = ".hoodie/.aux/lakehouse/hoodie.properties"
+# Keys a Hudi rewrite of hoodie.properties may drop on purpose: never taken from the saved copy.
+_NOT_RESTORED = ("hoodie.table.checksum", "hoodie.table.create.schema", "hoodie.table.metadata.")
+
+log = logging.getLogger(__name__)
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 # Java ends lines at \n, \r or \r\n only; str.splitlines() would also split at \f, \x1c-\x1e,
@@ -229,6 +237,24 @@ def format_properties(props: dict[str, str], *, comment: str | None = None,
 
 def read_table_config(storage: Storage) -> TableConfig:
     """The table config in ``.hoodie/hoodie.properties``, checked as every opener needs it."""
+    return load_table_config(storage)[0]
+
+
+def load_table_config(storage: Storage) -> tuple[TableConfig, tuple[str, ...]]:
+    """The table config, and the keys taken from lakehouse's saved copy because
+    ``hoodie.properties`` no longer has them.
+
+    Apache Hudi's Spark SQL ``CREATE TABLE ... USING hudi LOCATION '<an existing table>'`` (the
+    way a table is registered in Spark's catalog, which Hudi's ``CALL run_clean`` needs) writes
+    ``hoodie.properties`` again with only the keys its ``HoodieTableConfig`` knows (0.14/0.15,
+    ``HoodieCatalogTable.initHoodieTable``): the index settings, the write options stored at
+    creation and the timeline's time zone are gone. Read as Hudi's defaults, a default
+    Merge-On-Read table would be taken for a SIMPLE-index one, and its next writes would put new
+    keys outside the buckets every bucket-index writer hashes to. So lakehouse keeps a copy of
+    the file it writes (:data:`SAVED_PROPERTIES`) and, where ``hoodie.properties`` has no
+    ``hoodie.index.type`` (lakehouse always writes it) but the table's fixed keys are the copy's,
+    takes the keys it lacks from the copy; the next commit writes them back
+    (:func:`restore_table_properties`). Keys the file has win."""
     try:
         raw = storage.read(HOODIE_PROPERTIES)
     except (FileNotFoundError, NotADirectoryError, StorageError):
@@ -255,7 +281,59 @@ def read_table_config(storage: Storage) -> TableConfig:
         raise CorruptFileError(storage.uri(HOODIE_PROPERTIES),
                                f"hoodie.table.checksum {config.checksum} does not match the table "
                                f"name (expected {config.expected_checksum()})")
-    return config
+    restored = _from_saved_copy(storage, props) if "hoodie.index.type" not in props else {}
+    if restored:
+        log.warning("%s lacks %s, which lakehouse stored with the table (the file was written again "
+                    "by another program, such as Apache Hudi's Spark SQL CREATE TABLE): taken from "
+                    "%s; the next commit writes them back", storage.uri(HOODIE_PROPERTIES),
+                    ", ".join(sorted(restored)), storage.uri(SAVED_PROPERTIES))
+        try:
+            config = TableConfig.from_properties({**props, **restored})
+        except ConfigError:
+            return config, ()
+    return config, tuple(sorted(restored))
+
+
+def _from_saved_copy(storage: Storage, props: dict[str, str]) -> dict[str, str]:
+    """The keys of the saved copy that ``props`` lacks, where the copy is of this table."""
+    try:
+        saved = parse_properties(storage.read(SAVED_PROPERTIES), path=storage.uri(SAVED_PROPERTIES))
+    except (FileNotFoundError, NotADirectoryError, StorageError):
+        return {}
+    except CorruptFileError as e:  # a backup only: hoodie.properties itself is sound
+        log.warning("ignoring lakehouse's saved copy of hoodie.properties: %s", e)
+        return {}
+    # Another table created at this path since the copy was written is not restored from it.
+    # The database is not compared: Hudi's catalog writes the one the table is registered in.
+    if any(saved.get(k) != props.get(k) for k in FIXED_KEYS
+           if k != "hoodie.database.name" and (k in saved or k in props)):
+        return {}
+    return {k: v for k, v in saved.items() if k not in props and not k.startswith(_NOT_RESTORED)}
+
+
+def write_table_properties(storage: Storage, props: dict[str, str], *, create: bool = False,
+                           comment: str = "Properties saved by lakehouse") -> None:
+    """Write ``hoodie.properties`` and lakehouse's saved copy of it. A rewrite saves the copy
+    first: a crash between the two leaves a copy ahead of the file, never behind it (a bucket
+    count fixed by the first write is not lost). A create makes the file first (it may find a
+    table there, whose copy must stay as it is); a crash before the copy leaves none, and
+    nothing is restored until the next rewrite saves one."""
+    data = format_properties(props, comment=comment).encode()
+    if create:
+        storage.create(HOODIE_PROPERTIES, data)
+        storage.write(SAVED_PROPERTIES, data)
+    else:
+        storage.write(SAVED_PROPERTIES, data)
+        storage.write(HOODIE_PROPERTIES, data)
+
+
+def restore_table_properties(storage: Storage) -> tuple[str, ...]:
+    """Write back into ``hoodie.properties`` the keys :func:`load_table_config` took from the
+    saved copy (the caller holds the table lock); the keys written back."""
+    config, restored = load_table_config(storage)
+    if restored:
+        write_table_properties(storage, config.to_properties())
+    return restored
 
 
 # What the table's files mean: file layout, record keys and merging follow from these, so they are
@@ -298,4 +376,4 @@ def rewrite_table_config(storage: Storage, config: TableConfig, *, may_change: C
                           f"{', '.join(sorted(may_change)) or 'nothing'}",
                           help="another program may have rewritten the file since it was read: run "
                                "the operation again; nothing was written")
-    storage.write(HOODIE_PROPERTIES, format_properties(new, comment=comment).encode())
+    write_table_properties(storage, new, comment=comment)

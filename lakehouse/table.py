@@ -21,7 +21,7 @@ from lakehouse.errors import (ConfigError, FileAlreadyExistsError, InstantNotFou
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.keygen import KeyGenerator
 from lakehouse.meta_client import TableMetaClient, split_storage_options
-from lakehouse.properties import HOODIE_PROPERTIES, format_properties
+from lakehouse.properties import HOODIE_PROPERTIES, write_table_properties
 from lakehouse.read.reader import Filter, TableReader
 from lakehouse.read.scan import TableScan
 from lakehouse.schema import arrow_to_avro_schema
@@ -49,6 +49,10 @@ class TableStats:
     partitions: int
     pending_compactions: int
     last_commit: str | None
+
+
+# Hudi's write-config name of the record key, stored for Hudi's table services (see create_table).
+RECORD_KEY_WRITE_KEY = "hoodie.datasource.write.recordkey.field"
 
 
 class Table:
@@ -457,6 +461,11 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
         # Apache Hudi's Spark writers read them from hoodie.properties and then agree on buckets.
         if not config.bucket_hash_fields:
             config = config.replace(bucket_hash_fields=config.record_key_fields)
+        # Hudi's table services (CALL run_compaction, 0.14/0.15) build their write config from
+        # hoodie.properties, and with the bucket index there HoodieIndexConfig checks the hash
+        # field against this write key, which no table config key maps to: without it they fail.
+        config = config.replace(extra={**config.extra,
+                                       RECORD_KEY_WRITE_KEY: ",".join(config.record_key_fields)})
         if ttype is TableType.MERGE_ON_READ and "hoodie.bucket.index.num.buckets" not in table_opts:
             # Provisional until the first write sizes it (the marker is a key Hudi ignores).
             config = config.replace(bucket_num=bucket_sizing.min_buckets(config),
@@ -479,7 +488,7 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
                           "parents is a file, not a folder",
                           help="pick a folder path (it may be missing or hold other files)") from None
     try:
-        storage.create(HOODIE_PROPERTIES, format_properties(props, comment="Properties saved by lakehouse").encode())
+        write_table_properties(storage, props, create=True)
     except FileAlreadyExistsError:
         raise TableExistsError(f"a table already exists at {storage.uri()}",
                                help="open it with lakehouse.open_table, or pick another path") from None

@@ -1,5 +1,6 @@
-"""The judges' environment: Apache Hudi itself (its Spark bundle on PySpark 3.5, the Spark line
-Hudi 0.14/0.15 build for) beside the project's own Spark 4, set up by the project.
+"""The judges' environment: Apache Hudi and Apache Iceberg themselves (Hudi's Spark bundle and
+Iceberg's Spark runtime on PySpark 3.5, the Spark line Hudi 0.15 builds for) beside the project's
+own Spark 4, set up by the project.
 
 ``python -m tests.judges.environment setup`` (``make judges``) makes a virtual environment with
 PySpark pinned to :data:`PYSPARK` and fetches the jars of :data:`JARS` from Maven Central by
@@ -30,8 +31,16 @@ JARS = {
     "hudi-spark3.5-bundle_2.12-0.15.0.jar": (
         "org/apache/hudi/hudi-spark3.5-bundle_2.12/0.15.0/hudi-spark3.5-bundle_2.12-0.15.0.jar",
         "aab6ecdb5c65fcd20406b980b31ccec294fae95693de947d5778f0b3fb4e302a"),
+    "iceberg-spark-runtime-3.5_2.12-1.10.1.jar": (
+        "org/apache/iceberg/iceberg-spark-runtime-3.5_2.12/1.10.1/iceberg-spark-runtime-3.5_2.12-1.10.1.jar",
+        "39ea09e6c03550a300b9d9ab498949836d2d434e441da4c12a943a086e396940"),
+    # Iceberg's JDBC catalog on SQLite: the SQL catalog lakehouse registers its tables in.
+    "sqlite-jdbc-3.46.1.3.jar": (
+        "org/xerial/sqlite-jdbc/3.46.1.3/sqlite-jdbc-3.46.1.3.jar",
+        "4a4832720a65eaf7f4d6fd7ede52087b994dc5633c076f9e994dc0c8b4b0b4fa"),
 }
 HUDI_VERSION = "0.15.0"
+ICEBERG_VERSION = "1.10.1"
 
 
 def home() -> pathlib.Path:
@@ -80,7 +89,7 @@ def find() -> tuple[Judges | None, str]:
     if json.loads(stamp.read_text()).get("packages") != list(PACKAGES):
         return None, f"the judge environment under {home()} is out of date: run `make judges`"
     jars = []
-    for name, (_, sha) in JARS.items():
+    for name in JARS:
         p = home() / "jars" / name
         if not p.exists():
             return None, f"{p} is missing: run `make judges`"
@@ -116,7 +125,8 @@ def setup() -> None:
         _stamp().write_text(json.dumps({"packages": list(PACKAGES)}))
     for name, (path, sha) in JARS.items():
         fetch(name, path, sha)
-    print(f"judges ready: {venv} (PySpark {PYSPARK}), Hudi {HUDI_VERSION}", file=sys.stderr)
+    print(f"judges ready: {venv} (PySpark {PYSPARK}), Hudi {HUDI_VERSION}, Iceberg {ICEBERG_VERSION}",
+          file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

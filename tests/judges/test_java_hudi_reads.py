@@ -36,7 +36,7 @@ def rows(keys: list[int], ts: int) -> pa.Table:
         "id": [f"k{k:04d}" for k in keys], "ts": [ts] * len(keys), "city": [CITIES[k % 3] for k in keys],
         "fare": [k + ts / 1000 for k in keys], "n": [k * 7 % 1000 for k in keys], "ok": [k % 2 == 0 for k in keys],
         "day": [dt.date(2024, 1, 1) + dt.timedelta(days=k % 40) for k in keys],
-        "at": [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=k * 61 + ts) for k in keys],
+        "at": [dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=k * 61 + ts) for k in keys],
         "amount": [decimal.Decimal(f"{k}.{ts % 100:02d}") for k in keys],
     }, schema=SCHEMA)
 
@@ -59,11 +59,13 @@ class Model:
         return canonical(pa.Table.from_pylist(list(self.rows.values()), schema=SCHEMA))
 
 
-def history(path: pathlib.Path, table_type: str, partitioned: bool) -> tuple[lakehouse.Table, Model, dict]:
+def history(path: pathlib.Path, table_type: str, partitioned: bool,
+            options: dict | None = None) -> tuple[lakehouse.Table, Model, dict]:
     """Inserts, upserts, deletes; for Merge-On-Read a compaction with logs after it and a pending
     compaction with logs written under it; a clean. Returns the instants worth reading at."""
     t = lakehouse.create_table(str(path), name=path.name, table_type=table_type, record_key="id",
-                               ordering_field="ts", partition_by="city" if partitioned else None)
+                               ordering_field="ts", partition_by="city" if partitioned else None,
+                               options=options)
     m = Model()
     marks: dict[str, str] = {}
 
@@ -126,14 +128,14 @@ def java(out: pathlib.Path, name: str) -> pa.Table:
     return ds.dataset(out / name).to_table()
 
 
-def same(ours: pa.Table, theirs: pa.Table, what: str) -> None:
+def same(ours: pa.Table, theirs: pa.Table, what: str, judge: str = f"Hudi {HUDI_VERSION}") -> None:
     cols = [c for c in ours.column_names]
     assert sorted(theirs.column_names) == sorted(cols), what
     a, b = canonical(ours, cols), canonical(theirs.select(cols), cols)
     assert a, f"{what}: no rows to compare"
-    assert len(a) == len(b), f"{what}: {len(a)} rows from lakehouse, {len(b)} from Hudi {HUDI_VERSION}"
+    assert len(a) == len(b), f"{what}: {len(a)} rows from lakehouse, {len(b)} from {judge}"
     diff = [r for r in a if r not in b][:3]
-    assert a == b, f"{what}: rows differ, e.g. lakehouse {diff} / Hudi {[r for r in b if r not in a][:3]}"
+    assert a == b, f"{what}: rows differ, e.g. lakehouse {diff} / {judge} {[r for r in b if r not in a][:3]}"
 
 
 @pytest.mark.parametrize("table_type, partitioned", SCENARIOS)

@@ -9,19 +9,16 @@ per partition, where a hash that differed would show."""
 
 from __future__ import annotations
 
-import json
 import pathlib
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 import pytest
 
 import lakehouse
-from tests.interop.hudi_oracle import canonical, hudi_read
-from tests.judges.environment import HUDI_VERSION, find
-from tests.judges.test_java_hudi_reads import SCHEMA, Model, rows
+from tests.interop.hudi_oracle import hudi_read
+from tests.judges.environment import find
+from tests.judges.session import JavaSession, check
+from tests.judges.test_java_hudi_reads import Model, rows
 
 pytestmark = pytest.mark.judges
 
@@ -34,54 +31,6 @@ def java_options(t: lakehouse.Table) -> dict[str, str]:
     return {"hoodie.table.name": t.config.name, "hoodie.datasource.write.recordkey.field": "id",
             "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "city",
             "hoodie.datasource.write.table.type": "MERGE_ON_READ", "hoodie.datasource.write.operation": "upsert"}
-
-
-class JavaSession:
-    """Queued Java Hudi writes and reads, run in one Spark session by :meth:`run`."""
-
-    def __init__(self, root: pathlib.Path, judges) -> None:
-        self.root, self.judges, self.n = root, judges, 0
-        self.steps: list[dict] = []
-        self.out = root / "out"
-        self.out.mkdir(exist_ok=True)
-
-    def write(self, t: lakehouse.Table, batch: pa.Table) -> None:
-        self.n += 1
-        path = self.root / f"batch{self.n}.parquet"
-        pq.write_table(batch, path)
-        self.steps.append({"kind": "write", "name": f"write{self.n}", "path": t.path, "rows": str(path),
-                           "options": java_options(t)})
-
-    def read(self, t: lakehouse.Table, name: str) -> None:
-        self.steps.append({"kind": "read", "name": name, "path": t.path, "query": "snapshot"})
-
-    def run(self) -> None:
-        request = self.root / f"request{self.n}.json"
-        request.write_text(json.dumps({"out": str(self.out), "steps": self.steps}))
-        done = self.judges.run(HERE / "hudi_job.py", str(request))
-        assert done.returncode == 0, done.stderr[-4000:]
-        for step in self.steps:
-            error = self.out / f"{step['name']}.error"
-            if step["kind"] == "write":
-                assert not error.exists(), f"Hudi {HUDI_VERSION} failed to write:\n{_cause(error.read_text())}"
-        self.steps = []
-
-    def result(self, name: str) -> pa.Table:
-        error = self.out / f"{name}.error"
-        assert not error.exists(), f"Hudi {HUDI_VERSION} failed to read {name}:\n{_cause(error.read_text())}"
-        return ds.dataset(self.out / name).to_table()
-
-
-def _cause(trace: str) -> str:
-    """The Java exceptions of a Py4J trace, without its stack frames."""
-    return "\n".join(line for line in trace.splitlines()
-                     if ("Exception" in line or "Error" in line) and not line.lstrip().startswith("at "))[-3000:]
-
-
-def check(got: pa.Table, model: Model, what: str) -> None:
-    keys = got.column("id")
-    assert pc.count_distinct(keys).as_py() == len(keys), f"{what}: a key is there twice"
-    assert canonical(got.select(SCHEMA.names), SCHEMA.names) == model.table(), f"{what}: not the model"
 
 
 def elsewhere(batch: pa.Table, city: str) -> pa.Table:
@@ -109,7 +58,7 @@ def test_java_and_lakehouse_write_one_merge_on_read_table_in_turn(tmp_path, judg
     t.upsert(first)
     m.upsert(first)
     second = rows(list(range(0, 400, 3)) + list(range(400, 440)), 2)
-    java.write(t, second)
+    java.write(t.path, second, java_options(t))
     java.run()
     m.upsert(second)
     check(t.read(), m, "lakehouse after Java's upsert")
@@ -118,9 +67,9 @@ def test_java_and_lakehouse_write_one_merge_on_read_table_in_turn(tmp_path, judg
     t.upsert(third)
     m.upsert(third)
     fourth = pa.concat_tables([rows(list(range(2, 450, 7)), 4), elsewhere(rows(list(range(505, 525)), 4), "bos")])
-    java.read(t, "before")
-    java.write(t, fourth)
-    java.read(t, "after")
+    java.read(t.path, "before")
+    java.write(t.path, fourth, java_options(t))
+    java.read(t.path, "after")
     java.run()
     before = Model()
     before.rows = dict(m.rows)
@@ -143,7 +92,7 @@ def test_a_java_writer_that_writes_first_fixes_the_provisional_bucket_count(tmp_
     m = Model()
     java = JavaSession(tmp_path, judges)
     first = rows(list(range(300)), 1)
-    java.write(t, first)
+    java.write(t.path, first, java_options(t))
     java.run()
     m.upsert(first)
     t = lakehouse.open_table(t.path)
@@ -152,7 +101,7 @@ def test_a_java_writer_that_writes_first_fixes_the_provisional_bucket_count(tmp_
     t.upsert(second)
     m.upsert(second)
     assert lakehouse.open_table(t.path).config.bucket_num == stored
-    java.read(t, "final")
+    java.read(t.path, "final")
     java.run()
     check(java.result("final"), m, "Java after lakehouse's upsert")
     check(t.read(), m, "lakehouse after its upsert")

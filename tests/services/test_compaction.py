@@ -412,6 +412,11 @@ def test_plan_reads_with_hudis_schema(fx):
     with open(raw, "rb") as f:
         (rec,) = list(fastavro.reader(f, reader_schema=reader_schema))
     assert rec["version"] == 2 and rec["operations"][0]["fileId"]
+    # As Hudi's CompactionStrategy.generateCompactionPlan: no strategy record. Hudi's
+    # HoodieCompactor loads strategy.compactorClassName as its CompactionExecutionHelper, so a
+    # compaction strategy's class there (once LogFileSizeBasedCompactionStrategy) failed Java's
+    # CALL run_compaction on lakehouse's plans with a ClassCastException (the Java Hudi judge).
+    assert rec["strategy"] is None and rec["preserveHoodieMetadata"] is True
     execute_compaction(fx.table, t)
     commit = commit_compaction(fx.table, t)
     meta = fx.table.active.commit_metadata(fx.table.timeline.get(commit.instant))

@@ -16,14 +16,13 @@ from lakehouse.services.rollback import rollback_expired_writes
 from lakehouse.errors import ConfigError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
-from lakehouse.timeline.avro_files import CompactionOperation, CompactionPlan, CompactionStrategy
+from lakehouse.timeline.avro_files import CompactionOperation, CompactionPlan
 from lakehouse.timeline.instant import Action, Instant, State
 from lakehouse.timeline.instant_time import parse_instant_time
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
 
-STRATEGY_CLASS = "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy"
 MB = 1024 * 1024
 
 
@@ -144,9 +143,10 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
     ops = plan_operations(slices, cfg)
     if not ops:
         return ScheduleResult(None, reason="no file slice has log files to compact")
-    plan = CompactionPlan(operations=tuple(ops), strategy=CompactionStrategy(
-        compactor_class_name=STRATEGY_CLASS,
-        strategy_params={"hoodie.compaction.target.io": str(cfg.target_io_mb)}),
+    # No strategy record, as Hudi's CompactionStrategy.generateCompactionPlan writes none: Hudi's
+    # HoodieCompactor reads compactorClassName as the CompactionExecutionHelper to load (log
+    # compaction's plans name theirs), so any other class there fails Java's compactor.
+    plan = CompactionPlan(operations=tuple(ops), strategy=None,
         extra_metadata={**(extra_metadata or {}),
                         "lakehouse.trigger": trig.reason if trig.fire else f"forced ({trig.reason})"},
         preserve_hoodie_metadata=True)
