@@ -57,10 +57,11 @@ test: $(STAMP)
 test-long: $(STAMP)
 	$(PY) -m pytest -q -m long
 
-# Apache Hudi itself as a judge: PySpark 3.5 in its own environment and Hudi's Spark bundle from
-# Maven Central (pinned versions and checksums, cached under ~/.cache/lakehouse-judges), then the
-# tests where Java Hudi reads and writes lakehouse tables (~8 min after the first set-up's ~450 MB
-# download). Offline, the set-up says why and the tests skip, saying so.
+# Apache Hudi and Apache Iceberg themselves as judges: PySpark 3.5 and 3.4 in environments of their
+# own, Hudi's Spark bundles (0.15.0, 0.14.0) and Iceberg's Spark runtime from Maven Central (pinned
+# versions and checksums, cached under ~/.cache/lakehouse-judges), then the tests where Java Hudi
+# reads, writes and services lakehouse tables and Iceberg reads their metadata (~15 min after the
+# first set-up's ~1 GB download). Offline, the set-up says why and the tests skip, saying so.
 judges: $(STAMP)
 	$(PY) -m tests.judges.environment setup || echo "the judges could not be set up (see above): their tests skip"
 	$(PY) -m pytest -q -m judges

@@ -15,22 +15,12 @@ import pyarrow.compute as pc
 
 from lakehouse.config import KeyGeneratorType, TableConfig
 from lakehouse.errors import ConfigError, RecordKeyError
+from lakehouse.key_text import as_text, value_format
 from lakehouse.partition_path import check_values
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY = "__null__"
 EMPTY_KEY = "__empty__"
-
-
-def _as_string(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
-    t = col.type
-    if pa.types.is_string(t):
-        return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
-    if pa.types.is_large_string(t) or pa.types.is_dictionary(t) or pa.types.is_string_view(t):
-        return pc.cast(col, pa.string())
-    if pa.types.is_boolean(t):
-        return pc.if_else(col, "true", "false")
-    return pc.cast(col, pa.string())
 
 
 def _has_empty(strings: pa.ChunkedArray) -> bool:
@@ -54,6 +44,7 @@ class KeyGenerator:
         self.type = config.key_generator_type
         self.record_key_fields = config.record_key_fields
         self.partition_fields = () if self.type is KeyGeneratorType.NON_PARTITION else config.partition_fields
+        self.value_format = value_format(config)
         if not self.record_key_fields:
             raise ConfigError("the table has no record key field",
                               help="set record_key (hoodie.table.recordkey.fields)")
@@ -78,7 +69,7 @@ class KeyGenerator:
                 raise RecordKeyError(
                     f"record key column {fields[0]!r} has {col.null_count} null value(s)",
                     help="every record needs a key: fill or drop the rows with null keys")
-            keys = _as_string(col)
+            keys = as_text(col, self.value_format)
             if _has_empty(keys):
                 raise RecordKeyError(f"record key column {fields[0]!r} has empty values",
                                      help="every record needs a non-empty key")
@@ -87,7 +78,7 @@ class KeyGenerator:
         all_missing = None
         for f in fields:
             col = table.column(f)
-            s = _as_string(col)
+            s = as_text(col, self.value_format)
             is_null = pc.is_null(col)
             is_empty = pc.equal(pc.utf8_length(pc.fill_null(s, "x")), 0)
             # Hudi rejects a key whose parts are all null *or empty*, not only all null.
@@ -119,7 +110,7 @@ class KeyGenerator:
             if self.type is KeyGeneratorType.TIMESTAMP:
                 s = self._ts.format(col)
             else:
-                s = _as_string(col)
+                s = as_text(col, self.value_format)
                 if s.null_count or _has_empty(s):
                     s = pc.if_else(pc.or_(pc.is_null(s), pc.equal(pc.utf8_length(pc.fill_null(s, "")), 0)),
                                    DEFAULT_PARTITION, s)

@@ -44,7 +44,7 @@ from collections.abc import Collection
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from lakehouse.config import TableConfig
+from lakehouse.config import KEY_VALUE_FORMAT, TableConfig
 from lakehouse.errors import (ConfigError, CorruptFileError, StorageError, TableNotFoundError,
                               UnsupportedTableError)
 
@@ -282,11 +282,17 @@ def load_table_config(storage: Storage) -> tuple[TableConfig, tuple[str, ...]]:
                                f"hoodie.table.checksum {config.checksum} does not match the table "
                                f"name (expected {config.expected_checksum()})")
     restored = _from_saved_copy(storage, props) if "hoodie.index.type" not in props else {}
+    if KEY_VALUE_FORMAT not in props and KEY_VALUE_FORMAT not in restored and "hoodie.index.type" in props:
+        # A table lakehouse made before the key existed (lakehouse always wrote the index type,
+        # Hudi never does): its keys were printed as Arrow prints values; the next commit says so
+        # in the file.
+        restored[KEY_VALUE_FORMAT] = "arrow"
     if restored:
-        log.warning("%s lacks %s, which lakehouse stored with the table (the file was written again "
-                    "by another program, such as Apache Hudi's Spark SQL CREATE TABLE): taken from "
-                    "%s; the next commit writes them back", storage.uri(HOODIE_PROPERTIES),
-                    ", ".join(sorted(restored)), storage.uri(SAVED_PROPERTIES))
+        if set(restored) - {KEY_VALUE_FORMAT}:
+            log.warning("%s lacks %s, which lakehouse stored with the table (the file was written "
+                        "again by another program, such as Apache Hudi's Spark SQL CREATE TABLE): "
+                        "taken from %s; the next commit writes them back", storage.uri(HOODIE_PROPERTIES),
+                        ", ".join(sorted(restored)), storage.uri(SAVED_PROPERTIES))
         try:
             config = TableConfig.from_properties({**props, **restored})
         except ConfigError:

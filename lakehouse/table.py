@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from lakehouse.commit import hooks_deferred
 from lakehouse.concurrency.heartbeat import Heartbeats
 from lakehouse.concurrency.transaction import TransactionManager
-from lakehouse.config import (SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS,
+from lakehouse.config import (KEY_VALUE_FORMAT, SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS,
                               ArchivalConfig, CleanConfig, CompactionConfig, ConcurrencyConfig, IndexType,
                               KeyGeneratorType, MemoryConfig, MergeMode, TableConfig, TableType, WriteConfig)
 from lakehouse.errors import (ConfigError, FileAlreadyExistsError, InstantNotFoundError, TableExistsError,
@@ -440,7 +440,7 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
                        ordering_field=ordering_field, key_generator_class=kg.java_class,
                        hive_style_partitioning=hive_style_partitioning,
                        payload_class=mode.payload_class, index_type=itype, database_name=database,
-                       extra=write_opts)
+                       extra={**write_opts, KEY_VALUE_FORMAT: "hudi"})
     props = base.to_properties()
     props.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in table_opts.items()})
     if schema is not None:

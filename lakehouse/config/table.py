@@ -92,6 +92,11 @@ _KEYGEN_CLASSES = {
 }
 
 
+# How keys and partition paths print values that are not strings (lakehouse.key_text): "hudi"
+# for every table created since the key exists, "arrow" for lakehouse tables made before it.
+KEY_VALUE_FORMAT = "lakehouse.keygen.value.format"
+
+
 @dataclass(frozen=True)
 class TableConfig:
     """The content of ``hoodie.properties``: what every reader and writer of the table agrees on."""
@@ -181,6 +186,8 @@ class TableConfig:
         props.update(options_to_properties(self))
         props["hoodie.table.checksum"] = str(self.expected_checksum())
         props.setdefault("hoodie.table.base.file.format", "PARQUET")
+        # Written with every file lakehouse writes: a table Java Hudi made (no key) has Hudi's text.
+        props.setdefault(KEY_VALUE_FORMAT, "hudi")
         return props
 
     def replace(self, **changes: Any) -> "TableConfig":

@@ -1,12 +1,13 @@
-"""The judges' environment: Apache Hudi and Apache Iceberg themselves (Hudi's Spark bundle and
-Iceberg's Spark runtime on PySpark 3.5, the Spark line Hudi 0.15 builds for) beside the project's
-own Spark 4, set up by the project.
+"""The judges' environment: Apache Hudi and Apache Iceberg themselves (Hudi 0.15's Spark bundle and
+Iceberg's Spark runtime on PySpark 3.5, Hudi 0.14's on PySpark 3.4: the Spark lines they build
+for) beside the project's own Spark 4, set up by the project.
 
-``python -m tests.judges.environment setup`` (``make judges``) makes a virtual environment with
-PySpark pinned to :data:`PYSPARK` and fetches the jars of :data:`JARS` from Maven Central by
-version, each checked against the SHA-256 pinned here, into a cache
-(``$LAKEHOUSE_JUDGES_HOME``, default ``~/.cache/lakehouse-judges``). Tests ask :func:`find` for
-it and skip, saying why, where it is not set up; nothing is fetched while tests run.
+``python -m tests.judges.environment setup`` (``make judges``) makes, for each Spark line of
+:data:`LINES`, a virtual environment with PySpark pinned and fetches its jars from Maven Central
+by version, each checked against the SHA-256 pinned here, into a cache
+(``$LAKEHOUSE_JUDGES_HOME``, default ``~/.cache/lakehouse-judges``). Tests ask :func:`find` (or
+:func:`find_hudi`) for a line and skip, saying why, where it is not set up; nothing is fetched
+while tests run.
 """
 
 from __future__ import annotations
@@ -22,25 +23,47 @@ import sys
 import urllib.request
 from dataclasses import dataclass
 
-PYSPARK = "3.5.1"  # Hudi 0.15.0's Spark 3.5 bundle is built against 3.5.1
-# The judge's own Python packages, pinned to what PySpark 3.5 works with.
-PACKAGES = (f"pyspark=={PYSPARK}", "pyarrow>=14,<19", "pandas>=2,<2.3", "numpy>=1.24,<2")
 MAVEN = "https://repo1.maven.org/maven2"
-# name -> (path under Maven Central, SHA-256 of the released file)
-JARS = {
-    "hudi-spark3.5-bundle_2.12-0.15.0.jar": (
-        "org/apache/hudi/hudi-spark3.5-bundle_2.12/0.15.0/hudi-spark3.5-bundle_2.12-0.15.0.jar",
-        "aab6ecdb5c65fcd20406b980b31ccec294fae95693de947d5778f0b3fb4e302a"),
-    "iceberg-spark-runtime-3.5_2.12-1.10.1.jar": (
-        "org/apache/iceberg/iceberg-spark-runtime-3.5_2.12/1.10.1/iceberg-spark-runtime-3.5_2.12-1.10.1.jar",
-        "39ea09e6c03550a300b9d9ab498949836d2d434e441da4c12a943a086e396940"),
-    # Iceberg's JDBC catalog on SQLite: the SQL catalog lakehouse registers its tables in.
-    "sqlite-jdbc-3.46.1.3.jar": (
-        "org/xerial/sqlite-jdbc/3.46.1.3/sqlite-jdbc-3.46.1.3.jar",
-        "4a4832720a65eaf7f4d6fd7ede52087b994dc5633c076f9e994dc0c8b4b0b4fa"),
+
+
+@dataclass(frozen=True)
+class Line:
+    """One Spark line of judges: a virtual environment with PySpark pinned, and its jars, each
+    name -> (path under Maven Central, SHA-256 of the released file)."""
+
+    pyspark: str
+    packages: tuple[str, ...]
+    jars: dict
+
+
+LINES = {
+    # Hudi 0.15.0's Spark 3.5 bundle is built against 3.5.1; Iceberg's runtime for Spark 3.5.
+    "3.5": Line("3.5.1", ("pyspark==3.5.1", "pyarrow>=14,<19", "pandas>=2,<2.3", "numpy>=1.24,<2"), {
+        "hudi-spark3.5-bundle_2.12-0.15.0.jar": (
+            "org/apache/hudi/hudi-spark3.5-bundle_2.12/0.15.0/hudi-spark3.5-bundle_2.12-0.15.0.jar",
+            "aab6ecdb5c65fcd20406b980b31ccec294fae95693de947d5778f0b3fb4e302a"),
+        "iceberg-spark-runtime-3.5_2.12-1.10.1.jar": (
+            "org/apache/iceberg/iceberg-spark-runtime-3.5_2.12/1.10.1/iceberg-spark-runtime-3.5_2.12-1.10.1.jar",
+            "39ea09e6c03550a300b9d9ab498949836d2d434e441da4c12a943a086e396940"),
+        # Iceberg's JDBC catalog on SQLite: the SQL catalog lakehouse registers its tables in.
+        "sqlite-jdbc-3.46.1.3.jar": (
+            "org/xerial/sqlite-jdbc/3.46.1.3/sqlite-jdbc-3.46.1.3.jar",
+            "4a4832720a65eaf7f4d6fd7ede52087b994dc5633c076f9e994dc0c8b4b0b4fa"),
+    }),
+    # Hudi 0.14 has no Spark 3.5 bundle; Maven Central serves 0.14.0's for Spark 3.4 (not 0.14.1's).
+    "3.4": Line("3.4.4", ("pyspark==3.4.4", "pyarrow>=14,<19", "pandas>=1.5,<2.1", "numpy>=1.24,<2"), {
+        "hudi-spark3.4-bundle_2.12-0.14.0.jar": (
+            "org/apache/hudi/hudi-spark3.4-bundle_2.12/0.14.0/hudi-spark3.4-bundle_2.12-0.14.0.jar",
+            "f80922ef453fed3089d549d5a02d4c3c157f722a8fb3db099dbcc2c3a923c174"),
+    }),
 }
-HUDI_VERSION = "0.15.0"
+# Each Hudi judged -> its Spark line.
+HUDI_LINES = {"0.15.0": "3.5", "0.14.0": "3.4"}
+HUDI_VERSION = "0.15.0"  # the one the write and service judges run
 ICEBERG_VERSION = "1.10.1"
+# The 3.5 line's, as before the lines (tests/judges/test_environment.py).
+PACKAGES = LINES["3.5"].packages
+JARS = LINES["3.5"].jars
 
 
 def home() -> pathlib.Path:
@@ -64,8 +87,8 @@ class Judges:
                               text=True, timeout=timeout, check=False)
 
 
-def _venv() -> pathlib.Path:
-    return home() / f"pyspark-{PYSPARK}"
+def _venv(line: str) -> pathlib.Path:
+    return home() / f"pyspark-{LINES[line].pyspark}"
 
 
 def _sha256(path: pathlib.Path) -> str:
@@ -76,20 +99,23 @@ def _sha256(path: pathlib.Path) -> str:
     return h.hexdigest()
 
 
-def _stamp() -> pathlib.Path:
-    return _venv() / ".lakehouse-judges.json"
+def _stamp(line: str) -> pathlib.Path:
+    return _venv(line) / ".lakehouse-judges.json"
 
 
-def find() -> tuple[Judges | None, str]:
-    """The set-up environment, or None and why not."""
-    python = _venv() / "bin" / "python"
-    stamp = _stamp()
+def find(line: str = "3.5") -> tuple[Judges | None, str]:
+    """The set-up environment of a Spark line (the 3.5 line: Hudi 0.15 and Iceberg), or None
+    and why not."""
+    spec = LINES[line]
+    python = _venv(line) / "bin" / "python"
+    stamp = _stamp(line)
     if not python.exists() or not stamp.exists():
-        return None, f"the Java Hudi judges are not set up under {home()}: run `make judges` (needs PyPI and Maven Central)"
-    if json.loads(stamp.read_text()).get("packages") != list(PACKAGES):
-        return None, f"the judge environment under {home()} is out of date: run `make judges`"
+        return None, (f"the judges on Spark {line} are not set up under {home()}: run `make judges` "
+                      "(needs PyPI and Maven Central)")
+    if json.loads(stamp.read_text()).get("packages") != list(spec.packages):
+        return None, f"the Spark {line} judge environment under {home()} is out of date: run `make judges`"
     jars = []
-    for name in JARS:
+    for name in spec.jars:
         p = home() / "jars" / name
         if not p.exists():
             return None, f"{p} is missing: run `make judges`"
@@ -97,6 +123,10 @@ def find() -> tuple[Judges | None, str]:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         return None, "no Java runtime for Spark: install a JDK (17)"
     return Judges(python, tuple(jars)), ""
+
+
+def find_hudi(version: str) -> tuple[Judges | None, str]:
+    return find(HUDI_LINES[version])
 
 
 def fetch(name: str, path: str, sha: str) -> None:
@@ -115,18 +145,18 @@ def fetch(name: str, path: str, sha: str) -> None:
     part.replace(target)
 
 
-def setup() -> None:
-    venv = _venv()
+def setup(line: str) -> None:
+    spec, venv = LINES[line], _venv(line)
     if not (venv / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    if not _stamp().exists() or json.loads(_stamp().read_text()).get("packages") != list(PACKAGES):
-        print(f"installing {', '.join(PACKAGES)} into {venv}", file=sys.stderr)
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *PACKAGES], check=True)
-        _stamp().write_text(json.dumps({"packages": list(PACKAGES)}))
-    for name, (path, sha) in JARS.items():
+    stamp = _stamp(line)
+    if not stamp.exists() or json.loads(stamp.read_text()).get("packages") != list(spec.packages):
+        print(f"installing {', '.join(spec.packages)} into {venv}", file=sys.stderr)
+        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *spec.packages], check=True)
+        stamp.write_text(json.dumps({"packages": list(spec.packages)}))
+    for name, (path, sha) in spec.jars.items():
         fetch(name, path, sha)
-    print(f"judges ready: {venv} (PySpark {PYSPARK}), Hudi {HUDI_VERSION}, Iceberg {ICEBERG_VERSION}",
-          file=sys.stderr)
+    print(f"judges on Spark {line} ready: {venv} (PySpark {spec.pyspark}), {', '.join(spec.jars)}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,11 +164,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("command", choices=["setup", "status"])
     a = p.parse_args(argv)
     if a.command == "setup":
-        setup()
-        return 0
-    judges, why = find()
-    print("ready" if judges else why)
-    return 0 if judges else 1
+        failed = []
+        for line in LINES:  # one line that cannot be set up leaves the other's judges running
+            try:
+                setup(line)
+            except (OSError, subprocess.CalledProcessError, SystemExit) as e:
+                print(f"the judges on Spark {line} could not be set up: {e}", file=sys.stderr)
+                failed.append(line)
+        return 1 if failed else 0
+    answers = {line: find(line) for line in LINES}
+    for line, (judges, why) in answers.items():
+        print(f"Spark {line}: {'ready' if judges else why}")
+    return 0 if all(j for j, _ in answers.values()) else 1
 
 
 if __name__ == "__main__":

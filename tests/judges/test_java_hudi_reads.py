@@ -1,8 +1,9 @@
-"""Apache Hudi itself (0.15.0, its Spark 3.5 bundle) reads tables lakehouse wrote: snapshot,
-read-optimized, time travel and incremental queries equal the model and lakehouse's own reads.
+"""Apache Hudi itself (0.15.0 on Spark 3.5 and 0.14.0 on Spark 3.4, their Spark bundles) reads
+tables lakehouse wrote: snapshot, read-optimized, time travel and incremental queries equal the
+model and lakehouse's own reads.
 
-Every table is built first and Java Hudi reads them all in one Spark session (``make judges``
-sets the environment up; without it these tests skip, saying so)."""
+Every table is built first and each Hudi reads them all in one Spark session (``make judges``
+sets the environments up; without one, its tests skip, saying so)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 
 import lakehouse
 from tests.interop.hudi_oracle import canonical
-from tests.judges.environment import HUDI_VERSION, find
+from tests.judges.environment import HUDI_LINES, HUDI_VERSION, find_hudi
 
 pytestmark = pytest.mark.judges
 
@@ -98,9 +99,9 @@ SCENARIOS = [(tt, p) for tt in ("MERGE_ON_READ", "COPY_ON_WRITE") for p in (True
 
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
-    judges, why = find()
-    if judges is None:
-        pytest.skip(why)
+    found = {v: find_hudi(v) for v in HUDI_LINES}
+    if not any(j for j, _ in found.values()):
+        pytest.skip("; ".join(why for _, why in found.values()))
     root = tmp_path_factory.mktemp("judged")
     tables, reads = {}, []
     for tt, partitioned in SCENARIOS:
@@ -113,19 +114,34 @@ def judged(tmp_path_factory):
                    "as_of": marks["after_delete"]},
                   {"kind": "read", "name": f"{name}.incremental", "path": t.path, "query": "incremental",
                    "begin": marks["first"], "end": marks["after_delete"]}]
-    out = root / "out"
-    out.mkdir()
-    request = root / "request.json"
-    request.write_text(json.dumps({"out": str(out), "steps": reads}))
-    done = judges.run(HERE / "hudi_job.py", str(request))
-    assert done.returncode == 0, done.stderr[-4000:]
-    return tables, out
+    outs = {}
+    for version, (judges, why) in found.items():
+        if judges is None:
+            outs[version] = why
+            continue
+        out = root / f"out-{version}"
+        out.mkdir()
+        request = root / f"request-{version}.json"
+        request.write_text(json.dumps({"out": str(out), "steps": reads}))
+        done = judges.run(HERE / "hudi_job.py", str(request))
+        assert done.returncode == 0, done.stderr[-4000:]
+        outs[version] = out
+    return tables, outs
 
 
 def java(out: pathlib.Path, name: str) -> pa.Table:
     error = out / f"{name}.error"
-    assert not error.exists(), f"Hudi {HUDI_VERSION} failed to read {name}:\n{error.read_text()[-3000:]}"
+    version = out.name.removeprefix("out-") if out.name.startswith("out-") else HUDI_VERSION
+    assert not error.exists(), f"Hudi {version} failed to read {name}:\n{error.read_text()[-3000:]}"
     return ds.dataset(out / name).to_table()
+
+
+def output(outs: dict, version: str) -> pathlib.Path:
+    """Where Hudi ``version`` wrote what it read (skips where it is not set up)."""
+    out = outs[version]
+    if isinstance(out, str):
+        pytest.skip(out)
+    return out
 
 
 def same(ours: pa.Table, theirs: pa.Table, what: str, judge: str = f"Hudi {HUDI_VERSION}") -> None:
@@ -138,22 +154,29 @@ def same(ours: pa.Table, theirs: pa.Table, what: str, judge: str = f"Hudi {HUDI_
     assert a == b, f"{what}: rows differ, e.g. lakehouse {diff} / {judge} {[r for r in b if r not in a][:3]}"
 
 
+@pytest.mark.parametrize("hudi", list(HUDI_LINES))
 @pytest.mark.parametrize("table_type, partitioned", SCENARIOS)
-def test_java_hudi_snapshot_equals_the_model(judged, table_type, partitioned):
-    tables, out = judged
+def test_java_hudi_snapshot_equals_the_model(judged, table_type, partitioned, hudi):
+    tables, outs = judged
+    out = output(outs, hudi)
     name, t, m, _ = tables[(table_type, partitioned)]
     got = java(out, f"{name}.snapshot")
     assert canonical(got.select(SCHEMA.names), SCHEMA.names) == m.table()
-    same(t.read(), got, f"{name} snapshot")
+    same(t.read(), got, f"{name} snapshot", f"Hudi {hudi}")
     keys = got.column("_hoodie_record_key")
     assert pc.count_distinct(keys).as_py() == len(keys), "a key Hudi reads twice"
 
 
+@pytest.mark.parametrize("hudi", list(HUDI_LINES))
 @pytest.mark.parametrize("table_type, partitioned", SCENARIOS)
-def test_java_hudi_read_optimized_time_travel_and_incremental_equal_lakehouse(judged, table_type, partitioned):
-    tables, out = judged
+def test_java_hudi_read_optimized_time_travel_and_incremental_equal_lakehouse(judged, table_type, partitioned,
+                                                                              hudi):
+    tables, outs = judged
+    out = output(outs, hudi)
     name, t, _, marks = tables[(table_type, partitioned)]
-    same(t.read(read_optimized=True), java(out, f"{name}.read_optimized"), f"{name} read-optimized")
-    same(t.read(as_of=marks["after_delete"]), java(out, f"{name}.as_of"), f"{name} as of {marks['after_delete']}")
+    judge = f"Hudi {hudi}"
+    same(t.read(read_optimized=True), java(out, f"{name}.read_optimized"), f"{name} read-optimized", judge)
+    same(t.read(as_of=marks["after_delete"]), java(out, f"{name}.as_of"), f"{name} as of {marks['after_delete']}",
+         judge)
     same(t.read_changes(marks["first"], marks["after_delete"]), java(out, f"{name}.incremental"),
-         f"{name} incremental ({marks['first']}, {marks['after_delete']}]")
+         f"{name} incremental ({marks['first']}, {marks['after_delete']}]", judge)

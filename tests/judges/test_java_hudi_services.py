@@ -208,3 +208,42 @@ def test_lakehouse_compacts_cleans_and_archives_a_table_java_hudi_wrote(tmp_path
     check(java.result("after_java_write"), m, "Java Hudi after its upsert on lakehouse's services")
     check(lakehouse.open_table(path).read(), m, "lakehouse after Java's upsert")
     assert cleaned is not None
+
+
+def test_lakehouse_cleans_and_archives_a_copy_on_write_table_java_hudi_wrote(tmp_path, judges):
+    """A Copy-On-Write table Java Hudi made with its own defaults (its index, its file names, its
+    metadata table): lakehouse reads it, writes into it, cleans and archives it; Java Hudi and
+    hudi-rs read the model after."""
+    path = str(tmp_path / "java_cow")
+    options = {"hoodie.table.name": "java_cow", "hoodie.datasource.write.recordkey.field": "id",
+               "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "city",
+               "hoodie.datasource.write.table.type": "COPY_ON_WRITE", "hoodie.datasource.write.operation": "upsert"}
+    java = JavaSession(tmp_path, judges)
+    m = Model()
+    for i, keys in enumerate([range(300), range(0, 300, 3), range(1, 330, 5), range(2, 330, 7)]):
+        batch = rows(list(keys), i + 1)
+        java.write(path, batch, options)
+        m.upsert(batch)
+    gone = rows(list(range(5, 300, 11)), 5)
+    java.write(path, gone, {**options, "hoodie.datasource.write.operation": "delete"})
+    m.delete(gone.column("id").to_pylist())
+    java.run()
+    t = lakehouse.open_table(path)
+    check(t.read(), m, "lakehouse on Java's Copy-On-Write table")
+    more = rows(list(range(3, 340, 6)), 6)
+    t.upsert(more)
+    m.upsert(more)
+    t.clean(options={"hoodie.cleaner.commits.retained": "1"})
+    t.archive(options={"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3"})
+    assert archived(t), "lakehouse archived nothing"
+    check(t.read(), m, "lakehouse after its services on Java's Copy-On-Write table")
+    check(hudi_read(path), m, "hudi-rs after lakehouse's services on Java's Copy-On-Write table")
+    last = rows(list(range(0, 345, 5)), 7)
+    java.read(path, "after")
+    java.write(path, last, options)
+    java.read(path, "after_java_write")
+    java.run()
+    check(java.result("after"), m, "Java Hudi after lakehouse's services on its Copy-On-Write table")
+    m.upsert(last)
+    check(java.result("after_java_write"), m, "Java Hudi after its upsert")
+    check(lakehouse.open_table(path).read(), m, "lakehouse after Java's upsert")

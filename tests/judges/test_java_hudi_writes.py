@@ -9,9 +9,12 @@ per partition, where a hash that differed would show."""
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import pathlib
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lakehouse
@@ -105,3 +108,55 @@ def test_a_java_writer_that_writes_first_fixes_the_provisional_bucket_count(tmp_
     java.run()
     check(java.result("final"), m, "Java after lakehouse's upsert")
     check(t.read(), m, "lakehouse after its upsert")
+
+
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+KEYED = {  # key column -> (type, values): Hudi's Spark writer prints each as its Avro value
+    "at": (pa.timestamp("us", tz="UTC"), [T0 + dt.timedelta(seconds=97 * k) for k in range(-20, 60)]),
+    "ms": (pa.timestamp("ms", tz="UTC"), [T0 + dt.timedelta(milliseconds=1501 * k) for k in range(80)]),
+    "x": (pa.float64(), [k * 1e5 + 0.5 if k % 3 else k * 1.0e-5 for k in range(80)]),
+    "bin": (pa.binary(), [bytes([k, 255 - k, 7]) for k in range(80)]),
+    "d": (pa.date32(), [dt.date(1969, 12, 1) + dt.timedelta(days=k) for k in range(80)]),
+    "amt": (pa.decimal128(12, 3), [decimal.Decimal(f"{k - 40}.{k:03d}") for k in range(80)]),
+}
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_java_and_lakehouse_key_values_of_every_type_alike(tmp_path, judges, table_type):
+    """Tables keyed on a timestamp, a double, bytes, a date and a decimal: Java Hudi upserts
+    after lakehouse and lakehouse after Java; no key twice, and each key one text."""
+    java = JavaSession(tmp_path, judges)
+    tables, latest = {}, {}
+    for col, (typ, values) in KEYED.items():
+        t = lakehouse.create_table(str(tmp_path / col), name=f"keyed_{col}", table_type=table_type,
+                                   record_key=col, ordering_field="ts", partition_by="city")
+        first = pa.table({col: pa.array(values[:60], typ), "ts": [1] * 60, "city": ["sf", "la"] * 30})
+        t.upsert(first)
+        second = pa.table({col: pa.array(values[30:], typ), "ts": [2] * 50, "city": ["sf", "la"] * 25})
+        java.write(t.path, second, {**java_options(t), "hoodie.datasource.write.recordkey.field": col,
+                                    "hoodie.datasource.write.table.type": table_type})
+        tables[col] = t
+        latest[col] = {**{v: 1 for v in values[:30]}, **{v: 2 for v in values[30:]}}
+    java.run()
+    for col, (typ, values) in KEYED.items():
+        third = pa.table({col: pa.array(values[::7], typ), "ts": [3] * len(values[::7]),
+                          "city": ["sf", "la"] * 6 + ["sf"] * (len(values[::7]) - 12)})
+        tables[col].upsert(third)
+        latest[col].update({v: 3 for v in values[::7]})
+        java.read(tables[col].path, f"final_{col}")
+    java.run()
+    for col, t in tables.items():
+        for who, got in (("lakehouse", t.read()), ("Java Hudi", java.result(f"final_{col}"))):
+            keys = got.column("_hoodie_record_key")
+            assert pc.count_distinct(keys).as_py() == len(keys) == len(latest[col]), \
+                f"{col} ({table_type}), read by {who}: {len(keys)} rows, {len(latest[col])} keys"
+            versions = dict(zip(got.column(col).to_pylist(), got.column("ts").to_pylist()))
+            if (col, table_type) == ("ms", "COPY_ON_WRITE"):
+                # Hudi 0.15's Spark writer (microseconds only) carries the rows of a
+                # timestamp-millis column it does not update into its new base file as
+                # microseconds, unconverted (apache/hudi#13233; repaired in Hudi 1.1): the
+                # README's "Hudi's semantics" section says so. Pinned: a fix shows here.
+                carried = {v for v, n in latest[col].items() if n == 1}
+                assert carried and not carried & versions.keys(), "Hudi no longer corrupts millis: update the README"
+                continue
+            assert versions == latest[col], f"{col} ({table_type}), read by {who}: not the latest version of every key"
