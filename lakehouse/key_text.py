@@ -15,6 +15,12 @@ default), checked against Hudi 0.15's Spark datasource by the Java Hudi judge
 - integers, booleans (``true``/``false``), dates (``2024-01-03``) and decimals (``-0.50``) print
   as Arrow casts them to strings, which is already Hudi's text.
 
+Java's text of a double or float is that of Java 19 and later (Raffaello Giulietti's shortest
+decimal). Java 8 to 18, which Hudi 0.14/0.15 run on, print some values outside [1e-3, 1e7) with
+more digits than needed (JDK-4511638: ``1.9999999999999998E23`` for ``2.0E23``); a key of such a
+value written by a Java Hudi on those runtimes is another key here. Partition paths keep Arrow's
+text in every table (``KeyGenerator.partition_paths``): readers turn folder names back into values.
+
 Tables lakehouse created before it printed values this way (timestamps as
 ``2024-01-01 00:02:03.000000Z``, doubles as ``1e+20``, bytes as themselves) keep that text
 (``arrow``): a key printed another way would no longer find the records written under it.
@@ -59,6 +65,8 @@ def as_text(col: pa.ChunkedArray | pa.Array, fmt: str = HUDI) -> pa.ChunkedArray
             micros = pc.cast(col, pa.timestamp("us", tz=t.tz), safe=False)
             return pc.cast(pc.cast(micros, pa.int64()), pa.string())
         if pa.types.is_floating(t):
+            if t.bit_width == 16:  # no hash kernel for half floats; Java has none either
+                col, t = pc.cast(col, pa.float32()), pa.float32()
             return _by_value(col, _java_float if t.bit_width < 64 else _java_double)
         if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
             return _by_value(col, bytes.hex)
@@ -71,8 +79,9 @@ def _by_value(col: pa.ChunkedArray | pa.Array, text) -> pa.ChunkedArray:
     chunked = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
     distinct = pc.unique(chunked)
     printed = pa.array([None if v is None else text(v) for v in distinct.to_pylist()], pa.string())
-    return pa.chunked_array([pc.take(printed, pc.index_in(chunk, value_set=distinct, skip_nulls=True))
-                             for chunk in chunked.chunks], pa.string())
+    # One lookup over all chunks: index_in builds its hash table of ``distinct`` per call.
+    return pa.chunked_array([pc.take(printed, pc.index_in(chunked, value_set=distinct, skip_nulls=True))],
+                            pa.string())
 
 
 def _java_double(x: float) -> str:
@@ -93,14 +102,17 @@ def _java_text(x: float, shortest: str, reads_back) -> str:
         return "Infinity" if x > 0 else "-Infinity"
     if x == 0:
         return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
-    sign, digits, exp = decimal.Decimal(shortest).normalize().as_tuple()
+    # A context of our own: the caller's (its precision, its traps) must not change a key.
+    ctx = decimal.Context(prec=800, traps=[])
+    sign, digits, exp = ctx.normalize(decimal.Decimal(shortest)).as_tuple()
     if len(digits) == 1:
         # Java prints at least two digits and takes the two-digit decimal closest to the value:
         # d.0 but for the least subnormals (4.9E-324, whose shortest decimal is 5E-324).
         exact = decimal.Decimal(x)
-        near = exact.quantize(decimal.Decimal(1).scaleb(exact.adjusted() - 1), decimal.ROUND_HALF_EVEN)
+        near = exact.quantize(decimal.Decimal(1).scaleb(exact.adjusted() - 1, context=ctx),
+                              rounding=decimal.ROUND_HALF_EVEN, context=ctx)
         if reads_back(near):
-            sign, digits, exp = near.normalize().as_tuple()
+            sign, digits, exp = ctx.normalize(near).as_tuple()
     text = "".join(map(str, digits))
     point = len(digits) + exp  # digits before the decimal point
     if 1e-3 <= abs(x) < 1e7:

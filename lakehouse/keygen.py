@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from lakehouse.config import KeyGeneratorType, TableConfig
 from lakehouse.errors import ConfigError, RecordKeyError
-from lakehouse.key_text import as_text, value_format
+from lakehouse.key_text import ARROW, as_text, value_format
 from lakehouse.partition_path import check_values
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -110,7 +110,10 @@ class KeyGenerator:
             if self.type is KeyGeneratorType.TIMESTAMP:
                 s = self._ts.format(col)
             else:
-                s = as_text(col, self.value_format)
+                # Partition folders keep lakehouse's text for every table: readers turn a folder
+                # name back into its value to prune (read/reader.prune_partitions, the Iceberg
+                # partition spec), which Hudi's text (hex bytes, epoch micros) would defeat.
+                s = as_text(col, ARROW)
                 if s.null_count or _has_empty(s):
                     s = pc.if_else(pc.or_(pc.is_null(s), pc.equal(pc.utf8_length(pc.fill_null(s, "")), 0)),
                                    DEFAULT_PARTITION, s)

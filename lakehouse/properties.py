@@ -59,6 +59,7 @@ SAVED_PROPERTIES = ".hoodie/.aux/lakehouse/hoodie.properties"
 _NOT_RESTORED = ("hoodie.table.checksum", "hoodie.table.create.schema", "hoodie.table.metadata.")
 
 log = logging.getLogger(__name__)
+_WARNED: set[str] = set()
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 # Java ends lines at \n, \r or \r\n only; str.splitlines() would also split at \f, \x1c-\x1e,
@@ -282,13 +283,15 @@ def load_table_config(storage: Storage) -> tuple[TableConfig, tuple[str, ...]]:
                                f"hoodie.table.checksum {config.checksum} does not match the table "
                                f"name (expected {config.expected_checksum()})")
     restored = _from_saved_copy(storage, props) if "hoodie.index.type" not in props else {}
-    if KEY_VALUE_FORMAT not in props and KEY_VALUE_FORMAT not in restored and "hoodie.index.type" in props:
+    if (KEY_VALUE_FORMAT not in props and KEY_VALUE_FORMAT not in restored
+            and ("hoodie.index.type" in props or "hoodie.index.type" in restored)):
         # A table lakehouse made before the key existed (lakehouse always wrote the index type,
         # Hudi never does): its keys were printed as Arrow prints values; the next commit says so
         # in the file.
         restored[KEY_VALUE_FORMAT] = "arrow"
     if restored:
-        if set(restored) - {KEY_VALUE_FORMAT}:
+        if set(restored) - {KEY_VALUE_FORMAT} and storage.uri() not in _WARNED:
+            _WARNED.add(storage.uri())  # once per table and process: every opener reads the file
             log.warning("%s lacks %s, which lakehouse stored with the table (the file was written "
                         "again by another program, such as Apache Hudi's Spark SQL CREATE TABLE): "
                         "taken from %s; the next commit writes them back", storage.uri(HOODIE_PROPERTIES),
@@ -327,10 +330,24 @@ def write_table_properties(storage: Storage, props: dict[str, str], *, create: b
     data = format_properties(props, comment=comment).encode()
     if create:
         storage.create(HOODIE_PROPERTIES, data)
-        storage.write(SAVED_PROPERTIES, data)
+        _save_copy(storage, data)
     else:
-        storage.write(SAVED_PROPERTIES, data)
+        _save_copy(storage, data)
         storage.write(HOODIE_PROPERTIES, data)
+
+
+def _save_copy(storage: Storage, data: bytes) -> None:
+    """A backup: failing to write it never fails the table's own write."""
+    try:
+        storage.write(SAVED_PROPERTIES, data)
+    except OSError as e:
+        log.warning("could not save lakehouse's copy of hoodie.properties at %s (%s): keys another "
+                    "program's rewrite drops cannot be restored until the next rewrite saves it",
+                    storage.uri(SAVED_PROPERTIES), e)
+        try:  # an older copy must not restore values the file no longer has
+            storage.delete(SAVED_PROPERTIES)
+        except OSError:
+            pass
 
 
 def restore_table_properties(storage: Storage) -> tuple[str, ...]:

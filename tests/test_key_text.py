@@ -126,3 +126,44 @@ def test_an_unknown_format_is_refused_naming_the_key(tmp_path):
     f.write_bytes(format_properties(props).encode())
     with pytest.raises(ConfigError, match=KEY_VALUE_FORMAT):
         lakehouse.open_table(t.path).upsert(pa.table({"x": [2], "ts": [1]}))
+
+
+def test_the_callers_decimal_context_does_not_change_a_key():
+    """Two doubles must never print alike: a narrow or trapping context of the application's
+    would merge their records."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = 6
+        ctx.traps[decimal.Inexact] = True
+        got = as_text(pa.array([0.1234567890123, 0.1234567890124, 5e-324]), HUDI).to_pylist()
+    assert got == ["0.1234567890123", "0.1234567890124", "4.9E-324"]
+
+
+def test_half_floats_print_as_floats():
+    assert as_text(pa.array([1.5, None], pa.float16()), HUDI).to_pylist() == ["1.5", None]
+
+
+def test_partition_folders_keep_a_text_readers_turn_back_into_values(tmp_path):
+    """Binary and timestamp partition values: a filtered read prunes to the right folder."""
+    for col, typ, values in (("p", pa.binary(), [b"ab", b"cd"]),
+                             ("p", pa.timestamp("us", tz="UTC"),
+                              [dt.datetime(2024, 1, 1, tzinfo=UTC), dt.datetime(2024, 1, 2, tzinfo=UTC)])):
+        path = tmp_path / str(typ).replace("/", "_").replace(" ", "")
+        t = lakehouse.create_table(str(path), name="t", record_key="id", ordering_field="ts", partition_by=col)
+        t.upsert(pa.table({"id": ["a", "b"], "ts": [1, 1], col: pa.array(values, typ)}))
+        got = t.read(filters=[(col, "==", values[0])])
+        assert got.column("id").to_pylist() == ["a"], typ
+
+
+def test_a_copy_saved_without_the_format_key_keeps_an_old_table_on_its_text(tmp_path):
+    """A saved copy written before the format key existed, and Hudi's CREATE TABLE dropping the
+    index type: the table is still one lakehouse made before, with Arrow's text."""
+    t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="at", ordering_field="ts")
+    f, copy = tmp_path / "t" / HOODIE_PROPERTIES, tmp_path / "t" / SAVED_PROPERTIES
+    saved = parse_properties(copy.read_bytes())
+    saved.pop(KEY_VALUE_FORMAT)
+    copy.write_bytes(format_properties(saved).encode())
+    kept = {k: v for k, v in parse_properties(f.read_bytes()).items()
+            if not k.startswith(("hoodie.index", "hoodie.bucket", "lakehouse."))}
+    f.write_bytes(format_properties(kept).encode())
+    t = lakehouse.open_table(t.path)
+    assert t.config.extra[KEY_VALUE_FORMAT] == ARROW and "hoodie.index.type" in t.meta_client.restored

@@ -102,9 +102,9 @@ def wide_rows(keys: list[int], ts: int) -> pa.Table:
     return pa.Table.from_pylist(out, schema=WIDE)
 
 
-def wide(path: pathlib.Path, table_type: str) -> tuple[lakehouse.Table, dict]:
+def wide(path: pathlib.Path, table_type: str, options: dict | None = None) -> tuple[lakehouse.Table, dict]:
     t = lakehouse.create_table(str(path), name=path.name, table_type=table_type, record_key="id",
-                               ordering_field="ts", partition_by="part")
+                               ordering_field="ts", partition_by="part", options=options)
     latest: dict[str, dict] = {}
     for keys, ts in ((list(range(120)), 1), (list(range(0, 140, 3)), 2)):
         batch = wide_rows(keys, ts)
