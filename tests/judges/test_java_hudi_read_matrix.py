@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import json
 import pathlib
 
 import pyarrow as pa
@@ -18,7 +17,8 @@ import pytest
 import lakehouse
 from tests.interop.hudi_oracle import canonical
 from tests.judges.environment import HUDI_LINES, find_hudi
-from tests.judges.test_java_hudi_reads import CITIES, SCHEMA, Model, history, java, output, rows, same
+from tests.judges.test_java_hudi_reads import (CITIES, SCHEMA, Model, history, java, output,
+                                               read_with_each_hudi, rows, same)
 
 pytestmark = pytest.mark.judges
 
@@ -171,19 +171,7 @@ def matrix(tmp_path_factory):
             t = merging(root / name, tt, mode)
             built[name] = (t, None, None)
             queue(name, t, None)
-    outs = {}
-    for version, (judges, why) in found.items():
-        if judges is None:
-            outs[version] = why
-            continue
-        out = root / f"out-{version}"
-        out.mkdir()
-        request = root / f"request-{version}.json"
-        request.write_text(json.dumps({"out": str(out), "steps": reads}))
-        done = judges.run(HERE / "hudi_job.py", str(request))
-        assert done.returncode == 0, done.stderr[-4000:]
-        outs[version] = out
-    return built, outs
+    return built, read_with_each_hudi(found, root, reads)
 
 
 @pytest.mark.parametrize("hudi", list(HUDI_LINES))

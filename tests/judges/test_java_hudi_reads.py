@@ -114,6 +114,12 @@ def judged(tmp_path_factory):
                    "as_of": marks["after_delete"]},
                   {"kind": "read", "name": f"{name}.incremental", "path": t.path, "query": "incremental",
                    "begin": marks["first"], "end": marks["after_delete"]}]
+    return tables, read_with_each_hudi(found, root, reads)
+
+
+def read_with_each_hudi(found: dict, root: pathlib.Path, reads: list[dict]) -> dict:
+    """Each Hudi that is set up runs ``reads`` in one Spark session: version -> its output
+    folder, or why it is not set up."""
     outs = {}
     for version, (judges, why) in found.items():
         if judges is None:
@@ -126,7 +132,7 @@ def judged(tmp_path_factory):
         done = judges.run(HERE / "hudi_job.py", str(request))
         assert done.returncode == 0, done.stderr[-4000:]
         outs[version] = out
-    return tables, outs
+    return outs
 
 
 def java(out: pathlib.Path, name: str) -> pa.Table:
