@@ -22,7 +22,6 @@ from tests.judges.test_java_hudi_reads import (CITIES, SCHEMA, Model, history, j
 
 pytestmark = pytest.mark.judges
 
-HERE = pathlib.Path(__file__).parent
 INDEXES = [("MERGE_ON_READ", "SIMPLE"), ("MERGE_ON_READ", "BLOOM"), ("MERGE_ON_READ", "GLOBAL_SIMPLE"),
            ("COPY_ON_WRITE", "BUCKET"), ("COPY_ON_WRITE", "GLOBAL_BLOOM")]
 KINDS = ("MERGE_ON_READ", "COPY_ON_WRITE")
