@@ -44,6 +44,7 @@ class TableMetaClient:
         self.storage = storage
         self.config = config
         self.restored = restored
+        self.open_options: dict[str, Any] = dict(options or {})
         self.active = ActiveTimeline(storage, archive_folder=config.archive_folder)
         extra = {k: v for k, v in config.extra.items() if k in OPEN_KEYS}
         unknown = sorted(k for k in (options or {}) if k not in OPEN_KEYS)
@@ -144,6 +145,11 @@ class TableMetaClient:
         table, overridden by ``given``; ``where`` names the call in errors. The one recipe every
         entry point uses (lakehouse.config.merged_options)."""
         return merged_options(self.config.extra, given, where)
+
+    def fresh(self) -> "TableMetaClient":
+        """Another meta client of the same table and settings, with its own lock holder and
+        heartbeats: for work another thread does beside this one's (an async clean)."""
+        return TableMetaClient(self.storage, self.config, self.open_options, restored=self.restored)
 
     def adopt(self, config: TableConfig) -> None:
         """Work with ``config`` from now on (hoodie.properties rewritten: the bucket count a

@@ -15,7 +15,7 @@ from lakehouse.concurrency.heartbeat import Heartbeats
 from lakehouse.concurrency.transaction import TransactionManager
 from lakehouse.config import (KEY_VALUE_FORMAT, SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS,
                               ArchivalConfig, CleanConfig, CompactionConfig, ConcurrencyConfig, IndexType,
-                              KeyGeneratorType, MemoryConfig, MergeMode, TableConfig, TableType, WriteConfig)
+                              KeyGeneratorType, MemoryConfig, MergeMode, TableConfig, TableType, WriteConfig, option_keys)
 from lakehouse.errors import (ConfigError, FileAlreadyExistsError, InstantNotFoundError, TableExistsError,
                               TimelineError)
 from lakehouse.file_group.view import FileSystemView
@@ -26,6 +26,7 @@ from lakehouse.read.reader import Filter, TableReader
 from lakehouse.read.scan import TableScan
 from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.services.archive import archive
+from lakehouse.services.auto_clean import cleaning_with_write
 from lakehouse.services.clean import clean, plan_clean
 from lakehouse.services.compaction import commit_compaction, execute_compaction, schedule_compaction
 from lakehouse.services.restore import restore
@@ -37,6 +38,8 @@ from lakehouse.timeline.instant import Action
 from lakehouse.write import bucket_sizing
 from lakehouse.write.client import ExtraMetadata, WriteClient, phase_one_problem
 from lakehouse.write.validate import data_schema
+
+CLEAN_OPTION_KEYS = option_keys(CleanConfig)
 
 
 @dataclass(frozen=True)
@@ -136,10 +139,18 @@ class Table:
     def _client(self, options: Mapping[str, Any] | None) -> WriteClient:
         return WriteClient(self.meta_client, options)
 
+    def _cleaning(self, options: Mapping[str, Any] | None, commits: bool) -> ContextManager[None]:
+        """hoodie.clean.automatic / hoodie.clean.async around one write call (the write's options
+        over the table's, as the clean would read them)."""
+        cfg = CleanConfig.from_options(
+            {k: v for k, v in self.options(options, "write").items() if k in CLEAN_OPTION_KEYS})
+        return cleaning_with_write(self.meta_client, cfg, commits=commits)
+
     def write(self, batch: pa.Table, operation: str = "upsert", *, commit: bool = True,
               options: Mapping[str, Any] | None = None,
               extra_metadata: ExtraMetadata | None = None) -> str:
-        return self._client(options).write(batch, operation, commit=commit, extra_metadata=extra_metadata)
+        with self._cleaning(options, commit):
+            return self._client(options).write(batch, operation, commit=commit, extra_metadata=extra_metadata)
 
     def insert(self, batch: pa.Table, **kw: Any) -> str:
         return self.write(batch, "insert", **kw)
@@ -164,12 +175,16 @@ class Table:
                           options: Mapping[str, Any] | None = None,
                           extra_metadata: Mapping[str, str] | None = None) -> str:
         """Drop whole partitions, named by path (as ``stats()`` lists them)."""
-        return self._client(options).delete_partitions(list(partitions), commit=commit,
-                                                       extra_metadata=extra_metadata)
+        with self._cleaning(options, commit):
+            return self._client(options).delete_partitions(list(partitions), commit=commit,
+                                                           extra_metadata=extra_metadata)
 
-    def commit(self, instant_time: str, *, extra_metadata: Mapping[str, str] | None = None):
-        """Phase 2 of a write whose phase 1 ran with ``commit=False``."""
-        return self._client(None).commit(instant_time, extra_metadata=extra_metadata)
+    def commit(self, instant_time: str, *, extra_metadata: Mapping[str, str] | None = None,
+               options: Mapping[str, Any] | None = None):
+        """Phase 2 of a write whose phase 1 ran with ``commit=False`` (``options``: the
+        hoodie.clean.* switches of this writer, over the table's)."""
+        with self._cleaning(options, True):
+            return self._client(None).commit(instant_time, extra_metadata=extra_metadata)
 
     def rollback(self, instant_time: str | None = None):
         """Roll back a pending write, or the latest completed one (the default)."""

@@ -56,8 +56,12 @@ def merged_options(stored: Mapping[str, Any], given: Mapping[str, Any] | None, w
 def option_docs() -> list[tuple[str, str, str]]:
     """(key, default, doc) of every option, for ``lakehouse options`` and the docs."""
     rows = []
+    seen: set[str] = set()
     for cls in (TableConfig, WriteConfig, *SERVICE_CONFIGS):
         for key, f in option_fields(cls).items():
+            if key in seen:  # a switch several services read (hoodie.table.services.enabled)
+                continue
+            seen.add(key)
             default = f.default if f.default is not dataclasses.MISSING else ""
             if isinstance(default, tuple):
                 default = ",".join(default)

@@ -23,9 +23,24 @@ def _choice(*values: str) -> Callable[[str, Any], str]:
     return parse
 
 
+# Hudi's master switch (HoodieWriteConfig.TABLE_SERVICES_ENABLED): false stops every service
+# from scheduling new work or archiving (BaseHoodieWriteClient.tableServicesEnabled); a plan already
+# on the timeline still runs when asked for, so nothing half-done is left waiting. Each service's
+# config reads it, so a service call takes it like its own options.
+SERVICES_ENABLED_KEY = "hoodie.table.services.enabled"
+
+
+def services_switch() -> Any:
+    return opt(SERVICES_ENABLED_KEY, True, parse_bool,
+               "false: no service schedules new work or archives (plans already on the timeline "
+               "still run); Hudi's switch for pausing a table's services")
+
+
 @dataclass(frozen=True)
 class CompactionConfig:
     """When to schedule a compaction and what its plan may hold (MOR tables)."""
+
+    services_enabled: bool = services_switch()
 
     trigger_strategy: str = opt(
         "hoodie.compact.inline.trigger.strategy", "NUM_COMMITS",
@@ -50,7 +65,9 @@ class CompactionConfig:
 
 @dataclass(frozen=True)
 class CleanConfig:
-    """What cleaning keeps (seed 003; Hudi's keys and defaults)."""
+    """What cleaning keeps (seed 003; Hudi's keys and defaults) and when it runs."""
+
+    services_enabled: bool = services_switch()
 
     policy: str = opt("hoodie.cleaner.policy", "KEEP_LATEST_COMMITS",
                       _choice("KEEP_LATEST_COMMITS", "KEEP_LATEST_BY_HOURS", "KEEP_LATEST_FILE_VERSIONS"),
@@ -67,6 +84,24 @@ class CleanConfig:
                             "scan only partitions written since the last clean")
     parallelism: int = opt("hoodie.cleaner.parallelism", 200, parse_int(1),
                            "delete tasks run at once at most")
+    trigger_strategy: str = opt("hoodie.clean.trigger.strategy", "NUM_COMMITS", _choice("NUM_COMMITS"),
+                                "what triggers a clean: commits since the last one (Hudi's only strategy)")
+    # Hudi's default is true: its writers clean after every commit. lakehouse's writers leave
+    # cleaning to the clean service the platform schedules (a separate task, its own failures and
+    # retries), so a write's latency never includes deleting files; true cleans as Hudi does.
+    automatic: bool = opt("hoodie.clean.automatic", False, parse_bool,
+                          "clean after every commit of a writer (Table.write, ingest, "
+                          "format('lakehouse')); false (lakehouse's default, Hudi's is true): the "
+                          "platform's clean task cleans")
+    run_async: bool = opt("hoodie.clean.async", False, parse_bool,
+                          "with hoodie.clean.automatic: the clean runs beside the write, in a thread "
+                          "started with it, and the write waits for it before it returns (Hudi's "
+                          "async cleaner)")
+    # Hudi's default is true. One clean at a time is lakehouse's: a second plan beside a pending
+    # one lists the same files, and every clean finishes the pending ones before it plans.
+    allow_multiple: bool = opt("hoodie.clean.allow.multiple", False, parse_bool,
+                               "plan a clean while another is still pending (Hudi's default true; "
+                               "lakehouse's false: the pending one is finished first)")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "CleanConfig":
@@ -76,6 +111,8 @@ class CleanConfig:
 @dataclass(frozen=True)
 class ArchivalConfig:
     """How long the active timeline may grow (Hudi's defaults)."""
+
+    services_enabled: bool = services_switch()
 
     max_commits: int = opt("hoodie.keep.max.commits", 30, parse_int(2),
                            "archive when the active timeline holds more completed commits")

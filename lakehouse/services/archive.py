@@ -189,6 +189,8 @@ def _boundary(meta: "TableMetaClient", timeline: Timeline, cfg: ArchivalConfig) 
 
 def archive(meta: "TableMetaClient", config: ArchivalConfig | None = None) -> ArchiveResult:
     cfg = config or ArchivalConfig.from_options(meta.options(None, "archive"))
+    if not cfg.services_enabled:
+        return ArchiveResult(reason="table services are off (hoodie.table.services.enabled=false)")
     timeline = meta.timeline
     limit, why = _boundary(meta, timeline, cfg)
     if limit is None:

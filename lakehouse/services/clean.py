@@ -319,10 +319,14 @@ def plan_clean(meta: "TableMetaClient", config: CleanConfig | None = None, *,
     cfg = clean_config(meta, config)
     active = meta.active
     timeline, savepoints = load_timeline(active)
+    if not cfg.services_enabled:
+        return CleanPlanResult(None, reason="table services are off (hoodie.table.services.enabled=false)",
+                               dry_run=dry_run)
     pending = timeline.pending().filter(actions=[Action.CLEAN]).instants
-    if pending:
+    if pending and not cfg.allow_multiple:
         return CleanPlanResult(None, reason=f"clean {pending[0].time} is still pending: "
-                               "finish it first (`lakehouse clean run`, or Table.clean())", dry_run=dry_run)
+                               "finish it first (`lakehouse clean run`, or Table.clean()), or set "
+                               "hoodie.clean.allow.multiple=true", dry_run=dry_run)
     cleans = timeline.completed().filter(actions=[Action.CLEAN]).instants
     last = _read_clean_metadata(active, cleans[-1]) if cleans else None
     n = _commits_since_last_clean(timeline, last)

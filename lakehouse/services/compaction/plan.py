@@ -102,6 +102,8 @@ def schedule_compaction(meta: "TableMetaClient", config: CompactionConfig | None
     ``extra_metadata`` (who asked, say) goes into the plan's extraMetadata."""
     require_mor(meta)
     cfg = config or CompactionConfig.from_options(meta.options(None, "compaction"))
+    if not cfg.services_enabled:
+        return ScheduleResult(None, reason="table services are off (hoodie.table.services.enabled=false)")
     if meta.concurrency.lazy_rollback:
         # A write whose writer died would hold the plan back until the next write rolled it
         # back (an earlier pending write's logs would be missed); roll it back now, as a clean
