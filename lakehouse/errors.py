@@ -85,6 +85,11 @@ class InstantNotFoundError(TimelineError, LookupError):
     """The named instant is not on the timeline."""
 
 
+class CheckpointLostError(TimelineError):
+    """What a source or a streaming query applied to the table is recorded nowhere any more:
+    going on would apply it again."""
+
+
 class WriteError(LakehouseError):
     """A write failed and nothing of it is visible; it will be rolled back by the next writer."""
 

@@ -16,8 +16,10 @@ since is a *concurrent* one, and the commit is refused (:class:`CommitConflictEr
   since lookups route a key to one of them only (Hudi's bucket-index conflict strategy).
 
 A compaction is not a conflict for a delta commit that started after it was planned: that write
-saw the plan and put its logs on the slice the compaction creates (Hudi's rule). Compaction is
-only planned while no earlier write is pending, so table services never fail an ingest.
+saw the plan and put its logs on the slice the compaction creates (Hudi's rule). With several
+writers compaction is planned past writes in flight (as Hudi plans under OCC), and a write that
+logged to a file group a compaction planned since it started covers is the one that yields.
+With one writer compaction is only planned while no earlier write is pending.
 """
 
 from __future__ import annotations
@@ -32,15 +34,15 @@ import pyarrow.parquet as pq
 from lakehouse.columns import COMMIT_TIME, RECORD_KEY
 from lakehouse.config import IndexType
 from lakehouse.errors import CommitConflictError
-from lakehouse.file_group.naming import bucket_of_file_id
+from lakehouse.file_group.naming import LogFileName, bucket_of_file_id
 from lakehouse.log.block import decode_avro_data_block, decode_parquet_data_block, BlockType
 from lakehouse.log.reader import read_log_file
 from lakehouse.properties import read_table_config
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
-from lakehouse.timeline.avro_files import RollbackMetadata
+from lakehouse.timeline.avro_files import CompactionPlan, RollbackMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
-from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant
+from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 
 START_KEY = "lakehouse.occ.start"
 
@@ -159,6 +161,40 @@ def _sample(items, n: int = 5) -> str:
     return shown + (f" and {len(items) - n} more" if len(items) > n else "")
 
 
+def _on_slice_of(stat: WriteStat, base_instant: str) -> bool:
+    name = LogFileName.parse(stat.file_name)
+    return name is not None and name.base_instant >= base_instant
+
+
+def _check_plans_since(active: ActiveTimeline, timeline: Timeline, marker: str, own_time: str,
+                       own: CommitMetadata, mine: _Touch) -> None:
+    """A compaction planned after this write started, on a file group this write logged to: the
+    write's logs sit on the slice the compaction replaces and would be lost with it. Under several
+    writers compaction is planned past writes in flight, as Hudi's ScheduleCompactionActionExecutor
+    plans under OCC; this is the check that settles the overlap (Hudi's
+    SimpleConcurrentFileWritesConflictResolutionStrategy takes pending compactions scheduled after
+    the write started as candidates). The write is redone on the new state, onto the plan's slice."""
+    after_start, _, _ = _since(marker)
+    for plan_inst in timeline.pending_compactions():
+        if not after_start(plan_inst.time) or not mine.file_groups:
+            continue
+        requested = plan_inst.with_state(State.REQUESTED)
+        plan = CompactionPlan.from_bytes(active.read(requested), active.path(requested))
+        planned = {(o.partition_path, o.file_id) for o in plan.operations} & mine.file_groups
+        # Logs the write put on the plan's new slice (it listed the table after the plan) are safe.
+        shared = {(s.partition_path, s.file_id) for s in own.write_stats()
+                  if (s.partition_path, s.file_id) in planned and not _on_slice_of(s, plan_inst.time)}
+        if shared:
+            raise CommitConflictError(
+                f"instant {own_time} conflicts with compaction {plan_inst.time}, planned while this "
+                f"write was in flight on the same file group(s): "
+                f"{_sample(f'{p}/{f}' if p else f for p, f in shared)}",
+                help="nothing of this write is visible; write the batch again (it is re-applied "
+                     "onto the compaction's new slices), or let "
+                     "hoodie.write.num.retries.on.conflict.failures do it",
+                winner=plan_inst.time, file_groups=tuple(sorted(shared)))
+
+
 def check_conflicts(active: ActiveTimeline, timeline: Timeline, own_time: str,
                     own: CommitMetadata, *, global_index: bool) -> None:
     """Raise :class:`CommitConflictError` if a write completed since ``own`` started overlaps it."""
@@ -172,6 +208,7 @@ def check_conflicts(active: ActiveTimeline, timeline: Timeline, own_time: str,
             help="nothing of this write is visible; write the batch again on the table as it is now",
             winner=undo.time)
     mine = _touched(own)
+    _check_plans_since(active, timeline, marker, own_time, own, mine)
     my_keys: dict[str, set[str]] | None = None
     for inst in concurrent_writes(timeline, marker, own_time):
         theirs_meta = active.commit_metadata(inst)

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lakehouse.config.options import (parse_bool, parse_enum, parse_float_between, parse_int, parse_megabytes, option_fields,
+from lakehouse.config.options import (parse_bool, parse_enum, parse_fields, parse_float_between, parse_int, parse_megabytes, option_fields,
                                       service_config, parse_str, options_to_properties, opt)
 from lakehouse.errors import ConfigError
 
@@ -92,6 +92,13 @@ class WriteConfig:
         "hoodie.merge.small.file.group.candidates.limit", 1, parse_int(0),
         "MOR with an index that cannot index logs: how many of the smallest base files (no logs, "
         "under hoodie.parquet.small.file.limit) take inserts through a merge")
+    # Hudi's TransactionUtils.overrideWithLatestCommitMetadata: extra metadata under these
+    # prefixes is copied from commit to commit. lakehouse's own progress keys (ingest, the
+    # streaming sink) are carried whatever this says (lakehouse.timeline.carried).
+    meta_key_prefixes: tuple[str, ...] = opt(
+        "hoodie.write.meta.key.prefixes", (), parse_fields,
+        "extra metadata keys starting with one of these are copied into every later commit "
+        "that does not set them (e.g. a Java streamer's deltastreamer.checkpoint.key)")
     # Hudi's Flink writer bounds a write task's memory by these two (same keys, MB, defaults):
     # records are buffered per file group, a file group's buffer is flushed to storage once it
     # reaches write.batch.size, and the largest buffer whenever all of them pass

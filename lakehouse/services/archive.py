@@ -15,7 +15,7 @@ import io
 import json
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import fastavro
 
@@ -163,6 +163,16 @@ def read_archived(meta: "TableMetaClient") -> list[dict]:
                 except Exception as e:  # fastavro raises many types on garbage
                     raise CorruptFileError(meta.storage.uri(info.path), f"bad archived entry: {e!r}") from e
     return sorted(out, key=lambda e: e["commitTime"] or "")
+
+
+def archived_extras(meta: "TableMetaClient") -> Iterator[tuple[str, dict[str, str]]]:
+    """(instant, extra metadata) of every archived write, newest first: where the progress of a
+    source or a streaming query is looked for once the active timeline holds none
+    (:mod:`lakehouse.timeline.carried`)."""
+    for entry in reversed(read_archived(meta)):
+        doc = entry.get("hoodieCommitMetadata") or entry.get("hoodieReplaceCommitMetadata")
+        if isinstance(doc, dict) and doc.get("extraMetadata"):
+            yield entry["commitTime"], {str(k): str(v) for k, v in doc["extraMetadata"].items()}
 
 
 def _boundary(meta: "TableMetaClient", timeline: Timeline, cfg: ArchivalConfig) -> tuple[str | None, str]:

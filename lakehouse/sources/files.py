@@ -12,6 +12,11 @@ Hudi's DFS source (and this one before) decided by the checkpoint alone: a file 
 modification time older than it (a ``cp -p``, a restored backup) was never taken, so exactly
 once became at most once. A file is now taken once its name is new, whatever its time; a table
 whose last ingest predates manifests starts one from the files at or before its checkpoint.
+
+The record (``lakehouse.ingest.state.<source>``: checkpoint and manifest) rides on every later
+commit of any writer (:mod:`lakehouse.timeline.carried`), so archival never hides it; a table
+with no record left of a source it took files from refuses to take them again
+(:class:`~lakehouse.errors.CheckpointLostError`).
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from lakehouse.errors import ConfigError, LakehouseError, SchemaError
+from lakehouse.errors import CheckpointLostError, ConfigError, LakehouseError, SchemaError
+from lakehouse.services.archive import archived_extras
 from lakehouse.storage import get_storage
+from lakehouse.timeline.carried import INGEST_STATE_PREFIX, believable, values
 
 if TYPE_CHECKING:
     from lakehouse.table import Table
@@ -64,28 +71,86 @@ class Checkpoint:
                                    "pass --checkpoint to start from a chosen point") from None
 
 
-def _last_extra(table: "Table", source: str | None) -> dict[str, str] | None:
-    """The extra metadata of the newest completed commit that ingested (from this source)."""
-    for inst in reversed(table.timeline.completed_writes().instants):
-        extra = table.active.commit_metadata(inst).extra_metadata
-        if CHECKPOINT_KEY in extra and (source is None or extra.get(SOURCE_KEY) in (None, source)):
-            return dict(extra)
-    return None
+def state_key(source: str) -> str:
+    """The extra metadata key of a source's progress, carried from commit to commit."""
+    return INGEST_STATE_PREFIX + hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def _manifest_folder(source: str) -> str:
+    return f"{MANIFEST_DIR}/{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+
+
+def _committed_mark(source: str) -> str:
+    """The newest ingest commit of the source known to have landed: while it stands (completed,
+    or archived), finding no record of the source on the timeline means the record was lost, not
+    that nothing was ingested (the manifests alone cannot tell: an attempt that never committed
+    leaves one too)."""
+    return f"{_manifest_folder(source)}/_committed"
+
+
+@dataclass(frozen=True)
+class IngestState:
+    """What the newest ingest from a source recorded: its checkpoint, its manifest (None for
+    commits from before manifests) and the commit that wrote it."""
+    checkpoint: Checkpoint | None
+    manifest: str | None
+    origin: str
+
+
+def ingest_state(table: "Table", source: str | None) -> IngestState | None:
+    """The newest ingest's record for ``source`` (any source: None): carried on every later
+    commit (:mod:`lakehouse.timeline.carried`), else on the ingest commit itself (tables written
+    before carrying, other programs' commits in between), else in the archived timeline."""
+    key = state_key(source) if source else None
+
+    def match(k: str) -> bool:
+        return k == CHECKPOINT_KEY or (k == key if key else k.startswith(INGEST_STATE_PREFIX))
+
+    found: list[IngestState] = []
+    for origin, k, value, extra in values(table.active, table.timeline, match,
+                                          archived=lambda: archived_extras(table.meta_client)):
+        if k == CHECKPOINT_KEY:
+            # An ingest commit's own keys (every version wrote them).
+            if source is not None and extra.get(SOURCE_KEY) not in (None, source):
+                continue
+            found.append(IngestState(Checkpoint.decode(value), extra.get(MANIFEST_KEY), origin))
+            continue
+        try:
+            doc = json.loads(value)
+            found.append(IngestState(Checkpoint.decode(doc.get("checkpoint")), doc.get("manifest"), origin))
+        except (ValueError, AttributeError):
+            raise LakehouseError(f"the commit metadata key {k} is not an ingest record ({value!r})",
+                                 help="fix or remove the key in the newest commit that carries it") from None
+    return max(found, key=lambda st: st.origin) if found else None
 
 
 def last_checkpoint(table: "Table", source: str | None = None) -> Checkpoint | None:
-    """The checkpoint of the newest completed commit that carries one (for this source)."""
-    extra = _last_extra(table, source)
-    return Checkpoint.decode(extra[CHECKPOINT_KEY]) if extra else None
+    """The checkpoint of the newest ingest (from this source)."""
+    st = ingest_state(table, source)
+    return st.checkpoint if st else None
 
 
-def ingested_names(table: "Table", source: str) -> set[str]:
-    """Every file name taken from ``source`` so far, from the manifest the newest ingest commit
-    names; for a commit from before manifests, the files at or before its checkpoint."""
-    extra = _last_extra(table, source)
-    if extra is None:
+def ingested_names(table: "Table", source: str, state: IngestState | None = None) -> set[str]:
+    """Every file name taken from ``source`` so far, from the newest ingest's manifest; for a
+    commit from before manifests, the files at or before its checkpoint. A source whose
+    manifests exist while no commit, active or archived, records its progress has lost it:
+    :class:`CheckpointLostError`, not every file again."""
+    st = state or ingest_state(table, source)
+    mark = _committed_mark(source)
+    if st is None:
+        last = table.storage.read(mark).decode() if table.storage.exists(mark) else None
+        # A marked commit rolled back since (on the active timeline's span, absent) lost nothing.
+        if last is not None and believable(table.timeline, last):
+            raise CheckpointLostError(
+                f"{source} was ingested into {table.path} before (manifests under "
+                f"{_manifest_folder(source)}), but no commit, active or archived, records what was "
+                "taken: ingesting now would apply every file in it again",
+                help="if that is what you want, delete that folder and ingest again; else restore the "
+                     "archived timeline (.hoodie/archived) the records were in")
         return set()
-    path = extra.get(MANIFEST_KEY)
+    if not table.storage.exists(mark) or table.storage.read(mark).decode() != st.origin:
+        table.storage.write(mark, st.origin.encode())
+    path = st.manifest
     if path:
         try:
             return set(pq.read_table(table.storage.open_input(path)).column("name").to_pylist())
@@ -93,8 +158,7 @@ def ingested_names(table: "Table", source: str) -> set[str]:
             raise LakehouseError(f"{table.storage.uri(path)}, the ingest manifest of the last ingest "
                                  f"from {source}, is missing",
                                  help="restore the file, or start over with a new table") from None
-    cp = Checkpoint.decode(extra[CHECKPOINT_KEY])
-    return {name for c, name in _landed(source) if cp is None or c <= cp}
+    return {name for c, name in _landed(source) if st.checkpoint is None or c <= st.checkpoint}
 
 
 def _landed(source_dir: str) -> list[tuple[Checkpoint, str]]:
@@ -117,19 +181,26 @@ def pending_files(source_dir: str, taken: set[str], *, max_files: int | None = N
     return found[:max_files] if max_files else found
 
 
-def write_manifest(table: "Table", source: str, names: set[str]) -> str:
+def write_manifest(table: "Table", source: str, names: set[str], current: str | None = None) -> str:
     """A new manifest of ``names`` (the commit that names it makes it the current one); older
-    manifests of the source that no instant names any more are removed."""
-    folder = f"{MANIFEST_DIR}/{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+    manifests of the source that no instant names any more are removed (``current``, the one
+    the ingest read, stays until a commit names the new one)."""
+    folder = _manifest_folder(source)
     path = f"{folder}/{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}.parquet"
     sink = pa.BufferOutputStream()
     pq.write_table(pa.table({"name": pa.array(sorted(names), pa.string())}), sink, compression="zstd")
     table.storage.create(path, sink.getvalue().to_pybytes())
-    named = {table.active.commit_metadata(i).extra_metadata.get(MANIFEST_KEY)
-             for i in table.timeline.completed_writes()}
+    named = {current}
+    for i in table.timeline.completed_writes():
+        extra = table.active.commit_metadata(i).extra_metadata
+        named.add(extra.get(MANIFEST_KEY))
+        try:
+            named.add(json.loads(extra.get(state_key(source)) or "{}").get("manifest"))
+        except (ValueError, AttributeError):
+            continue
     for info in table.storage.list(folder):
         # Keep what a commit names, and what a write under way may be about to (an hour's grace).
-        if info.path != path and info.path not in named and \
+        if info.path != path and info.path not in named and info.name.endswith(".parquet") and \
                 (info.mtime_ns or 0) < time.time_ns() - 3600 * 10**9:
             table.storage.delete(info.path)
     return path
@@ -182,8 +253,9 @@ def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: s
     write (the Spark job reads and writes on executors); it must put ``extra_metadata`` on the
     commit, since the checkpoint travels there. ``extra_metadata`` (tags: who ran it) goes there too."""
     source = get_storage(source_dir).uri()
-    after = last_checkpoint(table, source)
-    taken = ingested_names(table, source)
+    state = ingest_state(table, source)
+    after = state.checkpoint if state else None
+    taken = ingested_names(table, source, state)
     files = pending_files(source_dir, taken, max_files=max_files)
     if not files:
         return IngestResult(None, 0, 0, after.encode() if after else None, False,
@@ -195,9 +267,11 @@ def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: s
     def extra() -> dict[str, str]:
         # Made by the write once the batch has passed its checks: a refused batch leaves no
         # manifest behind.
+        manifest = write_manifest(table, source, taken | set(names), state.manifest if state else None)
         return {**(extra_metadata or {}), CHECKPOINT_KEY: checkpoint, SOURCE_KEY: source,
-                "lakehouse.ingest.files": json.dumps(names),
-                MANIFEST_KEY: write_manifest(table, source, taken | set(names))}
+                "lakehouse.ingest.files": json.dumps(names), MANIFEST_KEY: manifest,
+                state_key(source): json.dumps({"source": source, "checkpoint": checkpoint,
+                                               "manifest": manifest})}
     if writer is not None:
         instant, rows = writer([uri for _, uri in files], extra)
         return IngestResult(instant, len(files), rows, checkpoint, commit)
@@ -209,4 +283,6 @@ def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: s
     tables = [read_file(uri, fmt, schema) for _, uri in files]
     batch = pa.concat_tables(tables, promote_options="permissive")
     instant = table.write(batch, operation, commit=commit, extra_metadata=extra, options=options)
+    if commit:
+        table.storage.write(_committed_mark(source), instant.encode())
     return IngestResult(instant, len(files), batch.num_rows, checkpoint, commit)

@@ -29,7 +29,8 @@ A streaming query (``writeStream.format("lakehouse")``) commits each micro-batch
 with the batch id in the commit's extra metadata under Hudi's streaming sink key
 (``_hudi_streaming_sink_checkpoint``: ``{"<identifier>": "<batch id>"}``, the identifier from
 ``hoodie.datasource.write.streaming.checkpoint.identifier``). A batch replayed after a restart
-whose id the table already holds for that identifier is skipped, so each batch is applied once.
+whose id the table already holds for that identifier is skipped, so each batch is applied once;
+later commits carry the ids forward (lakehouse.timeline.carried), so archival never hides them.
 Options whose keys start with ``hoodie.datasource.write.commitmeta.key.prefix`` (default ``_``)
 go into the commit's extra metadata, as in Hudi's ``HoodieSparkSqlWriter`` (Spark lower-cases
 option keys). ``hoodie.compact.inline=true`` schedules and runs a compaction after a batch when its trigger
@@ -39,6 +40,7 @@ Airflow DAGs.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import time
@@ -50,7 +52,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse.config import SERVICE_OPTION_KEYS
-from lakehouse.errors import ConfigError, CorruptFileError, TableNotFoundError
+from lakehouse.errors import CheckpointLostError, ConfigError, CorruptFileError, TableNotFoundError
 from lakehouse.faults import fault_point
 from lakehouse.keygen import KeyGenerator
 from lakehouse.meta_client import split_storage_options
@@ -61,7 +63,9 @@ from lakehouse.spark.types import arrow_schema, spark_schema
 from lakehouse.storage import get_storage
 from lakehouse.table import Table, create_table, open_table
 from lakehouse.timeline.instant import WRITE_ACTIONS
+from lakehouse.services.archive import archived_extras
 from lakehouse.timeline.active import Timeline
+from lakehouse.timeline.carried import SINK_CHECKPOINT_KEY, believable, origins, sink_map, values
 from lakehouse.write.client import WriteClient
 from lakehouse.write.prepare import Operation, committed_partition_depth
 
@@ -78,13 +82,13 @@ AS_OF = "as.of.instant"
 BEGIN = "hoodie.datasource.read.begin.instanttime"
 END = "hoodie.datasource.read.end.instanttime"
 OPERATION = "hoodie.datasource.write.operation"
-SINK_CHECKPOINT_KEY = "_hudi_streaming_sink_checkpoint"
 CHECKPOINT_IDENTIFIER = "hoodie.datasource.write.streaming.checkpoint.identifier"
 DEFAULT_IDENTIFIER = "default_single_writer"
 INLINE_COMPACTION = "hoodie.compact.inline"
 COMMIT_META_PREFIX = "hoodie.datasource.write.commitmeta.key.prefix"
 DEFAULT_COMMIT_META_PREFIX = "_"
 STAGING = ".hoodie/.aux/lakehouse/staging"
+SINK_MARKS = ".hoodie/.aux/lakehouse/sinks"
 STALE_STAGING_S = 24 * 3600
 # Hudi's datasource keys that create a table (read only when the table does not exist yet).
 CREATE_KEYS = {
@@ -411,8 +415,35 @@ class Sink:
         return instant
 
     def last_batch(self, table: Table) -> int | None:
-        """The id of the newest batch this sink's identifier committed to ``table``."""
-        return next((max(ids) for _, ids in _sink_batches(table, self.identifier, newest_first=True)), None)
+        """The id of the newest batch this sink's identifier committed to ``table``: carried on
+        every later commit (lakehouse.timeline.carried), else on its own commit, else in the
+        archived timeline. A query whose batches the table recorded once but no longer shows
+        (the archive removed) is refused: :class:`CheckpointLostError`."""
+        found = values(table.active, table.timeline, lambda k: k.startswith(SINK_CHECKPOINT_KEY),
+                       archived=lambda: archived_extras(table.meta_client))
+        ids = []
+        for origin, _, value, _ in found:
+            try:
+                ids += _batch_ids(value, self.identifier)
+            except ValueError as e:
+                raise CorruptFileError(f"{table.path} (commit {origin})",
+                                       f"its {SINK_CHECKPOINT_KEY} is not a checkpoint map ({e})",
+                                       help="fix the value in the commit's extraMetadata (a JSON map of "
+                                            "the streaming query's identifier to its batch id)") from e
+        if ids:
+            return max(ids)
+        storage = self.storage()
+        mark = storage.read(_sink_mark(self.identifier)).decode() if storage.exists(_sink_mark(self.identifier)) else None
+        # A marked commit rolled back since (on the active timeline's span, absent) lost nothing.
+        if mark is not None and believable(table.timeline, mark):
+            raise CheckpointLostError(
+                f"the streaming query {self.identifier!r} committed to {table.path} before (at "
+                f"{mark}), but no commit, active or "
+                "archived, records its batches: going on "
+                "would apply replayed batches again",
+                help=f"if the table is meant to start over, delete {_sink_mark(self.identifier)}; else "
+                     "restore the archived timeline (.hoodie/archived) the records were in")
+        return None
 
 
 def sink_commits(table: Table, identifier: str = DEFAULT_IDENTIFIER,
@@ -449,14 +480,25 @@ def _batch_ids(value: str | None, identifier: str) -> list[int]:
     return ids
 
 
+def _sink_mark(identifier: str) -> str:
+    """Written after a batch of ``identifier`` committed: from then on a table with no record of
+    its batches has lost them (lakehouse.sources.files keeps the same mark for ingests)."""
+    return f"{SINK_MARKS}/{hashlib.sha256(identifier.encode()).hexdigest()[:16]}"
+
+
 def _sink_batches(table: Table, identifier: str, newest_first: bool = False):
     """(instant, batch ids of ``identifier``) of each completed write whose Hudi sink checkpoint
-    (``_hudi_streaming_sink_checkpoint``) names ``identifier``."""
+    (``_hudi_streaming_sink_checkpoint``) names ``identifier`` as its own, not carried from an
+    earlier commit (lakehouse.timeline.carried)."""
     instants = table.timeline.completed_writes().filter(actions=WRITE_ACTIONS).instants
     for inst in (reversed(instants) if newest_first else instants):
+        extra = table.active.commit_metadata(inst).extra_metadata
+        carried = {k.removeprefix(SINK_CHECKPOINT_KEY + "/") for k in origins(extra)}
         try:
-            ids = _batch_ids(table.active.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY),
-                             identifier)
+            value = extra.get(SINK_CHECKPOINT_KEY)
+            if carried and value:
+                value = json.dumps({k: v for k, v in sink_map(value).items() if k not in carried})
+            ids = _batch_ids(value, identifier)
         except ValueError as e:
             raise CorruptFileError(table.storage.uri(table.active.path(inst)),
                                    f"its {SINK_CHECKPOINT_KEY} is not a checkpoint map ({e})",
@@ -508,8 +550,9 @@ class LakehouseStreamWriter(DataSourceStreamArrowWriter):
             # between our commit and its own checkpoint).
             self.sink.discard()
             return
-        self.sink.commit(messages, {SINK_CHECKPOINT_KEY: sink_checkpoint(self.sink.identifier, batchId)},
-                         table)
+        instant = self.sink.commit(messages, {SINK_CHECKPOINT_KEY: sink_checkpoint(self.sink.identifier, batchId)},
+                                   table)
+        self.sink.storage().write(_sink_mark(self.sink.identifier), instant.encode())
 
     def abort(self, messages: list, batchId: int) -> None:
         self.sink.discard()

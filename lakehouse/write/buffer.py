@@ -29,8 +29,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from lakehouse.config import BulkInsertSortMode
+from lakehouse.config import BulkInsertSortMode, MergeMode
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName, LogFileName, bucket_file_id
 from lakehouse.columns import BUCKET, KEY, PARTITION
@@ -185,6 +186,44 @@ def system_allocator():
                 pa.set_memory_pool(_pool_before)
 
 
+class FlushedOrdering:
+    """The batch's own versions of a key reduce by the ordering field under commit-time ordering
+    too (``OverwriteWithLatestAvroPayload.preCombine``: the greater value, a tie to the later
+    record), while readers take a file group's later log file over an earlier one. So a version
+    flushed in a later chunk that loses to one an earlier flush of the same instant wrote is
+    dropped, and the result is that of the batch written whole, whatever the chunking. Kept per
+    file group: each key flushed so far and its greatest ordering value (keys only, no rows).
+    Flushes of one file group run one at a time, in order, so each group's record needs no lock."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.seen: dict[Key, pa.Table] = {}
+
+    @classmethod
+    def of(cls, client: "WriteClient", prepared: Prepared) -> "FlushedOrdering | None":
+        spec = client.spec
+        if (prepared.rows is not None or not combines(client, prepared.operation)
+                or spec.mode is not MergeMode.COMMIT_TIME_ORDERING or not spec.ordering_field):
+            return None  # taken whole (one flush per group), or the readers' order is the rule
+        return cls(spec.ordering_field)
+
+    def reconcile(self, key: Key, rows: pa.Table) -> pa.Table:
+        if self.field not in rows.column_names:
+            return rows
+        prev = self.seen.get(key)
+        if prev is not None:
+            at = pc.index_in(rows.column(KEY), value_set=prev.column(KEY).combine_chunks())
+            earlier = prev.column(self.field).combine_chunks().take(at)
+            loses = pc.fill_null(pc.less(rows.column(self.field), earlier), False)
+            if pc.any(loses).as_py():
+                rows = rows.filter(pc.invert(loses))
+        mine = rows.select([KEY, self.field])
+        both = mine if prev is None else pa.concat_tables([prev, mine.cast(prev.schema)])
+        agg = both.group_by(KEY).aggregate([(self.field, "max")])
+        self.seen[key] = agg.select([KEY, f"{self.field}_max"]).rename_columns([KEY, self.field])
+        return rows
+
+
 def after_create(partition: str, file_id: str, stat: WriteStat) -> FileSlice:
     """The slice a flush's new base file starts (later flushes append to it)."""
     name = BaseFileName.parse(stat.path.rsplit("/", 1)[-1])
@@ -225,6 +264,8 @@ def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContex
     sort_keys = (prepared.operation is Operation.BULK_INSERT
                  and wc.bulk_insert_sort_mode is not BulkInsertSortMode.NONE)
 
+    across = FlushedOrdering.of(client, prepared)
+
     def flush(key: Key, parts: list[Any]) -> None:
         partition, bucket = key
         rows = materialize(parts)
@@ -238,6 +279,8 @@ def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContex
                 rows = precombine(client, rows)
             if sort_keys:
                 rows = rows.sort_by(KEY)
+        if across is not None:
+            rows = across.reconcile(key, rows)
         with lock:
             task = next(tasks)
             if partition not in partitions_made:

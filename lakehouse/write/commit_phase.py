@@ -5,6 +5,8 @@ Airflow commit task, a Spark driver."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.commit import complete, hooks_deferred
@@ -17,6 +19,7 @@ from lakehouse.config import IndexType
 from lakehouse.faults import fault_point
 from lakehouse.properties import read_table_config
 from lakehouse.services.rollback import pending_rollback_plan
+from lakehouse.timeline.carried import carry_forward
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import Action, State
 
@@ -99,11 +102,10 @@ def _commit(client: "WriteClient", instant_time: str,
     fault_point("commit.before_complete")
     # The post-commit hooks (Iceberg) run at the end, outside the table lock.
     with hooks_deferred(client.meta):
-        _complete(client, inst, recorded, final)
-    return final
+        return _complete(client, inst, recorded, final)
 
 
-def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: CommitMetadata) -> None:
+def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: CommitMetadata) -> CommitMetadata:
     instant_time = inst.time
     # Under the table lock (one writer too: the next write's recovery rolls back a write left
     # pending, and a commit step in another process must not publish what it is undoing).
@@ -120,10 +122,15 @@ def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: Comm
                 raise
         # One writer too: the next write's recovery, in another process, may have taken the
         # lock from a commit step that stalled past its lease and rolled this write back.
+        # What sources and streaming queries applied rides on every commit (read under the
+        # lock, so no other commit can land between the read and this one).
+        final = dataclasses.replace(final, extra_metadata=carry_forward(
+            client.active, now, final.extra_metadata, client.write_config.meta_key_prefixes))
         client.meta.check_lock()
         complete(client.meta, inst, final.to_bytes())
     fault_point("commit.after_complete")
     Markers(client.storage, instant_time).delete_all()
+    return final
 
 
 def _check_bucket_count(client: "WriteClient", meta: CommitMetadata, instant_time: str) -> None:

@@ -308,3 +308,36 @@ def test_a_sorted_bulk_insert_taken_in_chunks_writes_each_file_in_key_order(tmp_
         keys = pq.read_table(f, columns=["_hoodie_record_key"]).column(0).to_pylist()
         assert keys == sorted(keys), f
     assert t.read().num_rows == 6000
+
+
+@pytest.mark.parametrize("budget", [None, 0.25, 0.0625 * 2], ids=["whole", "chunks", "small-chunks"])
+@pytest.mark.parametrize("existing", [False, True], ids=["new-buckets", "existing-buckets"])
+def test_commit_time_ordering_with_an_ordering_field_is_the_same_whatever_the_chunks(tmp_path, budget, existing):
+    """Issue 40, point 3: a batch holding ts=5 then ts=3 for the same keys keeps ts=5 (Hudi's
+    OverwriteWithLatestAvroPayload.preCombine within a batch), written whole or in
+    write.task.max.size chunks; a tie goes to the later record. Judges: the model and hudi-rs."""
+    t = lakehouse.create_table(str(tmp_path / "t"), name="c", record_key="id", partition_by="city",
+                               merge_mode="COMMIT_TIME_ORDERING", ordering_field="ts",
+                               options={"hoodie.bucket.index.num.buckets": 4})
+    model = {}
+    if existing:
+        t.upsert(_rows(3000, 1, ts=9))  # stored ts=9: the incoming batch wins whatever its ts
+        model = {f"k{i:07d}": (9, None) for i in range(3000)}
+    high = _rows(2000, 2, ts=5)
+    low = _rows(2000, 3, ts=3)  # the same keys, later in the batch, lower ordering value
+    tie = _rows(500, 4, 1000, ts=5)  # a tie with `high`: the later record wins
+    filler = _rows(3000, 5, 20_000, ts=1)
+    options = {"write.task.max.size": budget, "write.batch.size": 0.0625} if budget else {}
+    t.upsert(pa.concat_tables([high, low, tie, filler]), options=options)
+    for part in (high, tie, filler):
+        for k, ts, v in zip(*(part.column(c).to_pylist() for c in ("id", "ts", "v"))):
+            model[k] = (ts, v)
+    got = {r["id"]: (r["ts"], r["v"]) for r in t.read(columns=["id", "ts", "v"]).to_pylist()}
+    assert {k: v for k, v in got.items() if model[k][1] is not None} == \
+        {k: v for k, v in model.items() if v[1] is not None}
+    assert len(got) == len(model)
+    assert _hudi_state(tmp_path / "t") == _state(t)
+    if budget:
+        assert len(files(tmp_path / "t", lambda n: ".log." in n)) > 4  # several flushes a group
+    t.compact(force=True)
+    assert {r["id"]: (r["ts"], r["v"]) for r in t.read(columns=["id", "ts", "v"]).to_pylist()} == got

@@ -4,6 +4,7 @@ that the plan can run again."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
@@ -14,6 +15,7 @@ from lakehouse.iceberg import field_ids
 from lakehouse.services.compaction.execute import undo_execution
 from lakehouse.services.compaction.plan import read_plan
 from lakehouse.services.compaction.results import delete_results, read_results
+from lakehouse.timeline.carried import carry_forward
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import Action, Instant
 from lakehouse.timeline.schema_resolver import arrow_schema_of, table_avro_schema
@@ -108,6 +110,8 @@ def _publish(meta: "TableMetaClient", inst: Instant, stats: list[WriteStat],
                           operation_type="COMPACT", compacted=True,
                           extra_metadata={**(extra_metadata or {}), **({"schema": schema} if schema else {}),
                                           **ids})
+    # Carried like every commit's (lakehouse.timeline.carried): a compaction may be the newest.
+    done = dataclasses.replace(done, extra_metadata=carry_forward(meta.active, timeline, done.extra_metadata))
     fault_point("compaction.before_commit")
     # An executor started again may have taken the lock from this step, stalled past its
     # lease, and undone the execution: its files are gone.
