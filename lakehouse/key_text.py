@@ -28,6 +28,7 @@ Tables lakehouse created before it printed values this way (timestamps as
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import math
 
@@ -51,16 +52,21 @@ def value_format(config: TableConfig) -> str:
     return fmt
 
 
-def as_text(col: pa.ChunkedArray | pa.Array, fmt: str = HUDI) -> pa.ChunkedArray:
-    """``col`` as the text of keys and partition paths (nulls stay null)."""
+def as_text(col: pa.ChunkedArray | pa.Array, fmt: str = HUDI, *, consistent: bool = False) -> pa.ChunkedArray:
+    """``col`` as the text of keys and partition paths (nulls stay null). ``consistent``:
+    ``hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled``, under which
+    Hudi prints a timestamp as ``java.sql.Timestamp`` does (milliseconds, ``2024-01-31
+    12:30:00.0``; in UTC here, as a JVM running in UTC prints it)."""
     t = col.type
     if pa.types.is_string(t):
         return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
     if pa.types.is_dictionary(t):
-        return as_text(pc.cast(col, t.value_type), fmt)
+        return as_text(pc.cast(col, t.value_type), fmt, consistent=consistent)
     if pa.types.is_boolean(t):
         return pc.if_else(col, "true", "false")
     if fmt == HUDI:
+        if pa.types.is_timestamp(t) and consistent:
+            return _by_value(_java_millis(col), _java_timestamp)
         if pa.types.is_timestamp(t):
             micros = pc.cast(col, pa.timestamp("us", tz=t.tz), safe=False)
             return pc.cast(pc.cast(micros, pa.int64()), pa.string())
@@ -82,6 +88,26 @@ def _by_value(col: pa.ChunkedArray | pa.Array, text) -> pa.ChunkedArray:
     # One lookup over all chunks: index_in builds its hash table of ``distinct`` per call.
     return pa.chunked_array([pc.take(printed, pc.index_in(chunked, value_set=distinct, skip_nulls=True))],
                             pa.string())
+
+
+def _java_millis(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
+    """A timestamp column as the milliseconds Hudi hands ``java.sql.Timestamp``: its Avro
+    ``timestamp-millis`` value, or a ``timestamp-micros`` value divided by 1000 as Java divides
+    (towards zero)."""
+    unit = col.type.unit
+    if unit in ("s", "ms"):
+        return pc.cast(pc.cast(col, pa.timestamp("ms", tz=col.type.tz)), pa.int64())
+    micros = pc.cast(pc.cast(col, pa.timestamp("us", tz=col.type.tz), safe=False), pa.int64())
+    return pc.divide(micros, 1000)  # integer division: truncates towards zero, as Java's /
+
+
+def _java_timestamp(millis: int) -> str:
+    """``new java.sql.Timestamp(millis).toString()`` in UTC: ``yyyy-mm-dd hh:mm:ss.f``, the
+    fraction as nanoseconds without trailing zeros (at least one digit)."""
+    seconds, ms = divmod(millis, 1000)
+    dt = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=seconds)
+    frac = f"{ms * 1_000_000:09d}".rstrip("0") or "0"
+    return f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d} {dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}.{frac}"
 
 
 def _java_double(x: float) -> str:

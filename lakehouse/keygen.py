@@ -6,7 +6,7 @@ Record keys are computed with Arrow kernels over whole columns. Partition paths 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -45,6 +45,7 @@ class KeyGenerator:
         self.record_key_fields = config.record_key_fields
         self.partition_fields = () if self.type is KeyGeneratorType.NON_PARTITION else config.partition_fields
         self.value_format = value_format(config)
+        self.consistent = bool(config.consistent_logical_timestamp)
         if not self.record_key_fields:
             raise ConfigError("the table has no record key field",
                               help="set record_key (hoodie.table.recordkey.fields)")
@@ -69,7 +70,7 @@ class KeyGenerator:
                 raise RecordKeyError(
                     f"record key column {fields[0]!r} has {col.null_count} null value(s)",
                     help="every record needs a key: fill or drop the rows with null keys")
-            keys = as_text(col, self.value_format)
+            keys = as_text(col, self.value_format, consistent=self.consistent)
             if _has_empty(keys):
                 raise RecordKeyError(f"record key column {fields[0]!r} has empty values",
                                      help="every record needs a non-empty key")
@@ -78,7 +79,7 @@ class KeyGenerator:
         all_missing = None
         for f in fields:
             col = table.column(f)
-            s = as_text(col, self.value_format)
+            s = as_text(col, self.value_format, consistent=self.consistent)
             is_null = pc.is_null(col)
             is_empty = pc.equal(pc.utf8_length(pc.fill_null(s, "x")), 0)
             # Hudi rejects a key whose parts are all null *or empty*, not only all null.
@@ -152,6 +153,40 @@ def _map_distinct(col: pa.ChunkedArray, fn) -> pa.ChunkedArray:
 
 # --- timestamp-based partition paths ---------------------------------------------------------
 
+# Flink's FlinkOptions.PARTITION_FORMAT_HOUR / PARTITION_FORMAT_DAY.
+HOURLY, DAILY = "yyyyMMddHH", "yyyyMMdd"
+# Marks a table created without a schema whose one partition column may turn out to be a datetime:
+# its first write chooses (lakehouse.write.datetime_partitioning).
+KEYGEN_AUTO_KEY = "lakehouse.keygen.auto"
+# The options that choose a key generator: given any of them, lakehouse chooses none itself.
+KEYGEN_CHOICE_KEYS = ("hoodie.table.keygenerator.class", "hoodie.datasource.write.keygenerator.class",
+                      "hoodie.keygen.timebased.output.dateformat", "hoodie.keygen.timebased.timestamp.type")
+
+
+def datetime_partitioning(field_type: pa.DataType) -> dict[str, str] | None:
+    """The timestamp-based key generator's options for a table partitioned by one column of
+    ``field_type``, as Hudi's Flink writer sets them up for a datetime partition column
+    (``HoodieTableFactory.setupTimestampKeygenOptions``): an hourly folder (``yyyyMMddHH``) for a
+    timestamp, the timestamp type from its precision (microseconds: SCALAR MICROSECONDS); a daily one (``yyyyMMdd``) for a date, read
+    as a SCALAR count of days; the output in UTC. None for any other type."""
+    if pa.types.is_timestamp(field_type):
+        # Hudi 0.14/0.15 know no EPOCHMICROSECONDS (the Java judge); a microsecond column is a
+        # SCALAR count of MICROSECONDS there, the same instants.
+        kind = {"s": {"hoodie.keygen.timebased.timestamp.type": "UNIX_TIMESTAMP"},
+                "ms": {"hoodie.keygen.timebased.timestamp.type": "EPOCHMILLISECONDS"}}.get(
+            field_type.unit, {"hoodie.keygen.timebased.timestamp.type": "SCALAR",
+                              "hoodie.keygen.timebased.timestamp.scalar.time.unit": "MICROSECONDS"})
+        opts = {**kind, "hoodie.keygen.timebased.output.dateformat": HOURLY}
+    elif pa.types.is_date(field_type):
+        opts = {"hoodie.keygen.timebased.timestamp.type": "SCALAR",
+                "hoodie.keygen.timebased.timestamp.scalar.time.unit": "DAYS",
+                "hoodie.keygen.timebased.input.dateformat": DAILY,
+                "hoodie.keygen.timebased.output.dateformat": DAILY}
+    else:
+        return None
+    return {"hoodie.table.keygenerator.class": KeyGeneratorType.TIMESTAMP.java_class,
+            **opts, "hoodie.keygen.timebased.output.timezone": "UTC"}
+
 _JAVA_TOKENS = [("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"),
                 ("mm", "%M"), ("ss", "%S"), ("SSS", "%f"), ("Z", "%z"), ("XXX", "%z"), ("X", "%z")]
 
@@ -187,6 +222,11 @@ def _java_format_parts(fmt: str) -> list[str | None]:
     return out
 
 
+_SCALAR_UNITS = {"DAYS": timedelta(days=1), "HOURS": timedelta(hours=1), "MINUTES": timedelta(minutes=1),
+                 "SECONDS": timedelta(seconds=1), "MILLISECONDS": timedelta(milliseconds=1),
+                 "MICROSECONDS": timedelta(microseconds=1)}
+
+
 class _TimestampFormatter:
     _TYPES = {"UNIX_TIMESTAMP", "EPOCHMILLISECONDS", "EPOCHMICROSECONDS", "DATE_STRING", "SCALAR"}
 
@@ -207,10 +247,19 @@ class _TimestampFormatter:
             raise ConfigError("DATE_STRING timestamps need an input format",
                               help="set hoodie.keygen.timebased.input.dateformat")
         self.tz = ZoneInfo(config.timestamp_timezone) if config.timestamp_timezone else timezone.utc
+        out_tz = config.timestamp_output_timezone or config.timestamp_timezone
+        self.out_tz = ZoneInfo(out_tz) if out_tz else timezone.utc
+        unit = (config.timestamp_scalar_unit or "SECONDS").upper()
+        if unit not in _SCALAR_UNITS:
+            raise ConfigError(f"hoodie.keygen.timebased.timestamp.scalar.time.unit={unit!r} is not one "
+                              f"of {', '.join(_SCALAR_UNITS)}", help="pick one of those (Java's TimeUnit)")
+        self.scalar_unit = _SCALAR_UNITS[unit]
 
     def _to_datetime(self, v) -> datetime:
         if isinstance(v, datetime):
             return v if v.tzinfo else v.replace(tzinfo=timezone.utc)
+        if isinstance(v, date):  # an Arrow date: the day's start, in UTC (Flink's SCALAR days)
+            return datetime(v.year, v.month, v.day, tzinfo=timezone.utc)
         epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
         if self.ts_type == "DATE_STRING":
             s = str(v)
@@ -220,14 +269,16 @@ class _TimestampFormatter:
             return dt if dt.tzinfo else dt.replace(tzinfo=self.tz)
         n = int(v)
         # SCALAR counts hoodie.keygen.timebased.timestamp.scalar.time.unit, SECONDS by default.
-        if self.ts_type in ("UNIX_TIMESTAMP", "SCALAR"):
+        if self.ts_type == "SCALAR":
+            return epoch + n * self.scalar_unit
+        if self.ts_type == "UNIX_TIMESTAMP":
             return epoch + timedelta(seconds=n)
         if self.ts_type == "EPOCHMICROSECONDS":
             return epoch + timedelta(microseconds=n)
         return epoch + timedelta(milliseconds=n)
 
     def _print(self, dt: datetime) -> str:
-        dt = dt.astimezone(self.tz)
+        dt = dt.astimezone(self.out_tz)
         return "".join(f"{dt.microsecond // 1000:03d}" if part is None else dt.strftime(part)
                        for part in self._out_parts)
 

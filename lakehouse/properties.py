@@ -372,15 +372,18 @@ def _value(props: dict[str, str], key: str) -> str:
 
 
 def rewrite_table_config(storage: Storage, config: TableConfig, *, may_change: Collection[str],
-                         comment: str = "Properties saved by lakehouse") -> None:
+                         comment: str = "Properties saved by lakehouse", before_data: bool = False) -> None:
     """Replace ``.hoodie/hoodie.properties`` of a table with ``config``, where it differs from the
     file only in the keys ``may_change`` names (the caller holds the table lock).
 
     The file is read again first, as every opener reads it, and both are compared as
     :class:`TableConfig` reads them (a key left out and Hudi's default for it are the same): a
     change to one of :data:`FIXED_KEYS`, or to a key not in ``may_change``, is a
-    :class:`ConfigError` and nothing is written. Only ``create_table`` chooses those keys."""
-    fixed = sorted(set(may_change) & set(FIXED_KEYS))
+    :class:`ConfigError` and nothing is written. Only ``create_table`` chooses those keys, but for
+    ``before_data``: the first write of a table created without a schema choosing its key
+    generator (lakehouse.write.datetime_partitioning), under the lock, with no write on the
+    timeline, may change the ones it names."""
+    fixed = sorted(set(may_change) & set(FIXED_KEYS)) if not before_data else []
     if fixed:
         raise ConfigError(f"{', '.join(fixed)} cannot be rewritten once the table exists",
                           help="create a new table with the settings wanted and write the data into it")
@@ -389,7 +392,7 @@ def rewrite_table_config(storage: Storage, config: TableConfig, *, may_change: C
     new = config.to_properties()
     changed = sorted(k for k in current.keys() | new.keys() if current.get(k) != new.get(k))
     diff = ", ".join(f"{k} from {_value(current, k)} to {_value(new, k)}" for k in changed)
-    if any(k in FIXED_KEYS for k in changed):
+    if any(k in FIXED_KEYS and not (before_data and k in may_change) for k in changed):
         raise ConfigError(f"{uri}: refusing to change {diff}: a table's name, type, version, keys, "
                           "key generator and ordering field are fixed when it is created",
                           help="create a new table with the settings wanted and write the data into "

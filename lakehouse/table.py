@@ -19,7 +19,7 @@ from lakehouse.config import (KEY_VALUE_FORMAT, SERVICE_CONFIGS, SERVICE_OPTION_
 from lakehouse.errors import (ConfigError, FileAlreadyExistsError, InstantNotFoundError, TableExistsError,
                               TimelineError)
 from lakehouse.file_group.view import FileSystemView
-from lakehouse.keygen import KeyGenerator
+from lakehouse.keygen import KEYGEN_AUTO_KEY, KEYGEN_CHOICE_KEYS, KeyGenerator, datetime_partitioning
 from lakehouse.meta_client import TableMetaClient, split_storage_options
 from lakehouse.properties import HOODIE_PROPERTIES, write_table_properties
 from lakehouse.read.reader import Filter, TableReader
@@ -434,6 +434,14 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
                           help="name the column whose highest value wins (ordering_field= in Python, "
                                "--ordering-field in the CLI), or leave the merge mode out: without an "
                                "ordering field the latest write wins (COMMIT_TIME_ORDERING)")
+    # A single datetime partition column gets Hudi Flink's timestamp-based key generator (hourly or
+    # daily folders), unless the options choose a key generator; its type is known from the
+    # schema, or else from the first write (lakehouse.write.datetime_partitioning).
+    decide_later = False
+    if len(parts) == 1 and len(keys) <= 1 and not any(k in opts for k in KEYGEN_CHOICE_KEYS):
+        if schema is not None and parts[0] in schema.names:
+            opts = {**opts, **(datetime_partitioning(schema.field(parts[0]).type) or {})}
+        decide_later = schema is None
     kg = _pick_keygen(keys, parts, opts)
     storage = get_storage(path, store or None)
     if schema is not None:
@@ -455,7 +463,8 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
                        ordering_field=ordering_field, key_generator_class=kg.java_class,
                        hive_style_partitioning=hive_style_partitioning,
                        payload_class=mode.payload_class, index_type=itype, database_name=database,
-                       extra={**write_opts, KEY_VALUE_FORMAT: "hudi"})
+                       extra={**write_opts, KEY_VALUE_FORMAT: "hudi",
+                              **({KEYGEN_AUTO_KEY: "true"} if decide_later else {})})
     props = base.to_properties()
     props.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in table_opts.items()})
     if schema is not None:

@@ -133,6 +133,12 @@ class TableConfig:
     timestamp_input_format: str | None = opt("hoodie.keygen.timebased.input.dateformat", None, parse_str)
     timestamp_output_format: str | None = opt("hoodie.keygen.timebased.output.dateformat", None, parse_str)
     timestamp_timezone: str | None = opt("hoodie.keygen.timebased.timezone", None, parse_str)
+    timestamp_output_timezone: str | None = opt("hoodie.keygen.timebased.output.timezone", None, parse_str)
+    timestamp_scalar_unit: str | None = opt("hoodie.keygen.timebased.timestamp.scalar.time.unit", None, parse_str)
+    # Hudi's write option (KeyGeneratorOptions.KEYGENERATOR_CONSISTENT_LOGICAL_TIMESTAMP_ENABLED),
+    # kept with the table: every writer must print a timestamp key the same way.
+    consistent_logical_timestamp: bool | None = opt(
+        "hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled", None, parse_bool)
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

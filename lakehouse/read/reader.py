@@ -20,6 +20,7 @@ from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.file_slice_reader import SliceReadContext, collect_slice, iter_file_slice, merge_slices
 from lakehouse.read.pruning import pinned_keys, prune_by_key
+from lakehouse.read.time_partitions import TimeSpans, may_hold
 from lakehouse.read.read_ahead import read_ahead
 from lakehouse.merge import MergeSpec
 from lakehouse.columns import COMMIT_TIME
@@ -181,6 +182,8 @@ class TableReader:
         terms = [f for f in filters if f[0] in pfields]
         if not terms:
             return None
+        if self.config.key_generator_type is KeyGeneratorType.TIMESTAMP:
+            return self._prune_time_partitions(set(partitions), terms, schema)
         parts = sorted(set(partitions))
         values = [self._partition_values(p) for p in parts]
         if any(v is None for v in values):
@@ -202,6 +205,25 @@ class TableReader:
         expr = filters_to_expression(terms, pa.schema([schema.field(f) for f in pfields if f in schema.names]))
         kept = set(pa.table(cols).filter(expr).column("__lh_i").to_pylist())
         return {p for i, p in enumerate(parts) if i in kept or unknown[i]}
+
+    def _prune_time_partitions(self, partitions: set[str], terms, schema: pa.Schema) -> set[str] | None:
+        """Folders of the timestamp-based key generator stand for spans of time
+        (lakehouse.read.time_partitions): keep those a filter's values can fall in."""
+        field = self.config.partition_fields[0]
+        spans = TimeSpans(self.config)
+        if not spans.usable or field not in schema.names:
+            return None
+        typ = schema.field(field).type
+        if not (pa.types.is_timestamp(typ) or pa.types.is_date(typ)):
+            return None
+        terms = [(c, op.lower(), v) for c, op, v in terms]
+        prefix = f"{field}=" if self.config.hive_style_partitioning else ""
+        kept = set()
+        for p in partitions:
+            span = spans.span(p.removeprefix(prefix)) if p.startswith(prefix) else None
+            if span is None or may_hold(span, terms, typ):
+                kept.add(p)
+        return kept
 
     # --- reads -----------------------------------------------------------------------------
 

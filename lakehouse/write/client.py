@@ -41,7 +41,7 @@ from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
-from lakehouse.write import assign, bucket_sizing, buffer, commit_phase
+from lakehouse.write import assign, bucket_sizing, buffer, commit_phase, datetime_partitioning
 from lakehouse.write.commit_phase import BUCKETS_KEY, RESULTS_KEY, phase_one_problem
 from lakehouse.write.assign import Target
 from lakehouse.io.handles import HandleContext, schema_json, writes_bloom
@@ -110,6 +110,7 @@ class WriteClient:
     # --- phase 0: validation (lakehouse.write.prepare) ------------------------------------
 
     def prepare(self, batch: pa.Table, op: Operation) -> Prepared:
+        datetime_partitioning.settle(self, batch.schema)  # a table created without a schema
         budget = self.write_config.task_max_bytes if self.buffered(op) else None
         return prepare(self, batch, op, budget=budget)
 
@@ -231,6 +232,7 @@ class WriteClient:
         does."""
         self.meta.adopt(config)
         self.config = config
+        self.keygen = KeyGenerator(config)
 
     def write_prepared(self, prepared: Prepared, *, extra_metadata: ExtraMetadata | None = None,
                        files: FileWriter | None = None) -> str:

@@ -160,3 +160,39 @@ def test_java_and_lakehouse_key_values_of_every_type_alike(tmp_path, judges, tab
                 assert carried and not carried & versions.keys(), "Hudi no longer corrupts millis: update the README"
                 continue
             assert versions == latest[col], f"{col} ({table_type}), read by {who}: not the latest version of every key"
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_java_writes_into_an_hourly_partitioned_table(tmp_path, judges, table_type):
+    """A table partitioned by a timestamp column gets Hudi Flink's timestamp-based key generator
+    (hourly folders, README "Hudi's semantics"); Java Hudi's Spark writer, given the table's
+    hoodie.keygen.timebased.* settings, puts each row in the same hour folder lakehouse does: no
+    key twice, one folder per hour."""
+    hours = [dt.datetime(2024, 1, 31, 10, 0, tzinfo=dt.timezone.utc) + dt.timedelta(minutes=37 * i)
+             for i in range(40)]
+    batch = pa.table({"id": [f"k{i}" for i in range(40)], "ts": pa.array(hours, pa.timestamp("us", tz="UTC")),
+                      "v": [1] * 40})
+    t = lakehouse.create_table(str(tmp_path / "t"), name="hourly", table_type=table_type, record_key="id",
+                               partition_by="ts", ordering_field="v", schema=batch.schema)
+    assert t.config.timestamp_output_format == "yyyyMMddHH"
+    t.upsert(batch.slice(0, 30))
+    c = t.config
+    java = JavaSession(tmp_path, judges)
+    later = batch.slice(20, 20).set_column(2, "v", pa.array([2] * 20))
+    java.write(t.path, later, {
+        "hoodie.table.name": c.name, "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "v", "hoodie.datasource.write.partitionpath.field": "ts",
+        "hoodie.datasource.write.table.type": table_type, "hoodie.datasource.write.operation": "upsert",
+        "hoodie.datasource.write.keygenerator.class": c.key_generator_class,
+        "hoodie.keygen.timebased.timestamp.type": c.timestamp_type,
+        "hoodie.keygen.timebased.timestamp.scalar.time.unit": c.timestamp_scalar_unit,
+        "hoodie.keygen.timebased.output.dateformat": c.timestamp_output_format,
+        "hoodie.keygen.timebased.output.timezone": "UTC", "hoodie.keygen.timebased.timezone": "UTC"})
+    java.run()
+    t = lakehouse.open_table(t.path)
+    got = t.read(columns=["_hoodie_partition_path", "id", "ts", "v"])
+    assert got.num_rows == 40 == pc.count_distinct(got.column("id")).as_py()
+    for r in got.to_pylist():
+        assert r["_hoodie_partition_path"] == r["ts"].astimezone(dt.timezone.utc).strftime("%Y%m%d%H"), r
+        assert r["v"] == (2 if int(r["id"][1:]) >= 20 else 1), r
+    assert sorted(hudi_read(t.path).column("id").to_pylist()) == sorted(got.column("id").to_pylist())
