@@ -146,9 +146,12 @@ class Table:
             {k: v for k, v in self.options(options, "write").items() if k in CLEAN_OPTION_KEYS})
         return cleaning_with_write(self.meta_client, cfg, commits=commits)
 
-    def write(self, batch: pa.Table, operation: str = "upsert", *, commit: bool = True,
-              options: Mapping[str, Any] | None = None,
+    def write(self, batch: "pa.Table | pa.RecordBatchReader | Any", operation: str = "upsert", *,
+              commit: bool = True, options: Mapping[str, Any] | None = None,
               extra_metadata: ExtraMetadata | None = None) -> str:
+        """``batch``: a ``pyarrow.Table``, or an Arrow stream (a ``RecordBatchReader``, or anything
+        with ``__arrow_c_stream__``: Polars, DuckDB), which a Merge-On-Read write with the bucket
+        index takes in ``write.task.max.size`` chunks without holding it whole."""
         with self._cleaning(options, commit):
             return self._client(options).write(batch, operation, commit=commit, extra_metadata=extra_metadata)
 

@@ -67,6 +67,7 @@ from lakehouse.services.archive import archived_extras
 from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.carried import SINK_CHECKPOINT_KEY, believable, origins, sink_map, values
 from lakehouse.write.client import WriteClient
+from lakehouse.write.source import BatchSource, ParquetSource, TableSource
 from lakehouse.write.prepare import Operation, committed_partition_depth
 
 try:  # the Python Data Source API: pyspark >= 4.0, an optional dependency
@@ -381,12 +382,13 @@ class Sink:
             depth[0] = check_paths(paths, depth=depth[0], row_offset=None) or depth[0]
         return check
 
-    def staged_rows(self, messages: Sequence[Staged | None]) -> pa.Table:
-        storage = self.storage()
-        parts = [pq.read_table(storage.open_input(m.path)) for m in messages if m is not None and m.path]
-        if not parts:
-            return self.arrow_schema.empty_table()
-        return pa.concat_tables(parts).cast(self.arrow_schema)
+    def staged_rows(self, messages: Sequence[Staged | None]) -> BatchSource:
+        """The staged files as the write's source: read a row group at a time, so a write the
+        table takes in chunks (lakehouse.write.buffer) never holds the whole batch on the driver."""
+        paths = [m.path for m in messages if m is not None and m.path]
+        if not paths:
+            return TableSource(self.arrow_schema.empty_table())
+        return ParquetSource(paths, self.storage().open_input, self.arrow_schema)
 
     def discard(self) -> None:
         storage = self.storage()

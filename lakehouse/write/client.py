@@ -42,6 +42,7 @@ from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetada
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
 from lakehouse.write import assign, bucket_sizing, buffer, commit_phase, datetime_partitioning
+from lakehouse.write.source import BatchSource, as_source
 from lakehouse.write.commit_phase import BUCKETS_KEY, RESULTS_KEY, phase_one_problem
 from lakehouse.write.assign import Target
 from lakehouse.io.handles import HandleContext, schema_json, writes_bloom
@@ -122,13 +123,21 @@ class WriteClient:
 
     # --- phase 1 ---------------------------------------------------------------------------
 
-    def write(self, batch: pa.Table, op: Operation | str, *, commit: bool = True,
-              extra_metadata: ExtraMetadata | None = None) -> str:
+    def write(self, batch: "pa.Table | BatchSource | pa.RecordBatchReader", op: Operation | str, *,
+              commit: bool = True, extra_metadata: ExtraMetadata | None = None) -> str:
+        """``batch``: a table, or a stream (a ``RecordBatchReader``, anything with
+        ``__arrow_c_stream__``: spooled to a local file, lakehouse.write.source) or staged files,
+        which a write taken in chunks never holds whole."""
         op = Operation(op)
-        if self.buffered(op) and getattr(batch, "nbytes", 0) > self.write_config.task_max_bytes:
-            with buffer.system_allocator():  # taken in chunks: see lakehouse.write.buffer
-                return self._write(batch, op, commit, extra_metadata)
-        return self._write(batch, op, commit, extra_metadata)
+        source = as_source(batch)
+        try:
+            if self.buffered(op) and source.nbytes > self.write_config.task_max_bytes:
+                with buffer.system_allocator():  # taken in chunks: see lakehouse.write.buffer
+                    return self._write(source, op, commit, extra_metadata)
+            return self._write(source, op, commit, extra_metadata)
+        finally:
+            if source is not batch:
+                source.close()
 
     def _write(self, batch: pa.Table, op: Operation, commit: bool,
                extra_metadata: ExtraMetadata | None) -> str:

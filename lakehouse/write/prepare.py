@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.errors import RecordKeyError, SchemaError
+from lakehouse.errors import RecordKeyError
 from lakehouse.config import MergeMode
 from lakehouse.columns import DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
 from lakehouse.merge import MergeSpec, delete_flags, resolve
@@ -29,6 +29,7 @@ from lakehouse.partition_path import check_paths
 from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.timeline.schema_resolver import recorded_schema
 from lakehouse.write import bucket_sizing
+from lakehouse.write.source import as_source
 from lakehouse.write.validate import check_missing_columns, conform, reconcile
 from lakehouse.write.validate import data_schema as data_schema_of
 
@@ -82,36 +83,30 @@ class Prepared:
             yield from self.chunks()
 
 
-def as_table(batch) -> pa.Table:
-    if isinstance(batch, pa.Table):
-        return batch
-    if isinstance(batch, pa.RecordBatch):
-        return pa.Table.from_batches([batch])
-    raise SchemaError(f"expected a pyarrow.Table, got {type(batch).__name__}",
-                      help="convert with pyarrow.Table.from_pandas / from_pylist")
-
-
 def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None = None) -> Prepared:
-    """``batch`` checked and keyed for ``op``. ``budget`` (bytes): a batch larger than it is
-    prepared in chunks of a sixteenth of it, as the writer takes them."""
-    batch = as_table(batch)
+    """``batch`` (a table, an Arrow stream or a :class:`~lakehouse.write.source.BatchSource`)
+    checked and keyed for ``op``. ``budget`` (bytes): a batch larger than it is prepared in chunks
+    of a sixteenth of it, as the writer takes them, and is never held whole."""
+    source = as_source(batch)
+    schema = source.schema
     keygen = client.keygen
     for col, what in [*((c, "record key") for c in keygen.record_key_fields),
                       *((c, "partition") for c in keygen.partition_fields)]:
-        if col not in batch.column_names:
+        if col not in schema.names:
             raise RecordKeyError(f"{what} column {col!r} is missing from the batch",
                                  help=f"add the column; every record needs its {what} value")
     timeline = client.active.load()
     table_schema = recorded_schema(client.active, client.config, timeline)
+    keep = None
     if op.keys_only:
         # Deleting from a table without data commits an empty instant, as Hudi does.
         data_schema = table_schema if table_schema is not None else data_schema_of(
-            batch.select([c for c in keygen.required_columns() if c in batch.column_names]).schema)
+            pa.schema([schema.field(c) for c in keygen.required_columns() if c in schema.names]))
         # Only the key and partition columns matter; other columns of the batch are ignored.
-        batch = batch.select([c for c in batch.column_names if c in data_schema.names])
+        keep = [c for c in schema.names if c in data_schema.names]
         changed = False
     else:
-        data_schema = reconcile(batch.schema, table_schema)
+        data_schema = reconcile(schema, table_schema)
         changed = table_schema is None or data_schema != table_schema
         if changed:
             arrow_to_avro_schema(data_schema, client.config.name, with_meta_fields=True)
@@ -120,24 +115,26 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
     depth = [committed_partition_depth(client.active, timeline)]
 
     def rows_of(chunk: pa.Table, offset: int) -> pa.Table:
+        if keep is not None:
+            chunk = chunk.select(keep)
         rows = _keyed_rows(client, chunk, op, data_schema, offset)
         # One depth for every partition path of the table, this batch's chunks included.
         depth[0] = check_paths(rows.column(PARTITION), depth=depth[0], row_offset=offset) or depth[0]
         return rows
 
     measure = bucket_sizing.is_provisional(client.config) and not op.keys_only
-    row_bytes = batch.nbytes / max(1, batch.num_rows)
-    if budget is None or batch.nbytes <= budget:
-        rows = rows_of(batch, 0)
+    row_bytes = source.nbytes / max(1, source.num_rows)
+    if budget is None or source.nbytes <= budget:
+        rows = rows_of(source.whole(), 0)
         if not op.keys_only:
             # Last: a batch's own errors (keys, types, ordering values) first.
-            check_missing_columns(batch, table_schema, client.write_config, client.spec)
+            check_missing_columns(schema.empty_table(), table_schema, client.write_config, client.spec)
         largest = int(_largest_partition(rows, {}) * row_bytes) if measure else 0
         return Prepared(op, rows, data_schema, changed, record_schema, largest_partition_bytes=largest)
 
     def chunks() -> Iterator[pa.Table]:
         offset = 0
-        for chunk in chunk_rows(batch, max(1, budget // 16)):
+        for chunk in source.chunks(max(1, budget // 16)):
             yield rows_of(chunk, offset)
             offset += chunk.num_rows
 
@@ -146,7 +143,7 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
         if measure:
             _largest_partition(rows, counts)
     if not op.keys_only:
-        check_missing_columns(batch, table_schema, client.write_config, client.spec)
+        check_missing_columns(schema.empty_table(), table_schema, client.write_config, client.spec)
     largest = int(max(counts.values(), default=0) * row_bytes)
     return Prepared(op, None, data_schema, changed, record_schema, chunks=chunks,
                     largest_partition_bytes=largest)
@@ -170,17 +167,6 @@ def _largest_partition(rows: pa.Table, counts: dict[str, int]) -> int:
     for p, n in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
         counts[p] = counts.get(p, 0) + n
     return max(counts.values(), default=0)
-
-
-def chunk_rows(rows: pa.Table, chunk_bytes: int) -> Iterable[pa.Table]:
-    """``rows`` in slices of about ``chunk_bytes`` (zero-copy)."""
-    n = rows.num_rows
-    if n == 0 or rows.nbytes <= chunk_bytes:
-        yield rows
-        return
-    per = max(1, int(n * chunk_bytes // max(1, rows.nbytes)))
-    for off in range(0, n, per):
-        yield rows.slice(off, per)
 
 
 def _keyed_rows(client: "WriteClient", batch: pa.Table, op: Operation, data_schema: pa.Schema,
