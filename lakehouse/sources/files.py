@@ -108,7 +108,8 @@ def ingest_state(table: "Table", source: str | None) -> IngestState | None:
 
     found: list[IngestState] = []
     for origin, k, value, extra in values(table.active, table.timeline, match,
-                                          archived=lambda: archived_extras(table.meta_client)):
+                                          archived=lambda: archived_extras(table.meta_client),
+                                          in_order=not table.concurrency.multi_writer):
         if k == CHECKPOINT_KEY:
             # An ingest commit's own keys (every version wrote them).
             if source is not None and extra.get(SOURCE_KEY) not in (None, source):

@@ -422,7 +422,8 @@ class Sink:
         archived timeline. A query whose batches the table recorded once but no longer shows
         (the archive removed) is refused: :class:`CheckpointLostError`."""
         found = values(table.active, table.timeline, lambda k: k.startswith(SINK_CHECKPOINT_KEY),
-                       archived=lambda: archived_extras(table.meta_client))
+                       archived=lambda: archived_extras(table.meta_client),
+                       in_order=not table.concurrency.multi_writer)
         ids = []
         for origin, _, value, _ in found:
             try:

@@ -107,15 +107,19 @@ def believable(timeline: Timeline, origin: str) -> bool:
 
 
 def values(active: ActiveTimeline, timeline: Timeline, match: Callable[[str], bool],
-           archived: Callable[[], Iterator[tuple[str, Mapping[str, str]]]] | None = None
-           ) -> list[tuple[str, str, str, Mapping[str, str]]]:
-    """(origin, key, value, the commit's extra metadata) of every key ``match`` accepts on the active timeline's completed
-    writes, values whose origin was rolled back left out; if there are none, those of
-    ``archived()`` ((instant, extra metadata) of archived commits). Callers take the newest origin
-    per key: with several writers a commit may complete after one with a later instant time,
-    so no single commit is sure to hold the newest value. Sink maps come per identifier, keyed
+           archived: Callable[[], Iterator[tuple[str, Mapping[str, str]]]] | None = None, *,
+           in_order: bool = False) -> list[tuple[str, str, str, Mapping[str, str]]]:
+    """(origin, key, value, the commit's extra metadata) of every key ``match`` accepts on the
+    active timeline's completed writes, values whose origin was rolled back left out; if there are
+    none, those of ``archived()`` ((instant, extra metadata) of archived commits). Callers take the
+    newest origin per key: with several writers a commit may complete after one with a later
+    instant time, so no single commit is sure to hold the newest value and every commit is read.
+    ``in_order`` (one writer: its writes complete in instant order, and a compaction completing
+    late carries theirs): the newest commit that carries, if it holds no rolled-back value, holds
+    every value, and the walk stops there. Sink maps come per identifier, keyed
     ``_hudi_streaming_sink_checkpoint/<identifier>``."""
-    def of(inst_time: str, extra: Mapping[str, str], check: bool) -> Iterator[tuple[str, str, str, Mapping[str, str]]]:
+    def of(inst_time: str, extra: Mapping[str, str], check: bool,
+           dropped: list[bool]) -> Iterator[tuple[str, str, str, Mapping[str, str]]]:
         came_from = origins(extra)
         for k, v in extra.items():
             if k == SINK_CHECKPOINT_KEY:
@@ -129,11 +133,17 @@ def values(active: ActiveTimeline, timeline: Timeline, match: Callable[[str], bo
                     continue
                 origin = came_from.get(key, inst_time)
                 if check and origin != inst_time and not believable(timeline, origin):
+                    dropped.append(True)
                     continue
                 yield origin, key, value, extra
 
-    found = [v for inst in timeline.completed_writes().instants
-             for v in of(inst.time, active.commit_metadata(inst).extra_metadata, True)]
+    found: list[tuple[str, str, str, Mapping[str, str]]] = []
+    for inst in reversed(timeline.completed_writes().instants):
+        extra = active.commit_metadata(inst).extra_metadata
+        dropped: list[bool] = []
+        found += of(inst.time, extra, True, dropped)
+        if in_order and ORIGINS_KEY in extra and not dropped:
+            break
     if found or archived is None:
         return found
-    return [v for inst_time, extra in archived() for v in of(inst_time, extra, False)]
+    return [v for inst_time, extra in archived() for v in of(inst_time, extra, False, [])]

@@ -173,3 +173,23 @@ def test_carry_forward_merges_sink_maps_and_keeps_origins(tmp_path):
     own = carry_forward(t.active, t.timeline, {SINK_CHECKPOINT_KEY: json.dumps({"q1": "4"})})
     assert json.loads(own[SINK_CHECKPOINT_KEY]) == {"q1": "4", "q2": "7"}
     assert json.loads(own[ORIGINS_KEY]) == {f"{SINK_CHECKPOINT_KEY}/q2": q2}
+
+
+def test_one_writer_reads_only_the_newest_carrier(tmp_path, monkeypatch):
+    """With one writer the newest commit that carries holds every record: a lookup reads one
+    commit file, not the whole active timeline (a streaming query opens the table per batch)."""
+    src, t = tmp_path / "in", table(tmp_path / "t", "COPY_ON_WRITE")
+    land(src, "f1.parquet", ["k1"], "f1")
+    ingest(t, str(src))
+    for i in range(8):
+        t.upsert(pa.table({"id": [f"x{i}"], "v": ["x"], "ts": [0]}))
+    fresh = lakehouse.open_table(t.path)
+    read = []
+    original = type(fresh.active).commit_metadata
+
+    def counted(self, inst):
+        read.append(inst.time)
+        return original(self, inst)
+    monkeypatch.setattr(type(fresh.active), "commit_metadata", counted)
+    state = ingest_state(fresh, lakehouse.storage.get_storage(str(src)).uri())
+    assert state is not None and len(read) == 1
