@@ -54,19 +54,21 @@ def origins(extra: Mapping[str, str]) -> dict[str, str]:
 
 
 def carry_forward(active: ActiveTimeline, timeline: Timeline, extra: Mapping[str, str],
-                  prefixes: Iterable[str] = ()) -> dict[str, str]:
+                  prefixes: Iterable[str] = (), *, in_order: bool = False) -> dict[str, str]:
     """``extra`` (a commit's own extra metadata) with the carried keys of the commits before it
     that it does not set, and their origins. Called under the table lock, on the timeline that
-    lock guards, so two commits never carry past each other."""
+    lock guards. Per key the value with the newest origin is carried. With several writers a
+    commit may complete after one with a later instant time, so every active commit is read
+    (their metadata is cached); ``in_order`` (one writer, whose writes complete in instant
+    order): the newest commit that carries already holds every value, and the walk stops there."""
     prefixes = tuple(prefixes)
     out = dict(extra)
-    own_origins: dict[str, str] = {}
     own_sink = sink_map(out.get(SINK_CHECKPOINT_KEY))
-    merged_sink: dict[str, str] = {}
+    best: dict[str, tuple[str, str | None, str]] = {}  # key -> (origin, identifier, value)
     for inst in reversed(timeline.completed_writes().instants):
         prev = active.commit_metadata(inst).extra_metadata
         came_from = origins(prev)
-        complete = ORIGINS_KEY in prev  # it carried everything before it
+        complete = ORIGINS_KEY in prev  # it carried everything completed before it
         for k, v in prev.items():
             if not _carried(k, prefixes):
                 continue
@@ -77,15 +79,20 @@ def carry_forward(active: ActiveTimeline, timeline: Timeline, extra: Mapping[str
                 if origin != inst.time and not believable(timeline, origin):
                     complete = False  # rolled back: an older commit may hold the value that stands
                     continue
-                if ident is not None:
-                    if ident not in own_sink and ident not in merged_sink:
-                        merged_sink[ident] = value
-                        own_origins[key] = origin
-                elif key not in out:
-                    out[key] = value
-                    own_origins[key] = origin
-        if complete:
+                if (ident in own_sink) if ident is not None else (key in out):
+                    continue  # the commit's own value
+                if key not in best or origin > best[key][0]:
+                    best[key] = (origin, ident, value)
+        if in_order and complete:
             break
+    own_origins = {}
+    merged_sink: dict[str, str] = {}
+    for key, (origin, ident, value) in best.items():
+        own_origins[key] = origin
+        if ident is not None:
+            merged_sink[ident] = value
+        else:
+            out[key] = value
     own_value = out.get(SINK_CHECKPOINT_KEY)
     if own_value and not own_sink:
         # Not a map: left as the writer gave it, for its reader to report.

@@ -125,7 +125,8 @@ def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: Comm
         # What sources and streaming queries applied rides on every commit (read under the
         # lock, so no other commit can land between the read and this one).
         final = dataclasses.replace(final, extra_metadata=carry_forward(
-            client.active, now, final.extra_metadata, client.write_config.meta_key_prefixes))
+            client.active, now, final.extra_metadata, client.write_config.meta_key_prefixes,
+            in_order=not client.concurrency.multi_writer))
         client.meta.check_lock()
         complete(client.meta, inst, final.to_bytes())
     fault_point("commit.after_complete")

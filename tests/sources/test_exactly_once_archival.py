@@ -134,10 +134,8 @@ def test_lost_history_is_an_error_not_a_reingest(tmp_path):
     assert lakehouse.open_table(t.path).timeline.instants == before
 
 
-def test_rolled_back_ingest_is_taken_again(tmp_path):
-    """A carried record whose ingest commit was rolled back is not believed: its files are new.
-    (Several writers: a write started before the ingest completes after it and carries its
-    record; the ingest, the latest by instant time, is then rolled back.)"""
+def several_writers(tmp_path):
+    """A partitioned table shared by several writers (OCC), and a landing folder holding f1."""
     src = tmp_path / "in"
     t = lakehouse.create_table(str(tmp_path / "t"), name="t", table_type="COPY_ON_WRITE", record_key="id",
                                partition_by="p", merge_mode="COMMIT_TIME_ORDERING", ordering_field="ts",
@@ -145,6 +143,14 @@ def test_rolled_back_ingest_is_taken_again(tmp_path):
                                         "hoodie.cleaner.policy.failed.writes": "LAZY"})
     src.mkdir()
     pq.write_table(pa.table({"id": ["k1"], "v": ["f1"], "ts": [1], "p": ["a"]}), str(src / "f1.parquet"))
+    return src, t
+
+
+def test_rolled_back_ingest_is_taken_again(tmp_path):
+    """A carried record whose ingest commit was rolled back is not believed: its files are new.
+    (Several writers: a write started before the ingest completes after it and carries its
+    record; the ingest, the latest by instant time, is then rolled back.)"""
+    src, t = several_writers(tmp_path)
     other = t.upsert(pa.table({"id": ["x"], "v": ["x"], "ts": [0], "p": ["b"]}), commit=False)
     first = ingest(t, str(src))
     t.commit(other)  # completes after the ingest: carries its record
@@ -193,3 +199,17 @@ def test_one_writer_reads_only_the_newest_carrier(tmp_path, monkeypatch):
     monkeypatch.setattr(type(fresh.active), "commit_metadata", counted)
     state = ingest_state(fresh, lakehouse.storage.get_storage(str(src)).uri())
     assert state is not None and len(read) == 1
+
+
+def test_several_writers_carry_a_record_that_completed_out_of_order(tmp_path):
+    """Several writers: an ingest that completes after a later-timed commit still has its record
+    carried by the commits after it (every active commit is read, the newest origin wins)."""
+    src, t = several_writers(tmp_path)
+    slow = ingest(t, str(src), commit=False)  # its instant is older than the next write's
+    t.upsert(pa.table({"id": ["x"], "v": ["x"], "ts": [0], "p": ["b"]}))
+    t.commit(slow.instant)  # completes after a commit with a later instant time
+    t.upsert(pa.table({"id": ["y"], "v": ["y"], "ts": [0], "p": ["c"]}))
+    newest = t.active.commit_metadata(t.timeline.completed_writes().last).extra_metadata
+    key = [k for k in newest if k.startswith("lakehouse.ingest.state.")]
+    assert key and json.loads(newest[ORIGINS_KEY])[key[0]] == slow.instant
+    assert ingest(t, str(src)).files == 0

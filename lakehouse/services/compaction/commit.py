@@ -111,7 +111,8 @@ def _publish(meta: "TableMetaClient", inst: Instant, stats: list[WriteStat],
                           extra_metadata={**(extra_metadata or {}), **({"schema": schema} if schema else {}),
                                           **ids})
     # Carried like every commit's (lakehouse.timeline.carried): a compaction may be the newest.
-    done = dataclasses.replace(done, extra_metadata=carry_forward(meta.active, timeline, done.extra_metadata))
+    done = dataclasses.replace(done, extra_metadata=carry_forward(
+        meta.active, timeline, done.extra_metadata, in_order=not meta.concurrency.multi_writer))
     fault_point("compaction.before_commit")
     # An executor started again may have taken the lock from this step, stalled past its
     # lease, and undone the execution: its files are gone.
