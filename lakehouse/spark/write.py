@@ -86,7 +86,8 @@ def write_dataframe(table: "Table", df: "DataFrame", operation: str = "upsert", 
     client = WriteClient(table.meta_client, options)
     # An empty batch of the DataFrame's schema goes through the Python path's own validation:
     # the same reconciled schema and the same typed errors, before anything is written.
-    prepared = client.prepare(arrow_schema(df.schema).empty_table(), op)
+    # Its tasks key rows with the stored key generator: this write chooses none.
+    prepared = client.prepare(arrow_schema(df.schema).empty_table(), op, choose_keygen=False)
     job = _Job(table.path, dict(options or {}), op, prepared.data_schema)
     counts = _check(df, job, client)
     if bucket_sizing.is_provisional(client.config) and op is not Operation.DELETE:

@@ -107,11 +107,18 @@ class WriteClient:
         # The field ids of the instant whose phase 1 is writing its files (read by its writers).
         self.instant_field_ids: dict[str, FieldIds] = {}
         self.keygen = KeyGenerator(self.config)
+        # A key generator chosen in memory by this client's first write, to be stored
+        # (lakehouse.write.datetime_partitioning).
+        self.keygen_chosen = False
 
     # --- phase 0: validation (lakehouse.write.prepare) ------------------------------------
 
-    def prepare(self, batch: pa.Table, op: Operation) -> Prepared:
-        datetime_partitioning.settle(self, batch.schema)  # a table created without a schema
+    def prepare(self, batch: pa.Table, op: Operation, *, choose_keygen: bool = True) -> Prepared:
+        """``choose_keygen``: a first write may choose the key generator of a table created
+        without a schema (lakehouse.write.datetime_partitioning); not where other processes key
+        the rows with the stored one (the distributed Spark writer)."""
+        if choose_keygen:
+            datetime_partitioning.choose(self, batch.schema)
         budget = self.write_config.task_max_bytes if self.buffered(op) else None
         return prepare(self, batch, op, budget=budget)
 
@@ -250,6 +257,7 @@ class WriteClient:
         time, timeline)`` (default: this process writes them), the results recorded. A failure
         rolls the instant back. Returns the instant time; :meth:`commit` is phase 2."""
         op = prepared.operation
+        datetime_partitioning.persist(self)
         if not op.keys_only:
             bucket_sizing.settle(self, prepared)
         if op in (Operation.INSERT_OVERWRITE_TABLE, Operation.DELETE_PARTITION):

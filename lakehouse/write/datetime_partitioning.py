@@ -4,10 +4,13 @@
 Flink's timestamp-based key generator, with hourly or daily folders
 (:func:`lakehouse.keygen.datetime_partitioning`). Without a schema the column's type is not known
 then; the table is marked (:data:`lakehouse.keygen.KEYGEN_AUTO_KEY`) and the first write that
-brings the column decides, under the table lock, before any partition path is computed: a
-datetime column switches the table to the timestamp-based key generator in ``hoodie.properties``,
-any other type keeps the simple one. A table that already has writes (another writer decided, or
-a Java writer wrote with the simple key generator) keeps what it has; the mark is cleared."""
+brings the column decides: :func:`choose` takes the decision in memory before the batch is keyed
+(nothing is written for a batch that is refused), and :func:`persist` writes it to
+``hoodie.properties`` under the table lock, with the instant's other first-write settings, before
+any data file. A datetime column switches the table to the timestamp-based key generator, any
+other type keeps the simple one. A table that already has writes (a Java writer, or lakehouse's
+distributed Spark writer, whose tasks key rows with the stored key generator and so never choose)
+keeps what it has; the mark is cleared."""
 
 from __future__ import annotations
 
@@ -16,8 +19,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lakehouse.config import TableConfig
+from lakehouse.errors import WriteError
 from lakehouse.keygen import KEYGEN_AUTO_KEY, datetime_partitioning
 from lakehouse.properties import read_table_config, rewrite_table_config
+from lakehouse.timeline.active import ActiveTimeline
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action
 
 if TYPE_CHECKING:
@@ -28,26 +33,54 @@ def undecided(config: TableConfig) -> bool:
     return config.extra.get(KEYGEN_AUTO_KEY) == "true"
 
 
-def settle(client: "WriteClient", schema: pa.Schema) -> bool:
-    """Decide the key generator from ``schema`` (the first write's batch) if the table waits for
-    it; returns whether the client's config changed."""
+def _written(active: ActiveTimeline) -> bool:
+    return any(i.action in WRITE_ACTIONS or i.action is Action.COMPACTION for i in active.load())
+
+
+def decided(stored: TableConfig, field_type: pa.DataType | None, written: bool) -> TableConfig:
+    """``stored`` with its key generator chosen (the mark cleared)."""
+    chosen = None if written or field_type is None else datetime_partitioning(field_type)
+    props = {k: v for k, v in stored.to_properties().items() if k != KEYGEN_AUTO_KEY}
+    props.update(chosen or {})
+    return TableConfig.from_properties(props)
+
+
+def choose(client: "WriteClient", schema: pa.Schema) -> None:
+    """In memory: the key generator the table gets if this write is its first (``schema``: the
+    batch's); ``client.keygen_chosen`` says one was chosen. Nothing is written here."""
     if not undecided(client.config):
-        return False
+        return
     field = client.config.partition_fields[0] if client.config.partition_fields else None
     if field is None or field not in schema.names:
-        return False  # a write without the column (a delete by key) decides nothing
+        return  # a write without the column (a delete by key) decides nothing
+    client.adopt(decided(client.config, schema.field(field).type, _written(client.active)))
+    client.keygen_chosen = True
+
+
+def _check_same(stored: TableConfig, client: "WriteClient") -> None:
+    if stored.key_generator_class != client.config.key_generator_class:
+        raise WriteError(f"the table's key generator was chosen meanwhile by another writer "
+                         f"({stored.key_generator_class}); this write keyed its rows otherwise",
+                         help="write the batch again")
+
+
+def persist(client: "WriteClient") -> None:
+    """Under the table lock, before the instant: the choice :func:`choose` made goes to
+    ``hoodie.properties``, unless the table was decided meanwhile (by another writer)."""
+    if not client.keygen_chosen:
+        return
     with client.meta.exclusive():
         stored = read_table_config(client.storage)
-        if undecided(stored):
-            written = any(i.action in WRITE_ACTIONS or i.action is Action.COMPACTION
-                          for i in client.active.load())
-            chosen = None if written else datetime_partitioning(schema.field(field).type)
-            props = {k: v for k, v in stored.to_properties().items() if k != KEYGEN_AUTO_KEY}
-            props.update(chosen or {})
-            new = TableConfig.from_properties(props)
-            client.meta.check_lock()
-            rewrite_table_config(client.storage, new, may_change=(KEYGEN_AUTO_KEY, *(chosen or {})),
-                                 before_data=True)
-            stored = read_table_config(client.storage)
-    client.adopt(stored)
-    return True
+        if not undecided(stored):
+            _check_same(stored, client)
+            return
+        if _written(client.active) and client.config.key_generator_class != stored.key_generator_class:
+            client.adopt(decided(stored, None, True))
+            raise WriteError("another writer wrote into the table while this write chose its key "
+                             "generator; the table keeps the one it has", help="write the batch again")
+        before = stored.to_properties()
+        changed = [k for k, v in client.config.to_properties().items() if before.get(k) != v]
+        client.meta.check_lock()
+        rewrite_table_config(client.storage, client.config, may_change=(KEYGEN_AUTO_KEY, *changed),
+                             before_data=True)
+    client.keygen_chosen = False
