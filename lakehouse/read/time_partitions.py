@@ -18,35 +18,22 @@ from zoneinfo import ZoneInfo
 import pyarrow as pa
 
 from lakehouse.config import TableConfig
+from lakehouse.errors import ConfigError
+from lakehouse.keygen import java_to_strftime
 
 _UNITS = (("ss", timedelta(seconds=1)), ("mm", timedelta(minutes=1)), ("HH", timedelta(hours=1)),
           ("dd", timedelta(days=1)), ("MM", "month"), ("yyyy", "year"))
-_PRINTABLE = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def _strptime_format(fmt: str) -> str | None:
-    """The strptime pattern of a Java date pattern made of the tokens above and quoted text."""
-    out, i = [], 0
-    while i < len(fmt):
-        if fmt[i] == "'":
-            j = fmt.find("'", i + 1)
-            if j < 0:
-                return None
-            out.append(fmt[i + 1:j].replace("%", "%%"))
-            i = j + 1
-            continue
-        for tok, rep in _PRINTABLE.items():
-            if fmt.startswith(tok, i):
-                out.append(rep)
-                i += len(tok)
-                break
-        else:
-            if fmt[i].isalpha():
-                return None
-            out.append(fmt[i].replace("%", "%%"))
-            i += 1
-    return "".join(out)
+    """The strptime pattern of an output format that reads back as an instant (None: one with
+    milliseconds, two-digit years or zones, or letters lakehouse does not print)."""
+    try:
+        pattern = java_to_strftime(fmt)
+    except ConfigError:
+        return None
+    return None if any(d in pattern for d in ("%f", "%y", "%z")) else pattern
 
 
 def _unit(fmt: str) -> Any:

@@ -71,13 +71,17 @@ class Checkpoint:
                                    "pass --checkpoint to start from a chosen point") from None
 
 
+def _source_id(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
 def state_key(source: str) -> str:
     """The extra metadata key of a source's progress, carried from commit to commit."""
-    return INGEST_STATE_PREFIX + hashlib.sha256(source.encode()).hexdigest()[:16]
+    return INGEST_STATE_PREFIX + _source_id(source)
 
 
 def _manifest_folder(source: str) -> str:
-    return f"{MANIFEST_DIR}/{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+    return f"{MANIFEST_DIR}/{_source_id(source)}"
 
 
 def _committed_mark(source: str) -> str:

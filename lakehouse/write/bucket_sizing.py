@@ -24,6 +24,7 @@ from lakehouse.properties import read_table_config, rewrite_table_config
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action
 
 if TYPE_CHECKING:
+    from lakehouse.timeline.active import ActiveTimeline
     from lakehouse.write.client import WriteClient
     from lakehouse.write.prepare import Prepared
 
@@ -46,6 +47,12 @@ def buckets_for(config: TableConfig, write_config: WriteConfig, largest_partitio
     return max(min_buckets(config), math.ceil(largest_partition_bytes / per_file))
 
 
+def has_writes(active: "ActiveTimeline") -> bool:
+    """Whether any write or compaction, in any state, is on the table's timeline: a first-write
+    setting (the bucket count, the key generator) is then no longer this write's to choose."""
+    return any(i.action in WRITE_ACTIONS or i.action is Action.COMPACTION for i in active.load())
+
+
 def is_provisional(config: TableConfig) -> bool:
     return config.index_type is IndexType.BUCKET and config.extra.get(AUTO_KEY) == "true"
 
@@ -57,9 +64,7 @@ def settle(client: "WriteClient", prepared: "Prepared") -> None:
     with client.meta.exclusive():  # several writers: one of them decides, the others read it
         stored = read_table_config(client.storage)
         if is_provisional(stored):
-            written = any(i.action in WRITE_ACTIONS or i.action is Action.COMPACTION
-                          for i in client.active.load())
-            count = stored.bucket_num if written else buckets_for(
+            count = stored.bucket_num if has_writes(client.active) else buckets_for(
                 stored, client.write_config, prepared.largest_partition_bytes)
             extra = {k: v for k, v in stored.extra.items() if k != AUTO_KEY}
             stored = stored.replace(bucket_num=count, extra=extra)

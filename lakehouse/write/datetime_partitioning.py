@@ -22,8 +22,7 @@ from lakehouse.config import TableConfig
 from lakehouse.errors import WriteError
 from lakehouse.keygen import KEYGEN_AUTO_KEY, datetime_partitioning
 from lakehouse.properties import read_table_config, rewrite_table_config
-from lakehouse.timeline.active import ActiveTimeline
-from lakehouse.timeline.instant import WRITE_ACTIONS, Action
+from lakehouse.write.bucket_sizing import has_writes
 
 if TYPE_CHECKING:
     from lakehouse.write.client import WriteClient
@@ -31,10 +30,6 @@ if TYPE_CHECKING:
 
 def undecided(config: TableConfig) -> bool:
     return config.extra.get(KEYGEN_AUTO_KEY) == "true"
-
-
-def _written(active: ActiveTimeline) -> bool:
-    return any(i.action in WRITE_ACTIONS or i.action is Action.COMPACTION for i in active.load())
 
 
 def decided(stored: TableConfig, field_type: pa.DataType | None, written: bool) -> TableConfig:
@@ -53,7 +48,7 @@ def choose(client: "WriteClient", schema: pa.Schema) -> None:
     field = client.config.partition_fields[0] if client.config.partition_fields else None
     if field is None or field not in schema.names:
         return  # a write without the column (a delete by key) decides nothing
-    client.adopt(decided(client.config, schema.field(field).type, _written(client.active)))
+    client.adopt(decided(client.config, schema.field(field).type, has_writes(client.active)))
     client.keygen_chosen = True
 
 
@@ -74,7 +69,7 @@ def persist(client: "WriteClient") -> None:
         if not undecided(stored):
             _check_same(stored, client)
             return
-        if _written(client.active) and client.config.key_generator_class != stored.key_generator_class:
+        if has_writes(client.active) and client.config.key_generator_class != stored.key_generator_class:
             client.adopt(decided(stored, None, True))
             raise WriteError("another writer wrote into the table while this write chose its key "
                              "generator; the table keeps the one it has", help="write the batch again")
