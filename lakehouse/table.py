@@ -150,8 +150,10 @@ class Table:
               commit: bool = True, options: Mapping[str, Any] | None = None,
               extra_metadata: ExtraMetadata | None = None) -> str:
         """``batch``: a ``pyarrow.Table``, or an Arrow stream (a ``RecordBatchReader``, or anything
-        with ``__arrow_c_stream__``: Polars, DuckDB), which a Merge-On-Read write with the bucket
-        index takes in ``write.task.max.size`` chunks without holding it whole."""
+        with ``__arrow_c_stream__``: Polars, DuckDB), spooled to a local file. A batch larger than
+        ``write.task.max.size`` is taken in chunks and never held whole: appended chunk by chunk
+        on Merge-On-Read with the bucket index (lakehouse.write.buffer), spilled by file group on
+        every other path (lakehouse.write.spill)."""
         with self._cleaning(options, commit):
             return self._client(options).write(batch, operation, commit=commit, extra_metadata=extra_metadata)
 

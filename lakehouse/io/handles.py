@@ -6,7 +6,6 @@ Every handle creates its marker before its data file, fills the meta columns, an
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass
 from typing import Mapping
@@ -21,13 +20,12 @@ from lakehouse.faults import fault_point
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import BaseFileName, LogFileName, join, write_token
 from lakehouse.log.block import encode_avro_data_block, encode_delete_block, encode_parquet_data_block
-from lakehouse.read.file_slice_reader import read_base_file
+from lakehouse.read.file_slice_reader import iter_base_file
 from lakehouse.columns import COMMIT_SEQNO, COMMIT_TIME, DELETE, FILE_NAME, KEY, PARTITION_PATH, RECORD_KEY, SEQ, UNCONDITIONAL
 from lakehouse.merge import MergeSpec, arrange_duplicate_base_keys, drop_helpers, resolve
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.commit_metadata import WriteStat
-from lakehouse.bloom_filter import BloomFilter
-from lakehouse.io.field_ids import with_field_ids
+from lakehouse.io.base_file_writer import BaseFileWriter, row_group_bytes
 from lakehouse.io.markers import Markers, MarkerType
 
 
@@ -98,17 +96,17 @@ def constant(value: str, n: int, dictionary: bool = False) -> pa.Array:
     return pa.repeat(value, n).cast(pa.string()) if n else pa.array([], pa.string())
 
 
-def sequence_numbers(prefix: str, n: int) -> pa.Array:
-    """Hudi's ``_hoodie_commit_seqno`` values ``<prefix>0 .. <prefix>(n-1)``, built as bytes with
-    numpy: rows of one digit count form a fixed-width block (3x faster than formatting numbers
-    and joining strings, measured on a million)."""
+def sequence_numbers(prefix: str, n: int, start: int = 0) -> pa.Array:
+    """Hudi's ``_hoodie_commit_seqno`` values ``<prefix><start> .. <prefix><start+n-1>``, built
+    as bytes with numpy: rows of one digit count form a fixed-width block (3x faster than
+    formatting numbers and joining strings, measured on a million)."""
     if n == 0:
         return pa.array([], pa.string())
     pre = np.frombuffer(prefix.encode(), dtype=np.uint8)
     blocks, widths = [], []
-    lo, digits = 0, 1
-    while lo < n:
-        hi = min(n, 10 ** digits)
+    lo, digits, end = start, len(str(start)), start + n
+    while lo < end:
+        hi = min(end, 10 ** digits)
         if hi > lo:
             block = np.empty((hi - lo, len(pre) + digits), dtype=np.uint8)
             block[:, :len(pre)] = pre
@@ -129,11 +127,12 @@ def sequence_numbers(prefix: str, n: int) -> pa.Array:
 
 def with_meta(records: pa.Table, *, instant_time: str, task: int, partition: str,
               file_name: str, keys: pa.ChunkedArray | pa.Array, schema: pa.Schema,
-              dictionary_constants: bool = False) -> pa.Table:
+              dictionary_constants: bool = False, first_seqno: int = 0) -> pa.Table:
     """``records`` conformed to ``schema`` with fresh meta columns (``dictionary_constants``:
-    the per-file constants as dictionaries, for a table that only goes to a parquet file)."""
+    the per-file constants as dictionaries, for a table that only goes to a parquet file;
+    ``first_seqno``: where the file's sequence numbers go on, for a file written in pieces)."""
     n = records.num_rows
-    seq = sequence_numbers(f"{instant_time}_{task}_", n)
+    seq = sequence_numbers(f"{instant_time}_{task}_", n, first_seqno)
     meta = {
         COMMIT_TIME: constant(instant_time, n, dictionary_constants),
         COMMIT_SEQNO: seq,
@@ -155,44 +154,6 @@ def with_meta(records: pa.Table, *, instant_time: str, task: int, partition: str
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def _parquet_bytes(table: pa.Table, ctx: HandleContext) -> bytes:
-    keys = table.column(RECORD_KEY)
-    meta = {b"parquet.avro.schema": ctx.avro_schema_json.encode(), b"writer.model.name": b"avro"}
-    if table.num_rows and ctx.bloom:
-        bf = BloomFilter.create(num_entries=ctx.config.bloom_num_entries, fpp=ctx.config.bloom_fpp,
-                                filter_type=ctx.config.bloom_filter_type,
-                                max_entries=ctx.config.bloom_max_entries)
-        meta.update(bf_footer(bf, keys))
-    table = table.replace_schema_metadata(None)
-    if ctx.field_ids:
-        table = with_field_ids(table, ctx.field_ids)
-    sink = io.BytesIO()
-    # The footer gets Hudi's key/values directly, and no Arrow schema copy: that copy would
-    # carry the (large) bloom filter a second time.
-    # Page CRCs: a flipped bit is then an error on read, not a wrong value.
-    with pq.ParquetWriter(sink, table.schema, compression=ctx.config.parquet_codec,
-                          use_dictionary=ctx.dictionary_columns(table),
-                          write_statistics=ctx.statistics_columns(table.schema),
-                          store_schema=False, write_page_checksum=True) as writer:
-        # hoodie.parquet.block.size: Hudi's parquet row group size in bytes.
-        per_row = table.nbytes / max(1, table.num_rows)
-        writer.write_table(table, row_group_size=max(1, int(ctx.config.parquet_row_group_size // max(1.0, per_row))))
-        writer.add_key_value_metadata(meta)
-    return sink.getvalue()
-
-
-def bf_footer(bf: BloomFilter, keys: pa.ChunkedArray) -> dict[bytes, bytes]:
-    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-    bf.add_keys(keys)
-    mm = pc.min_max(keys)
-    return {
-        b"org.apache.hudi.bloomfilter": bf.serialize().encode(),
-        b"hoodie_bloom_filter_type_code": bf.type_code.encode(),
-        b"hoodie_min_record_key": mm["min"].as_py().encode(),
-        b"hoodie_max_record_key": mm["max"].as_py().encode(),
-    }
-
-
 def writes_bloom(config: WriteConfig, index_type: IndexType) -> bool:
     if index_type in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM):
         return True
@@ -210,19 +171,27 @@ def _write_data(ctx: HandleContext, path: str, data: bytes) -> None:
         f.write(data[half:])
 
 
+def _write_file(writer: BaseFileWriter, pieces) -> int:
+    """``pieces`` (tables, or a callable giving them) through ``writer``; its size. A failure
+    leaves the file partial, for the rollback its marker calls for."""
+    try:
+        for piece in pieces:
+            writer.write(piece)
+        return writer.close()
+    except BaseException as e:
+        writer.abort(e)
+        raise
+
+
 def create_base_file(ctx: HandleContext, *, partition: str, file_id: str, records: pa.Table,
                      keys: pa.ChunkedArray, task: int, num_updates: int = 0) -> WriteStat:
-    name = BaseFileName(file_id, ctx.token(task), ctx.instant_time)
-    ctx.markers.create(partition, str(name), MarkerType.CREATE)
+    writer = BaseFileWriter(ctx, partition, file_id, task, MarkerType.CREATE)
     table = with_meta(records, instant_time=ctx.instant_time, task=task, partition=partition,
-                      file_name=str(name), keys=keys, schema=ctx.schema, dictionary_constants=True)
-    data = _parquet_bytes(table, ctx)
-    path = join(partition, str(name))
-    _write_data(ctx, path, data)
-    return WriteStat(file_id=file_id, path=path, partition_path=partition, prev_commit="null",
+                      file_name=str(writer.name), keys=keys, schema=ctx.schema, dictionary_constants=True)
+    size = _write_file(writer, [table])
+    return WriteStat(file_id=file_id, path=writer.path, partition_path=partition, prev_commit="null",
                      num_writes=table.num_rows, num_inserts=table.num_rows - num_updates,
-                     num_update_writes=num_updates, total_write_bytes=len(data),
-                     file_size_in_bytes=len(data))
+                     num_update_writes=num_updates, total_write_bytes=size, file_size_in_bytes=size)
 
 
 def write_compacted_base_file(ctx: HandleContext, *, partition: str, file_id: str,
@@ -230,23 +199,36 @@ def write_compacted_base_file(ctx: HandleContext, *, partition: str, file_id: st
     """A compaction's output: records keep their commit time and sequence number (as Hudi's
     compactor preserves them); only ``_hoodie_file_name`` points at the new file. An empty
     result is still written, or the slice before the compaction would show through."""
-    name = BaseFileName(file_id, ctx.token(task), ctx.instant_time)
-    ctx.markers.create(partition, str(name), MarkerType.CREATE)
+    writer = BaseFileWriter(ctx, partition, file_id, task, MarkerType.CREATE)
     cols = []
     for f in ctx.schema:
         if f.name == FILE_NAME:
-            cols.append(constant(str(name), table.num_rows, dictionary=True))
+            cols.append(constant(str(writer.name), table.num_rows, dictionary=True))
         elif f.name in table.column_names:
             col = table.column(f.name)
             cols.append(col if col.type == f.type else col.cast(f.type))
         else:
             cols.append(pa.nulls(table.num_rows, f.type))
     out = pa.Table.from_arrays(cols, names=ctx.schema.names)
-    data = _parquet_bytes(out, ctx)
-    path = join(partition, str(name))
-    _write_data(ctx, path, data)
-    return WriteStat(file_id=file_id, path=path, partition_path=partition, prev_commit=prev_commit,
-                     num_writes=out.num_rows, total_write_bytes=len(data), file_size_in_bytes=len(data))
+    size = _write_file(writer, [out])
+    return WriteStat(file_id=file_id, path=writer.path, partition_path=partition, prev_commit=prev_commit,
+                     num_writes=out.num_rows, total_write_bytes=size, file_size_in_bytes=size)
+
+
+def _base_batch_rows(ctx: HandleContext, path: str) -> int | None:
+    """Rows of a base file to merge at a time: a row group's worth of memory (None: the file
+    is small enough to take whole)."""
+    with ctx.storage.open_input(path) as f:
+        md = pq.ParquetFile(f).metadata
+    if md.num_rows == 0:
+        return None
+    # Decoded, a row takes about twice its uncompressed parquet size (offsets, validity,
+    # dictionaries expanded): measured on string-heavy rows.
+    in_memory = 2 * sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+    budget = row_group_bytes(ctx.config)
+    if in_memory <= budget:
+        return None
+    return max(1, int(budget * md.num_rows // in_memory))
 
 
 def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.Table,
@@ -257,57 +239,69 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
     their meta columns unless a newer version replaces them. ``concat``: Hudi's
     HoodieConcatHandle (inserts with hoodie.merge.allow.duplicate.on.inserts): the old records
     as they are and the incoming ones beside them, a key in both kept twice.
+
+    As Hudi's HoodieMergeHandle, the old file is read a piece at a time (a row group's worth of
+    memory) and written out as it goes, each old record replaced where a newer version merges
+    over it; the incoming records found nowhere in it come last. So merging into a large file
+    holds ``incoming`` and one piece of the file, not the file.
     """
     assert base_slice.base_file is not None
     partition, file_id = base_slice.partition, base_slice.file_id
-    name = BaseFileName(file_id, ctx.token(task), ctx.instant_time)
-    ctx.markers.create(partition, str(name), MarkerType.MERGE)
-    old = read_base_file(ctx.storage, base_slice.base_file.path, ctx.schema, None)
-    n_old = old.num_rows
-    old_keys = old.column(RECORD_KEY)
-    touched = pc.is_in(old_keys, value_set=incoming.column(KEY).combine_chunks())
-    if concat:
-        touched = pa.chunked_array([pa.repeat(False, n_old)], pa.bool_()) if n_old else touched
-    kept = old.filter(pc.invert(touched))
-    old_touched = old.filter(touched)
-    old_versions = (old_touched.append_column(KEY, old_touched.column(RECORD_KEY))
-                    .append_column(SEQ, pa.repeat(pa.scalar(0, pa.int64()), old_touched.num_rows))
-                    .append_column(DELETE, pa.repeat(False, old_touched.num_rows))
-                    .append_column(UNCONDITIONAL, pa.repeat(False, old_touched.num_rows)))
+    path = base_slice.base_file.path
+    batch_rows = _base_batch_rows(ctx, path)
+    writer = BaseFileWriter(ctx, partition, file_id, task, MarkerType.MERGE)
+    name = str(writer.name)
+    # The per-file constants as dictionaries: plain, they cost ~90 bytes more per incoming row.
     fresh = with_meta(incoming, instant_time=ctx.instant_time, task=task, partition=partition,
-                      file_name=str(name), keys=incoming.column(KEY), schema=ctx.schema)
+                      file_name=name, keys=incoming.column(KEY), schema=ctx.schema,
+                      dictionary_constants=True)
     for c in (KEY, SEQ, DELETE, UNCONDITIONAL):
         fresh = fresh.append_column(c, incoming.column(c) if c in incoming.column_names
                                     else pa.repeat(False, incoming.num_rows))
-    old_versions = old_versions.cast(fresh.schema)
-    if concat:
-        merged = fresh.filter(pc.invert(pc.fill_null(fresh.column(DELETE), False)))
-    else:
-        over = pc.is_in(fresh.column(KEY), value_set=old_versions.column(KEY).combine_chunks())
-        ov, fo, _ = arrange_duplicate_base_keys(old_versions, fresh.filter(over), "each")
-        merged = resolve(pa.concat_tables([ov, fo, fresh.filter(pc.invert(over))]), ctx.spec)
-    # Untouched winners from the old file keep their commit metadata; only the file name moves.
-    merged = drop_helpers(merged)
-    kept = kept.set_column(kept.schema.get_field_index(FILE_NAME), FILE_NAME,
-                           pa.repeat(str(name), kept.num_rows).cast(pa.string()))
-    merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,
-                               pa.repeat(str(name), merged.num_rows).cast(pa.string()))
-    table = pa.concat_tables([kept, merged])
-    data = _parquet_bytes(table, ctx)
-    path = join(partition, str(name))
-    _write_data(ctx, path, data)
-    in_old = pc.is_in(incoming.column(KEY), value_set=old_keys.combine_chunks()) if not concat \
-        else pa.chunked_array([pa.repeat(False, incoming.num_rows)], pa.bool_())
-    inc_del = incoming.column(DELETE)
-    n_upd = pc.sum(pc.cast(pc.and_(in_old, pc.invert(inc_del)), pa.int64())).as_py() or 0
-    n_del = max(0, n_old + (incoming.num_rows - int(pc.sum(pc.cast(in_old, pa.int64())).as_py() or 0))
-                - table.num_rows - int(pc.sum(pc.cast(pc.and_(pc.invert(in_old), inc_del),
-                                                      pa.int64())).as_py() or 0))
-    n_ins = table.num_rows - n_old + n_del
-    return WriteStat(file_id=file_id, path=path, partition_path=partition,
-                     prev_commit=base_slice.base_file.commit_time, num_writes=table.num_rows,
+    in_keys = incoming.column(KEY).combine_chunks()
+    matched = np.zeros(incoming.num_rows, dtype=bool)  # incoming records whose key the file holds
+    n_old = 0
+
+    def pieces():
+        nonlocal n_old
+        for old in iter_base_file(ctx.storage, path, ctx.schema, None, batch_rows):
+            n_old += old.num_rows
+            # Untouched winners from the old file keep their commit metadata; only the file
+            # name moves.
+            old = old.set_column(old.schema.get_field_index(FILE_NAME), FILE_NAME,
+                                 constant(name, old.num_rows, True))
+            touched = None if concat else pc.is_in(old.column(RECORD_KEY), value_set=in_keys)
+            if touched is None or not pc.any(touched).as_py():
+                yield old
+                continue
+            yield old.filter(pc.invert(touched))
+            old_touched = old.filter(touched)
+            n = old_touched.num_rows
+            old_versions = (old_touched.append_column(KEY, old_touched.column(RECORD_KEY))
+                            .append_column(SEQ, pa.repeat(pa.scalar(0, pa.int64()), n))
+                            .append_column(DELETE, pa.repeat(False, n))
+                            .append_column(UNCONDITIONAL, pa.repeat(False, n))).cast(fresh.schema)
+            over = pc.is_in(fresh.column(KEY), value_set=old_versions.column(KEY).combine_chunks())
+            matched[over.to_numpy(zero_copy_only=False)] = True
+            ov, fo, _ = arrange_duplicate_base_keys(old_versions, fresh.filter(over), "each")
+            yield drop_helpers(resolve(pa.concat_tables([ov, fo]), ctx.spec))
+        rest = fresh.filter(pa.array(~matched)) if matched.any() else fresh
+        if concat:
+            yield drop_helpers(rest.filter(pc.invert(pc.fill_null(rest.column(DELETE), False))))
+        else:
+            yield drop_helpers(resolve(rest, ctx.spec))
+
+    size = _write_file(writer, pieces())
+    written = writer.num_rows
+    inc_del = incoming.column(DELETE).to_numpy(zero_copy_only=False)
+    n_upd = int((matched & ~inc_del).sum())
+    n_del = max(0, n_old + (incoming.num_rows - int(matched.sum())) - written
+                - int((~matched & inc_del).sum()))
+    n_ins = written - n_old + n_del
+    return WriteStat(file_id=file_id, path=writer.path, partition_path=partition,
+                     prev_commit=base_slice.base_file.commit_time, num_writes=written,
                      num_update_writes=n_upd, num_inserts=max(0, n_ins), num_deletes=n_del,
-                     total_write_bytes=len(data), file_size_in_bytes=len(data))
+                     total_write_bytes=size, file_size_in_bytes=size)
 
 
 _DICTIONARY_ROWS = 10_000

@@ -38,6 +38,7 @@ from lakehouse.errors import CheckpointLostError, ConfigError, LakehouseError, S
 from lakehouse.services.archive import archived_extras
 from lakehouse.storage import get_storage
 from lakehouse.timeline.carried import INGEST_STATE_PREFIX, believable, values
+from lakehouse.write.source import parquet_files
 
 if TYPE_CHECKING:
     from lakehouse.table import Table
@@ -285,8 +286,18 @@ def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: s
         schema = table.schema()
     except LakehouseError:  # a table without data yet has no schema to parse CSV with
         schema = None
-    tables = [read_file(uri, fmt, schema) for _, uri in files]
-    batch = pa.concat_tables(tables, promote_options="permissive")
+    kinds = {FORMATS.get(os.path.splitext(uri)[1].lower()) if fmt == "auto" else fmt for _, uri in files}
+    if kinds == {"parquet"}:
+        # Read a row group at a time by the write, never whole (lakehouse.write.source).
+        paths = [uri[len("file://"):] if uri.startswith("file://") else uri for _, uri in files]
+        try:
+            batch = parquet_files(paths)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise SchemaError(f"the landed parquet files cannot be read together: {e}",
+                              help="fix or remove the file; nothing was written") from None
+    else:
+        tables = [read_file(uri, fmt, schema) for _, uri in files]
+        batch = pa.concat_tables(tables, promote_options="permissive")
     instant = table.write(batch, operation, commit=commit, extra_metadata=extra, options=options)
     if commit:
         table.storage.write(_committed_mark(source), instant.encode())

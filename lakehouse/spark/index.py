@@ -64,8 +64,8 @@ def _loc_schema(job: IndexJob, ordering_type) -> str:
 
 
 def _as_loc(t: pa.Table, job: IndexJob, ordering_arrow: pa.DataType | None) -> pa.RecordBatch:
-    cols = {LOC_KEY: t.column("k").cast(pa.string()), LOC_PARTITION: t.column(LOC_PARTITION),
-            LOC_FILE_ID: t.column(LOC_FILE_ID)}
+    cols = {LOC_KEY: t.column("k").cast(pa.string()), LOC_PARTITION: t.column(LOC_PARTITION).cast(pa.string()),
+            LOC_FILE_ID: t.column(LOC_FILE_ID).cast(pa.string())}
     if job.ordering:
         cols[LOC_ORDERING] = (t.column(LOC_ORDERING).cast(ordering_arrow) if LOC_ORDERING in t.column_names
                               else pa.nulls(t.num_rows, ordering_arrow))

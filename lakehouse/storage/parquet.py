@@ -136,9 +136,12 @@ def iter_parquet(source, columns: Sequence[str] | None, batch_rows: int, *, keep
     """:func:`read_parquet`'s rows ``batch_rows`` at a time (a row group's compressed pages are
     held while its batches are decoded)."""
     pf, columns, filled = _open(source, columns, page_checksum_verification, copies)
-    for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
-        table = _fill(pa.Table.from_batches([batch]), filled)
-        yield table if keep_dictionaries else decode_dictionaries(table)
+    # One row group at a time: over all of them, pyarrow pre-buffers every row group's column
+    # chunks up front (the whole file in memory while its first batch is decoded).
+    for rg in range(pf.metadata.num_row_groups):
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=columns, row_groups=[rg]):
+            table = _fill(pa.Table.from_batches([batch]), filled)
+            yield table if keep_dictionaries else decode_dictionaries(table)
 
 
 def decode_dictionaries(table: pa.Table) -> pa.Table:

@@ -300,27 +300,17 @@ def plan_inserts(client: "WriteClient", counts: dict[str, int], latest: dict[tup
     the ``hoodie.merge.small.file.group.candidates.limit`` smallest base files without logs take
     inserts (Hudi's SparkUpsertDeltaCommitPartitioner.getSmallFileCandidates for an index that
     cannot index logs: each candidate's base file is rewritten)."""
-    cfg = client.config
     wc = client.write_config
     per_file = records_per_file(avg_size, wc)
     plan: dict[str, list[InsertSlot]] = {}
     for partition, n in sorted(counts.items()):
         slots: list[InsertSlot] = []
         offset = 0
-        small = [s for (p, f), s in latest.items()
-                 if p == partition and s.base_file is not None and (p, f) not in pending
-                 and s.base_file.size < wc.small_file_limit and (not cfg.is_mor or not s.log_files)]
-        small = sorted(small, key=lambda s: (s.base_file.size, s.file_id))
-        if cfg.is_mor:
-            small = small[:wc.small_file_candidates]
-        for s in small:
+        for file_id, room in small_file_room(client, partition, latest, pending, avg_size):
             if offset >= n:
                 break
-            room = (wc.max_file_size - s.base_file.size) // max(1, avg_size)
-            if room <= 0:
-                continue
             take = min(room, n - offset)
-            slots.append(InsertSlot(s.file_id, take, True))
+            slots.append(InsertSlot(file_id, take, True))
             offset += take
         remaining = n - offset
         if remaining > 0:
@@ -330,6 +320,26 @@ def plan_inserts(client: "WriteClient", counts: dict[str, int], latest: dict[tup
                 slots.append(InsertSlot(new_file_id(), min(size, n - off), False))
         plan[partition] = slots
     return plan
+
+
+def small_file_room(client: "WriteClient", partition: str, latest: dict[tuple[str, str], FileSlice],
+                    pending: dict, avg_size: int) -> list[tuple[str, int]]:
+    """The small file groups of ``partition`` that take inserts, in the order they are filled,
+    each with how many records it takes (see :func:`plan_inserts`)."""
+    cfg = client.config
+    wc = client.write_config
+    small = [s for (p, f), s in latest.items()
+             if p == partition and s.base_file is not None and (p, f) not in pending
+             and s.base_file.size < wc.small_file_limit and (not cfg.is_mor or not s.log_files)]
+    small = sorted(small, key=lambda s: (s.base_file.size, s.file_id))
+    if cfg.is_mor:
+        small = small[:wc.small_file_candidates]
+    out = []
+    for s in small:
+        room = (wc.max_file_size - s.base_file.size) // max(1, avg_size)
+        if room > 0:
+            out.append((s.file_id, room))
+    return out
 
 
 def update_target(client: "WriteClient", partition: str, fid: str, latest: dict, pending: dict,

@@ -20,7 +20,6 @@ with the BUCKET index, whose records' file groups are a hash of their keys, know
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import os
@@ -39,6 +38,7 @@ from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write.assign import Taken, materialize, new_target, run_target, split_lazily
 from lakehouse.bucket_identifier import bucket_ids, hash_columns
 from lakehouse.write.index.bucket import existing_buckets
+from lakehouse.write.memory import release_unused
 from lakehouse.write.prepare import Operation, Prepared, combines, precombine
 
 if TYPE_CHECKING:
@@ -100,6 +100,8 @@ class WriteBuffers:
         self.flushes += 1
         if self._pool is None:
             self._flush(key, parts)
+            del parts
+            release_unused()
             return
         earlier = self._running.pop(key, None)
         if earlier is not None:
@@ -113,6 +115,8 @@ class WriteBuffers:
     def _run(self, key: Key, parts: list[Any], size: int) -> None:
         try:
             self._flush(key, parts)
+            del parts
+            release_unused()
         finally:
             with self._cond:
                 self.in_flight -= size
@@ -154,36 +158,6 @@ class WriteBuffers:
         for key in sorted(self.parts, key=self.sizes.__getitem__, reverse=True):
             self._flush_one(key)
         self._wait(0)
-
-
-_pool_lock = threading.Lock()
-_pool_users = 0
-_pool_before: pa.MemoryPool | None = None
-
-
-@contextlib.contextmanager
-def system_allocator():
-    """Arrow allocations from the system allocator while a write takes its batch in chunks.
-
-    Arrow's default allocator (mimalloc) keeps freed memory for reuse: a write that allocates and
-    frees a chunk's worth again and again then holds about twice what it uses (measured on an
-    upsert of 10x write.task.max.size: 2.7x the budget, 1.6x with the system allocator). The
-    pool is pyarrow's process default, so it is switched for every thread meanwhile (buffers
-    always go back to the pool they came from); the first write in switches, the last out
-    switches back."""
-    global _pool_users, _pool_before
-    with _pool_lock:
-        if _pool_users == 0:
-            _pool_before = pa.default_memory_pool()
-            pa.set_memory_pool(pa.system_memory_pool())
-        _pool_users += 1
-    try:
-        yield
-    finally:
-        with _pool_lock:
-            _pool_users -= 1
-            if _pool_users == 0 and _pool_before is not None:
-                pa.set_memory_pool(_pool_before)
 
 
 class FlushedOrdering:

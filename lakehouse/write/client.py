@@ -41,7 +41,7 @@ from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
-from lakehouse.write import assign, bucket_sizing, buffer, commit_phase, datetime_partitioning
+from lakehouse.write import assign, bucket_sizing, buffer, commit_phase, datetime_partitioning, memory, spill
 from lakehouse.write.source import BatchSource, as_source
 from lakehouse.write.commit_phase import BUCKETS_KEY, RESULTS_KEY, phase_one_problem
 from lakehouse.write.assign import Target
@@ -119,8 +119,11 @@ class WriteClient:
         the rows with the stored one (the distributed Spark writer)."""
         if choose_keygen:
             datetime_partitioning.choose(self, batch.schema)
-        budget = self.write_config.task_max_bytes if self.buffered(op) else None
-        return prepare(self, batch, op, budget=budget)
+        budget = self.write_config.task_max_bytes
+        # Chunks of a sixteenth of the budget where each is appended as it comes, an eighth
+        # where each is looked up in the index and spilled (lakehouse.write.spill).
+        return prepare(self, batch, op, budget=budget,
+                       chunk_bytes=budget // 16 if self.buffered(op) else budget // 8)
 
     def buffered(self, op: Operation) -> bool:
         """Whether ``op`` is written through bounded write buffers (lakehouse.write.buffer): on
@@ -136,15 +139,18 @@ class WriteClient:
         ``__arrow_c_stream__``: spooled to a local file, lakehouse.write.source) or staged files,
         which a write taken in chunks never holds whole."""
         op = Operation(op)
-        source = as_source(batch)
-        try:
-            if self.buffered(op) and source.nbytes > self.write_config.task_max_bytes:
-                with buffer.system_allocator():  # taken in chunks: see lakehouse.write.buffer
-                    return self._write(source, op, commit, extra_metadata)
-            return self._write(source, op, commit, extra_metadata)
-        finally:
-            if source is not batch:
-                source.close()
+        in_memory = isinstance(batch, (pa.Table, pa.RecordBatch))
+        if in_memory and batch.nbytes <= self.write_config.task_max_bytes:
+            return self._write(as_source(batch), op, commit, extra_metadata)
+        # Taken in chunks, or a stream (spooled first, whatever its size): Arrow's system
+        # allocator meanwhile, see lakehouse.write.buffer.
+        with memory.system_allocator():
+            source = as_source(batch)
+            try:
+                return self._write(source, op, commit, extra_metadata)
+            finally:
+                if source is not batch:
+                    source.close()
 
     def _write(self, batch: pa.Table, op: Operation, commit: bool,
                extra_metadata: ExtraMetadata | None) -> str:
@@ -292,8 +298,7 @@ class WriteClient:
         """As Hudi's SparkDeletePartitionCommitActionExecutor.checkPreconditions: file groups a
         pending compaction works on are not replaced (the compaction would bring them back)."""
         op = prepared.operation
-        parts = None if op is Operation.INSERT_OVERWRITE_TABLE else \
-            set(pc.unique(prepared.rows.column(PARTITION)).to_pylist())
+        parts = None if op is Operation.INSERT_OVERWRITE_TABLE else prepared.batch_partitions()
         busy = sorted(f"{p}/{f}" for (p, f) in self.pending_compaction_fgs(self.active.load())
                       if parts is None or p in parts)
         if busy:
@@ -434,12 +439,19 @@ class WriteClient:
             # SparkDeletePartitionCommitActionExecutor: every file group of the partitions (of the
             # table, for insert_overwrite_table) is replaced; the batch, if any, goes to new ones.
             parts = ({p for p, _ in latest} if op is Operation.INSERT_OVERWRITE_TABLE
-                     else set(pc.unique(rows.column(PARTITION)).to_pylist()))
+                     else prepared.batch_partitions())
             for (p, fid) in sorted(latest):
                 if p in parts:
                     replaced[p] = replaced.get(p, ()) + (fid,)
             if op is Operation.DELETE_PARTITION:
                 return [], replaced
+        if rows is None:  # larger than write.task.max.size: lakehouse.write.spill
+            locate = None
+            if op in (Operation.UPSERT, Operation.DELETE) and self.config.index_type is not IndexType.BUCKET:
+                locate = self._locator(base_files, timeline,
+                                       {(s.partition, s.file_id): s for s in view.latest_slices()})
+            return spill.write_spilled(self, prepared, ctx, latest, pending, self.avg_record_size(timeline),
+                                       locate, self.write_config.task_max_bytes), replaced
         if op in (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE):
             deletes = rows.column(DELETE)
             live = rows.filter(pc.invert(deletes)) if pc.any(deletes).as_py() else rows
@@ -488,34 +500,47 @@ class WriteClient:
         return wc.record_size_estimate
 
     def _assign(self, rows, op, latest, base_files, pending, timeline, read_slices) -> list[Target]:
-        index = self.config.index_type
         n = rows.num_rows
         if n == 0:
             return []
-        keys = rows.column(KEY).combine_chunks()
-        partitions = rows.column(PARTITION).combine_chunks()
-        if index is IndexType.BUCKET:
+        if self.config.index_type is IndexType.BUCKET:
             return assign.bucket_targets(self, rows, latest, pending)
         if op is Operation.INSERT:
             loc = pa.table({LOC_PARTITION: pa.nulls(n, pa.string()), LOC_FILE_ID: pa.nulls(n, pa.string())})
         else:
-            files = list(base_files.values())
-            ordering = self.config.ordering_field if index.is_global and self.spec.uses_ordering else None
-            if self.config.is_mor:
-                # A key deleted in a log is gone, although its base file still holds it. Java
-                # Hudi's SIMPLE/BLOOM look at base files only, so after delete, insert (a new file
-                # group) and upsert the key lands in both groups; merged keys avoid that duplicate.
-                source = self.merged_keys(timeline, read_slices, ordering)
-            else:
-                source = base_file_keys(self.storage, ordering)
-            if index in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM):
-                loc = bloom_lookup(source, self.storage, files, keys, partitions, global_=index.is_global)
-            else:
-                loc = simple_lookup(source, files, keys, partitions, global_=index.is_global)
-            if loc.num_rows != n:
-                rows = rows.take(loc.column(ROW))
-            loc = loc.drop_columns([ROW])
+            rows, loc = self._lookup(rows, base_files, timeline, read_slices)
         return assign.assign_targets(self, rows, loc, latest, pending, self.avg_record_size(timeline))
+
+    def _lookup(self, rows, base_files, timeline, read_slices) -> tuple[pa.Table, pa.Table]:
+        """Where the SIMPLE or BLOOM index finds each record's key: (rows, one per location
+        found, and their locations, aligned)."""
+        index = self.config.index_type
+        files = list(base_files.values())
+        ordering = self.config.ordering_field if index.is_global and self.spec.uses_ordering else None
+        if self.config.is_mor:
+            # A key deleted in a log is gone, although its base file still holds it. Java
+            # Hudi's SIMPLE/BLOOM look at base files only, so after delete, insert (a new file
+            # group) and upsert the key lands in both groups; merged keys avoid that duplicate.
+            source = self.merged_keys(timeline, read_slices, ordering)
+        else:
+            source = base_file_keys(self.storage, ordering)
+        keys = rows.column(KEY).combine_chunks()
+        partitions = rows.column(PARTITION).combine_chunks()
+        if index in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM):
+            loc = bloom_lookup(source, self.storage, files, keys, partitions, global_=index.is_global)
+        else:
+            loc = simple_lookup(source, files, keys, partitions, global_=index.is_global)
+        if loc.num_rows != rows.num_rows:
+            rows = rows.take(loc.column(ROW))
+        return rows, loc.drop_columns([ROW])
+
+    def _locator(self, base_files, timeline, read_slices) -> Callable[[pa.Table], pa.Table]:
+        """A chunk's rows with the file group each updates (FID; null: none), by the index as it
+        stood before the write (lakehouse.write.spill)."""
+        def locate(rows: pa.Table) -> pa.Table:
+            rows, loc = self._lookup(rows, base_files, timeline, read_slices)
+            return assign.route(self, rows, loc)
+        return locate
 
     def merged_keys(self, timeline, read_slices: dict, ordering: str | None):
         reader = TableReader(self.storage, self.config, self.active, timeline, memory=self.meta.memory)

@@ -29,6 +29,7 @@ from lakehouse.partition_path import check_paths
 from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.timeline.schema_resolver import recorded_schema
 from lakehouse.write import bucket_sizing
+from lakehouse.write.memory import release_unused
 from lakehouse.write.source import as_source
 from lakehouse.write.validate import check_missing_columns, conform, reconcile
 from lakehouse.write.validate import data_schema as data_schema_of
@@ -73,6 +74,18 @@ class Prepared:
     # In-memory bytes of the batch's largest partition (measured where a table's first write
     # sizes its bucket count: lakehouse.write.bucket_sizing; else 0).
     largest_partition_bytes: int = 0
+    # Taken in chunks: the batch's records per partition path, its size in memory and its
+    # records (else None and 0).
+    partition_rows: dict[str, int] | None = None
+    source_bytes: int = 0
+    source_rows: int = 0
+
+    def batch_partitions(self) -> set[str]:
+        """The partition paths the batch's records go to."""
+        if self.rows is not None:
+            return set(pc.unique(self.rows.column(PARTITION)).to_pylist())
+        assert self.partition_rows is not None
+        return set(self.partition_rows)
 
     def iter_rows(self) -> Iterator[pa.Table]:
         """The prepared rows, whole or chunk by chunk (each chunk prepared as it is needed)."""
@@ -83,10 +96,12 @@ class Prepared:
             yield from self.chunks()
 
 
-def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None = None) -> Prepared:
+def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None = None,
+            chunk_bytes: int | None = None) -> Prepared:
     """``batch`` (a table, an Arrow stream or a :class:`~lakehouse.write.source.BatchSource`)
     checked and keyed for ``op``. ``budget`` (bytes): a batch larger than it is prepared in chunks
-    of a sixteenth of it, as the writer takes them, and is never held whole."""
+    of ``chunk_bytes`` (default a sixteenth of it), as the writer takes them, and is never held
+    whole."""
     source = as_source(batch)
     schema = source.schema
     keygen = client.keygen
@@ -134,19 +149,22 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
 
     def chunks() -> Iterator[pa.Table]:
         offset = 0
-        for chunk in source.chunks(max(1, budget // 16)):
+        for chunk in source.chunks(max(1, chunk_bytes or budget // 16)):
+            n = chunk.num_rows
             yield rows_of(chunk, offset)
-            offset += chunk.num_rows
+            del chunk
+            release_unused()  # the chunk's work is done: see lakehouse.write.memory
+            offset += n
 
     counts: dict[str, int] = {}
     for rows in chunks():  # every chunk's errors before any file is written
-        if measure:
-            _largest_partition(rows, counts)
+        _largest_partition(rows, counts)
     if not op.keys_only:
         check_missing_columns(schema.empty_table(), table_schema, client.write_config, client.spec)
-    largest = int(max(counts.values(), default=0) * row_bytes)
+    largest = int(max(counts.values(), default=0) * row_bytes) if measure else 0
     return Prepared(op, None, data_schema, changed, record_schema, chunks=chunks,
-                    largest_partition_bytes=largest)
+                    largest_partition_bytes=largest, partition_rows=counts,
+                    source_bytes=source.nbytes, source_rows=source.num_rows)
 
 
 def committed_partition_depth(active, timeline) -> int | None:

@@ -85,13 +85,32 @@ class ParquetSource(BatchSource):
         rows_hint = max(1, int(self.num_rows * chunk_bytes // max(1, self.nbytes))) if self.nbytes else 65536
         for p in self.paths:
             f = pq.ParquetFile(self.open_file(p))
-            for batch in f.iter_batches(batch_size=min(rows_hint, 1 << 20)):
-                yield pa.Table.from_batches([batch]).cast(self.schema)
+            # A row group at a time: over all of them pyarrow pre-buffers the whole file.
+            for rg in range(f.metadata.num_row_groups):
+                for batch in f.iter_batches(batch_size=min(rows_hint, 1 << 20), row_groups=[rg]):
+                    yield _conform(pa.Table.from_batches([batch]), self.schema)
 
     def close(self) -> None:
         if self._remove is not None:
             self._remove()
             self._remove = None
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` in ``schema``: files of one source may lack columns others have (nulls then),
+    as ``pa.concat_tables(promote_options="permissive")`` would make them."""
+    if table.schema == schema:
+        return table
+    cols = [table.column(f.name).cast(f.type) if f.name in table.column_names
+            else pa.nulls(table.num_rows, f.type) for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def parquet_files(paths: Sequence[str]) -> ParquetSource:
+    """Local parquet files as one source, their schemas unified (permissively)."""
+    schemas = [pq.read_schema(p) for p in paths]
+    schema = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
+    return ParquetSource(paths, lambda p: p, schema.remove_metadata())
 
 
 def spool(stream: pa.RecordBatchReader) -> ParquetSource:

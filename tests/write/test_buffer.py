@@ -273,11 +273,11 @@ def test_a_chunked_write_allocates_from_the_system_pool_and_restores_the_default
     """Arrow's default allocator keeps freed memory for reuse, which doubled the measured peak of
     a write taken in chunks; such a write switches pyarrow's default pool to the system one and
     back, also when writes overlap."""
-    from lakehouse.write import buffer
+    from lakehouse.write import buffer, memory
     before = pa.default_memory_pool().backend_name
-    with buffer.system_allocator():
+    with memory.system_allocator():
         assert pa.default_memory_pool().backend_name == "system"
-        with buffer.system_allocator():
+        with memory.system_allocator():
             assert pa.default_memory_pool().backend_name == "system"
         assert pa.default_memory_pool().backend_name == "system"  # the outer write still runs
     assert pa.default_memory_pool().backend_name == before

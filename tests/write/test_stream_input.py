@@ -64,7 +64,8 @@ def test_a_stream_writes_the_table_a_whole_batch_writes(tmp_path, table_type, ki
     assert canonical(streamed.read(), cols) == canonical(whole.read(), cols)
     assert streamed.read().num_rows == 8000
     assert canonical(hudi_read(streamed.path), cols) == canonical(streamed.read(), cols)
-    assert spooled() == before, "the spooled copy of the stream outlived the write"
+    # (other processes may spool meanwhile: only a leftover of this one counts)
+    assert not spooled() - before, "the spooled copy of the stream outlived the write"
 
 
 def test_a_bad_row_late_in_a_stream_fails_before_any_file(tmp_path):

@@ -18,6 +18,7 @@ from lakehouse.columns import RECORD_KEY
 from lakehouse.file_group.file_slice import BaseFile
 from lakehouse.storage.base import Storage
 from lakehouse.file_group.footer import read_footer
+from lakehouse.storage.parquet import decode_dictionaries
 
 LOC_PARTITION = "__lh_loc_partition"
 LOC_FILE_ID = "__lh_loc_file_id"
@@ -30,16 +31,18 @@ KeySource = Callable[[list[BaseFile]], pa.Table]
 
 
 def _empty_existing() -> pa.Table:
-    return pa.table({"k": pa.array([], pa.string()), LOC_PARTITION: pa.array([], pa.string()),
-                     LOC_FILE_ID: pa.array([], pa.string())})
+    return located(pa.array([], pa.string()), "", "")
 
 
 def located(keys: pa.ChunkedArray | pa.Array, partition: str, file_id: str,
             ordering: pa.ChunkedArray | pa.Array | None = None) -> pa.Table:
     """Stored keys of one file group, in the shape the joins below expect."""
     n = len(keys)
-    out = {"k": keys, LOC_PARTITION: pa.repeat(partition, n).cast(pa.string()),
-           LOC_FILE_ID: pa.repeat(file_id, n).cast(pa.string())}
+    # The file's two names as one-value dictionaries: a file's stored keys then cost their
+    # own bytes, not ~60 more per key (join_locations makes the few matches plain).
+    zeros = pa.array(np.zeros(n, dtype=np.int32))
+    out = {"k": keys, LOC_PARTITION: pa.DictionaryArray.from_arrays(zeros, pa.array([partition], pa.string())),
+           LOC_FILE_ID: pa.DictionaryArray.from_arrays(zeros, pa.array([file_id], pa.string()))}
     if ordering is not None:
         out[LOC_ORDERING] = ordering
     return pa.table(out)
@@ -73,7 +76,7 @@ def join_locations(keys: pa.Array, partitions: pa.Array, existing: pa.Table, glo
     batch = pa.table({ROW: pa.array(np.arange(n, dtype=np.int64)), "k": keys, "p": partitions})
     # Most stored keys are not in the batch: drop them with a hash-set probe before joining, so
     # the join's hash table is built over a handful of rows instead of the whole table.
-    existing = existing.filter(pc.is_in(existing.column("k"), value_set=keys))
+    existing = decode_dictionaries(existing.filter(pc.is_in(existing.column("k"), value_set=keys)))
     if global_:
         joined = batch.join(existing, "k", join_type="left outer")
     else:
@@ -84,12 +87,25 @@ def join_locations(keys: pa.Array, partitions: pa.Array, existing: pa.Table, glo
     return joined.select(cols)
 
 
+def stored_keys(source: KeySource, files: list[BaseFile], keys: pa.Array, per_read: int = 2) -> pa.Table:
+    """The stored keys of ``files`` that are among ``keys``, read ``per_read`` files at a time:
+    a lookup holds a few files' keys, not the table's (a write taken in chunks looks up every
+    chunk: lakehouse.write.spill)."""
+    if len(files) <= per_read:
+        return source(files)
+    parts = []
+    for i in range(0, len(files), per_read):
+        t = source(files[i:i + per_read])
+        parts.append(t.filter(pc.is_in(t.column("k"), value_set=keys)))
+    return pa.concat_tables(parts, promote_options="permissive")
+
+
 def simple_lookup(source: KeySource, base_files: list[BaseFile], keys: pa.Array,
                   partitions: pa.Array, *, global_: bool) -> pa.Table:
     if not global_:
         wanted = set(pc.unique(partitions).to_pylist())
         base_files = [b for b in base_files if b.partition in wanted]
-    return join_locations(keys, partitions, source(base_files), global_)
+    return join_locations(keys, partitions, stored_keys(source, base_files, keys), global_)
 
 
 def bloom_lookup(source: KeySource, storage: Storage, base_files: list[BaseFile], keys: pa.Array,
@@ -102,4 +118,4 @@ def bloom_lookup(source: KeySource, storage: Storage, base_files: list[BaseFile]
         probe = keys if global_ else keys.filter(pc.equal(partitions, bf.partition))
         if len(probe) and read_footer(storage, bf).might_contain(probe).any():
             candidates.append(bf)
-    return join_locations(keys, partitions, source(candidates), global_)
+    return join_locations(keys, partitions, stored_keys(source, candidates, keys), global_)

@@ -1,0 +1,437 @@
+"""A write larger than ``write.task.max.size`` on the paths that cannot append chunk by chunk.
+
+Merge-On-Read writes on the bucket index append each chunk as it comes (lakehouse.write.buffer).
+Every other write (Copy-On-Write merges, the SIMPLE and BLOOM indexes, bulk inserts, the replace
+operations) must see all of a file group's records before it writes that file group once, as
+Hudi's Spark writer does after its shuffle. Without holding the batch, this takes two passes:
+
+1. **Route.** The batch is read a chunk at a time (an eighth of the budget); each chunk's keys
+   are looked up in the index as it stood before the write, and its rows are spilled to local
+   Arrow files, one group per target: the file group an update or delete goes to (found by the
+   index, or the key's bucket), or, for records the index does not know, one of ``H`` groups by a
+   hash of the key, with ``H`` chosen so that a group is about an eighth of the budget. Every
+   version of a key lands in one group, whichever chunk it came in.
+2. **Write.** Groups are read back one at a time per task (tasks in parallel while their groups
+   fit in half the budget), their duplicate keys reduced as the whole batch would be
+   (``hoodie.combine.before.*``, the merge mode's precombine), and written: an update group
+   through its file group's handle (a Copy-On-Write merge reads the old file a row group at a
+   time: lakehouse.io.base_file_writer), a partition's insert groups into new file groups of at
+   most ``hoodie.parquet.max.file.size``, a file rolled over when full (Hudi's
+   CopyOnWriteInsertHandler).
+
+The table is the one the batch written whole makes: the same records, keys and merge results.
+The files differ in one way: a small file group takes at most an eighth of the budget of new
+records per write (its merge holds them), so a large insert leaves the rest of its room to the
+next write. Only an ``insert`` of keys the table already holds can tell: Hudi's insert does not
+look keys up, so whether a re-inserted key replaces its stored copy (in a small file group it is
+merged into) or stands beside it (in a new file group) depends on the files, in Hudi as here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse.bloom_filter import murmur_hash
+from lakehouse.bucket_identifier import bucket_ids, hash_columns
+from lakehouse.columns import DELETE, KEY, PARTITION, SEQ
+from lakehouse.config import BulkInsertSortMode, IndexType
+from lakehouse.file_group.naming import bucket_file_id, new_file_id
+from lakehouse.io.base_file_writer import BaseFileWriter
+from lakehouse.io.handles import HandleContext, with_meta
+from lakehouse.io.markers import MarkerType
+from lakehouse.merge import HELPER_COLUMNS
+from lakehouse.timeline.commit_metadata import WriteStat
+from lakehouse.write.assign import (FID, new_target, records_per_file, run_target, small_file_room,
+                                   split_groups, update_target)
+from lakehouse.write.buffer import default_parallelism
+from lakehouse.write.memory import release_unused
+from lakehouse.write.index.bucket import existing_buckets
+from lakehouse.write.prepare import Operation, Prepared, combines, precombine
+
+if TYPE_CHECKING:
+    from lakehouse.write.client import WriteClient
+
+# Group keys: ("fg", partition, file id) for a known file group, ("bucket", partition, bucket)
+# for a bucket-index bucket, ("new", partition or None, h) for records no file group holds.
+Group = tuple[str, Any, Any]
+
+
+class Spill:
+    """Rows spilled to local Arrow IPC files (lz4) by group, and read back a group at a time.
+
+    Rows wait in memory until a quarter of ``budget`` is waiting; then all of them go to one
+    file (a run), a record batch per group, and an index notes which batches of which runs
+    hold a group. Reading a group takes its batches from every run (IPC files are read batch by
+    batch). One file per quarter budget, however many groups: a file (or a flush) per group
+    made a write to thousands of groups spend most of its time opening files."""
+
+    def __init__(self, budget: int) -> None:
+        self.dir = tempfile.mkdtemp(prefix="lakehouse-spill-")
+        self.limit = max(1, budget // 4)
+        self.runs: dict[Group, list[tuple[str, list[int]]]] = {}
+        self.sizes: dict[Group, int] = {}
+        self._pending: dict[Group, list[pa.Table]] = {}
+        self._pending_bytes = 0
+        self._schema: pa.Schema | None = None
+        self._count = 0
+
+    @property
+    def groups(self) -> list[Group]:
+        return list(self.runs.keys() | self._pending.keys())
+
+    def add(self, group: Group, rows: pa.Table, nbytes: int | None = None) -> None:
+        """``nbytes``: the rows' size if known (a slice's own is costly to work out)."""
+        if rows.num_rows == 0:
+            return
+        nbytes = rows.nbytes if nbytes is None else nbytes
+        self.sizes[group] = self.sizes.get(group, 0) + nbytes
+        self._pending.setdefault(group, []).append(rows)
+        self._pending_bytes += nbytes
+        if self._pending_bytes >= self.limit:
+            self.finish()
+
+    def finish(self) -> None:
+        """Writes what waits in memory as a run."""
+        if not self._pending:
+            return
+        pending, self._pending, self._pending_bytes = self._pending, {}, 0
+        path = os.path.join(self.dir, f"{self._count}.arrow")
+        self._count += 1
+        if self._schema is None:
+            self._schema = next(iter(pending.values()))[0].schema
+        at = 0
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(
+                sink, self._schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+            for group, parts in pending.items():
+                rows = pa.concat_tables([p.cast(self._schema) for p in parts]).combine_chunks()
+                batches = rows.to_batches()
+                for b in batches:
+                    w.write_batch(b)
+                self.runs.setdefault(group, []).append((path, list(range(at, at + len(batches)))))
+                at += len(batches)
+
+    def read(self, group: Group) -> pa.Table:
+        batches = []
+        for path, indices in self.runs.get(group, ()):
+            with pa.OSFile(path, "rb") as f:
+                reader = pa.ipc.open_file(f)
+                batches.extend(reader.get_batch(i) for i in indices)
+        return pa.Table.from_batches(batches, schema=self._schema).combine_chunks()
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "Spill":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _hash_groups(keys: pa.ChunkedArray, n: np.ndarray | int) -> np.ndarray:
+    """A group in ``[0, n)`` per key (``n`` per key, or one for all) by a hash of the key."""
+    if np.all(n == 1):
+        return np.zeros(len(keys), dtype=np.int64)
+    return (murmur_hash(keys).astype(np.int64) & 0x7FFFFFFF) % n
+
+
+def hash_group_counts(prepared: Prepared, budget: int, global_: bool) -> dict[Any, int]:
+    """How many hash groups each partition's new records take (key None: a global index's, for
+    all partitions): enough for a group to hold about an eighth of the budget."""
+    per_row = prepared.source_bytes / max(1, prepared.source_rows)
+    target = max(1, budget // 8)
+    if global_:
+        return {None: max(1, math.ceil(prepared.source_bytes / target))}
+    return {p: max(1, math.ceil(n * per_row / target)) for p, n in (prepared.partition_rows or {}).items()}
+
+
+def route_chunk(client: "WriteClient", rows: pa.Table, op: Operation,
+                locate: Callable[[pa.Table], pa.Table] | None, groups: dict[Any, int]) -> Iterator[tuple[Group, Any]]:
+    """A chunk's rows by the group each is spilled to (``groups``: how many hash groups take
+    the records no file group holds, per partition: :func:`hash_group_counts`)."""
+    cfg = client.config
+    if cfg.index_type is IndexType.BUCKET:
+        complex_keys = len(cfg.record_key_fields) > 1 or cfg.key_generator_type.value == "COMPLEX"
+        cols = hash_columns(rows, rows.column(KEY), cfg.bucket_hash_fields, cfg.record_key_fields, complex_keys)
+        rows = rows.append_column("__lh_bucket", pa.array(bucket_ids(cols, cfg.bucket_num)))
+        for (partition, bucket), part in split_groups(rows, [PARTITION, "__lh_bucket"]):
+            yield ("bucket", partition, bucket), part.drop_columns(["__lh_bucket"])
+        return
+    if locate is not None:
+        rows = locate(rows)  # with FID: the file group an update goes to (null: none)
+    else:
+        rows = rows.append_column(FID, pa.nulls(rows.num_rows, pa.string()))
+    known = pc.is_valid(rows.column(FID))
+    if pc.any(known).as_py():
+        for (partition, fid), part in split_groups(rows.filter(known), [PARTITION, FID]):
+            yield ("fg", partition, fid), part.drop_columns([FID])
+    fresh = rows.filter(pc.invert(known)).drop_columns([FID]) if pc.any(known).as_py() else rows.drop_columns([FID])
+    if op is Operation.DELETE or fresh.num_rows == 0:
+        return  # deletes of keys the table does not hold: nothing to write
+    if cfg.index_type.is_global:
+        n = groups[None]
+    else:
+        enc = pc.dictionary_encode(fresh.column(PARTITION).combine_chunks())
+        per_partition = np.array([groups.get(p, 1) for p in enc.dictionary.to_pylist()], dtype=np.int64)
+        n = per_partition[enc.indices.to_numpy(zero_copy_only=False)]
+    h = _hash_groups(fresh.column(KEY), n)
+    # A global index reduces a key's versions across partitions: its groups span partitions.
+    by = ["__lh_h"] if cfg.index_type.is_global else [PARTITION, "__lh_h"]
+    fresh = fresh.append_column("__lh_h", pa.array(h))
+    for key, part in split_groups(fresh, by):
+        partition, hv = (None, key) if cfg.index_type.is_global else key
+        yield ("new", partition, hv), part.drop_columns(["__lh_h"])
+
+
+def write_spilled(client: "WriteClient", prepared: Prepared, ctx: HandleContext, latest: dict,
+                  pending: dict, avg_size: int, locate: Callable[[pa.Table], pa.Table] | None,
+                  budget: int) -> list[WriteStat]:
+    """Writes ``prepared`` (in chunks) by the two passes above; returns the write results."""
+    op = prepared.operation
+    groups = hash_group_counts(prepared, budget, client.config.index_type.is_global)
+    with Spill(budget) as spill:
+        for rows in prepared.iter_rows():
+            if rows.num_rows:
+                per_row = rows.nbytes / rows.num_rows
+                for group, part in route_chunk(client, rows, op, locate, groups):
+                    spill.add(group, part, int(part.num_rows * per_row))
+            del rows
+            release_unused()
+        spill.finish()
+        return _write_groups(client, prepared, ctx, spill, latest, pending, avg_size, budget)
+
+
+def _reduced(client: "WriteClient", op: Operation, rows: pa.Table) -> pa.Table:
+    """A group's versions reduced across the chunks they came in, as the whole batch's would be."""
+    if combines(client, op) and rows.num_rows > 1:
+        return precombine(client, rows)
+    return rows
+
+
+def _write_groups(client, prepared, ctx, spill: Spill, latest, pending, avg_size, budget) -> list[WriteStat]:
+    """Records no file group holds first (they may fill small file groups, whose groups they
+    join), then every file group's and bucket's group."""
+    op = prepared.operation
+    cfg, wc = client.config, client.write_config
+    sort_keys = op is Operation.BULK_INSERT and wc.bulk_insert_sort_mode is not BulkInsertSortMode.NONE
+    client.ensure_partitions({g[1] for g in spill.groups if g[1] is not None}, ctx.instant_time)
+    # Bulk inserts and the replace operations write new file groups only, as Hudi's do.
+    fills_small = op in (Operation.INSERT, Operation.UPSERT)
+    per_file = records_per_file(avg_size, wc)
+    new_by_partition: dict[Any, list[Group]] = {}
+    for group in sorted(spill.groups, key=str):
+        if group[0] == "new":
+            new_by_partition.setdefault(group[1], []).append(group)
+    small_filled: set[tuple[str, str]] = set()
+    lock = threading.Lock()
+    stats: list[WriteStat] = []
+    tasks = []
+    for partition, groups in new_by_partition.items():
+        def work(task: int, groups=groups) -> list[WriteStat]:
+            writer = _NewRecords(client, op, ctx, spill, latest, pending, avg_size, per_file, sort_keys,
+                                 fills_small, task, lock, budget)
+            out = writer.run(groups)
+            with lock:
+                small_filled.update(writer.small_filled)
+            return out
+        tasks.append((_held(max(spill.sizes[g] for g in groups), budget), work))
+    stats += _run_bounded(tasks, budget)
+    spill.finish()  # the small file groups' new records
+    first = len(tasks)  # task numbers (in write tokens and sequence numbers) go on
+
+    existing = existing_buckets(list(latest.values())) if cfg.index_type is IndexType.BUCKET and not op.replaces else {}
+    tasks = []
+    for group in sorted((g for g in spill.groups if g[0] != "new"), key=str):
+        kind, partition, which = group
+
+        def work(task: int, group=group, kind=kind, partition=partition, which=which) -> list[WriteStat]:
+            rows = _reduced(client, op, spill.read(group))
+            if kind == "fg":
+                tg = update_target(client, partition, which, latest, pending, (partition, which) in small_filled)
+            else:
+                fs = existing.get((partition, which))
+                if fs is None:
+                    tg = new_target(partition, bucket_file_id(which), None, None, "create")
+                elif cfg.is_mor:
+                    tg = new_target(partition, fs.file_id, fs, pending.get((partition, fs.file_id),
+                                                                           fs.base_instant), "append")
+                else:
+                    tg = new_target(partition, fs.file_id, fs, None, "merge")
+                if sort_keys:
+                    rows = rows.sort_by(KEY)
+            return run_target(client, ctx, tg, rows, first + task)
+        tasks.append((_held(spill.sizes[group], budget), work))
+    return stats + _run_bounded(tasks, budget)
+
+
+def _held(group_bytes: int, budget: int) -> int:
+    """What a task on a group of ``group_bytes`` holds at its peak, roughly: the group, its
+    records with their meta columns, the merge's result, a row group of the old file and one
+    being encoded (measured on Copy-On-Write merges)."""
+    return 3 * group_bytes + 2 * max(1 << 16, budget // 8)
+
+
+class _NewRecords:
+    """Records no file group holds, group by group: the partition's small file groups take
+    them first, up to their room (spilled to their groups, merged later with their updates, as
+    Hudi's UpsertPartitioner assigns them), then new file groups of at most ``per_file`` records
+    each (a file rolled over when full). The groups of a global index span partitions."""
+
+    def __init__(self, client, op, ctx, spill, latest, pending, avg_size, per_file, sort_keys,
+                 fills_small, task, lock, budget) -> None:
+        self.budget = budget
+        self.client, self.op, self.ctx, self.spill = client, op, ctx, spill
+        self.latest, self.pending, self.avg_size = latest, pending, avg_size
+        self.per_file, self.sort_keys, self.fills_small, self.task = per_file, sort_keys, fills_small, task
+        self.lock = lock
+        self.stats: list[WriteStat] = []
+        self.small_filled: set[tuple[str, str]] = set()
+        self.rooms: dict[str, list[list]] = {}  # partition -> [[file id, room left], ...]
+        self.writers: dict[str, _Rolling] = {}
+        self.written = [0]  # records this task wrote: its sequence numbers go on across files
+
+    def run(self, groups: list[Group]) -> list[WriteStat]:
+        try:
+            for group in groups:
+                rows = _reduced(self.client, self.op, self.spill.read(group))
+                deletes = rows.column(DELETE)
+                live = rows.filter(pc.invert(deletes)) if pc.any(deletes).as_py() else rows
+                if self.sort_keys:
+                    live = live.sort_by([(PARTITION, "ascending"), (KEY, "ascending")])
+                parts = [(group[1], live)] if group[1] is not None else split_groups(live, [PARTITION])
+                for partition, part in parts:
+                    self._place(partition, part)
+                del rows, live, parts
+                release_unused()
+            for w in self.writers.values():
+                w.close()
+        except BaseException as e:
+            for w in self.writers.values():
+                w.abort(e)
+            raise
+        return self.stats
+
+    def _place(self, partition: str, rows: pa.Table) -> None:
+        if self.fills_small:
+            rooms = self.rooms.get(partition)
+            if rooms is None:
+                # A small file group's merge holds its new records: at most an eighth of the
+                # budget of them per write (the next write tops the file up).
+                cap = max(1, int(self.budget // 8 // max(1.0, rows.nbytes / max(1, rows.num_rows))))
+                rooms = self.rooms[partition] = [
+                    [fid, min(room, cap)] for fid, room in small_file_room(
+                        self.client, partition, self.latest, self.pending, self.avg_size)]
+            offset = 0
+            while rooms and offset < rows.num_rows:
+                fid, room = rooms[0]
+                take = min(room, rows.num_rows - offset)
+                with self.lock:
+                    self.spill.add(("fg", partition, fid), rows.slice(offset, take))
+                self.small_filled.add((partition, fid))
+                offset += take
+                rooms[0][1] -= take
+                if rooms[0][1] <= 0:
+                    rooms.pop(0)
+            rows = rows.slice(offset)
+        if rows.num_rows:
+            w = self.writers.get(partition)
+            if w is None:
+                w = self.writers[partition] = _Rolling(self.ctx, partition, self.per_file, self.task, self.stats,
+                                                     self.written)
+            w.write(rows)
+
+
+class _Rolling:
+    """New file groups of one partition, each closed at ``per_file`` records."""
+
+    def __init__(self, ctx: HandleContext, partition: str, per_file: int, task: int,
+                 stats: list[WriteStat], written: list[int]) -> None:
+        self.ctx, self.partition, self.per_file, self.task, self.stats = ctx, partition, per_file, task, stats
+        self.written = written
+        self.writer: BaseFileWriter | None = None
+        self.file_id = ""
+
+    def write(self, rows: pa.Table) -> None:
+        data_cols = [c for c in rows.column_names if c not in HELPER_COLUMNS and c not in (PARTITION, FID)]
+        offset = 0
+        while offset < rows.num_rows:
+            if self.writer is None:
+                self.file_id = new_file_id()
+                self.writer = BaseFileWriter(self.ctx, self.partition, self.file_id, self.task, MarkerType.CREATE)
+            w = self.writer
+            take = min(rows.num_rows - offset, self.per_file - w.num_rows)
+            piece = rows.slice(offset, take)
+            w.write(with_meta(piece.select(data_cols), instant_time=self.ctx.instant_time, task=self.task,
+                              partition=self.partition, file_name=str(w.name), keys=piece.column(KEY),
+                              schema=self.ctx.schema, dictionary_constants=True, first_seqno=self.written[0]))
+            self.written[0] += take
+            offset += take
+            if w.num_rows >= self.per_file:
+                self.close()
+
+    def close(self) -> None:
+        w, self.writer = self.writer, None
+        if w is None:
+            return
+        try:
+            size = w.close()
+        except BaseException as e:
+            w.abort(e)
+            raise
+        self.stats.append(WriteStat(file_id=self.file_id, path=w.path, partition_path=self.partition,
+                                    prev_commit="null", num_writes=w.num_rows, num_inserts=w.num_rows,
+                                    total_write_bytes=size, file_size_in_bytes=size))
+
+    def abort(self, error: BaseException) -> None:
+        if self.writer is not None:
+            self.writer.abort(error)
+            self.writer = None
+
+
+def _run_bounded(tasks: list[tuple[int, Callable[[int], list[WriteStat]]]], limit: int) -> list[WriteStat]:
+    """Runs ``tasks`` (largest first) on up to :func:`default_parallelism` threads while the
+    bytes their groups hold stay within ``limit`` (one task runs whatever its size). Results
+    come back in the tasks' order; task numbers (in the write tokens) follow it too."""
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i][0])
+    results: dict[int, list[WriteStat]] = {}
+    workers = min(len(tasks), default_parallelism())
+    if workers <= 1:
+        for i in order:
+            results[i] = tasks[i][1](i)
+            release_unused()
+        return [s for i in range(len(tasks)) for s in results[i]]
+    cond = threading.Condition()
+    held = [0]
+
+    def run(i: int) -> list[WriteStat]:
+        try:
+            return tasks[i][1](i)
+        finally:
+            release_unused()
+            with cond:
+                held[0] -= tasks[i][0]
+                cond.notify_all()
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {}
+        for i in order:
+            size = tasks[i][0]
+            with cond:
+                while held[0] and held[0] + size > limit:
+                    cond.wait()
+                held[0] += size
+            futures[i] = pool.submit(run, i)
+        for i, f in futures.items():
+            results[i] = f.result()
+    return [s for i in range(len(tasks)) for s in results[i]]
+
