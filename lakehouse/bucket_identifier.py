@@ -99,3 +99,11 @@ def hash_columns(table: pa.Table, record_keys: pa.ChunkedArray, hash_fields: tup
         v = pc.if_else(pc.equal(v, EMPTY_KEY), "", v)
         out.append(v)
     return out
+
+
+def record_buckets(table: pa.Table, record_keys: pa.ChunkedArray, config) -> np.ndarray:
+    """Each record's bucket under ``config`` (a TableConfig): its hash fields (or its key) from
+    :func:`hash_columns`, then :func:`bucket_ids` over the table's bucket count."""
+    complex_keys = len(config.record_key_fields) > 1 or config.key_generator_type.value == "COMPLEX"
+    cols = hash_columns(table, record_keys, config.bucket_hash_fields, config.record_key_fields, complex_keys)
+    return bucket_ids(cols, config.bucket_num)

@@ -13,12 +13,11 @@ from typing import Mapping
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lakehouse.config import IndexType, LogBlockFormat, WriteConfig
 from lakehouse.faults import fault_point
 from lakehouse.file_group.file_slice import FileSlice
-from lakehouse.file_group.naming import BaseFileName, LogFileName, join, write_token
+from lakehouse.file_group.naming import LogFileName, join, write_token
 from lakehouse.log.block import encode_avro_data_block, encode_delete_block, encode_parquet_data_block
 from lakehouse.read.file_slice_reader import iter_base_file
 from lakehouse.columns import COMMIT_SEQNO, COMMIT_TIME, DELETE, FILE_NAME, KEY, PARTITION_PATH, RECORD_KEY, SEQ, UNCONDITIONAL
@@ -215,22 +214,6 @@ def write_compacted_base_file(ctx: HandleContext, *, partition: str, file_id: st
                      num_writes=out.num_rows, total_write_bytes=size, file_size_in_bytes=size)
 
 
-def _base_batch_rows(ctx: HandleContext, path: str) -> int | None:
-    """Rows of a base file to merge at a time: a row group's worth of memory (None: the file
-    is small enough to take whole)."""
-    with ctx.storage.open_input(path) as f:
-        md = pq.ParquetFile(f).metadata
-    if md.num_rows == 0:
-        return None
-    # Decoded, a row takes about twice its uncompressed parquet size (offsets, validity,
-    # dictionaries expanded): measured on string-heavy rows.
-    in_memory = 2 * sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
-    budget = row_group_bytes(ctx.config)
-    if in_memory <= budget:
-        return None
-    return max(1, int(budget * md.num_rows // in_memory))
-
-
 def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.Table,
                     task: int, concat: bool = False) -> WriteStat:
     """Rewrite a file group's base file with ``incoming`` merged in (COW merge handle).
@@ -248,7 +231,6 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
     assert base_slice.base_file is not None
     partition, file_id = base_slice.partition, base_slice.file_id
     path = base_slice.base_file.path
-    batch_rows = _base_batch_rows(ctx, path)
     writer = BaseFileWriter(ctx, partition, file_id, task, MarkerType.MERGE)
     name = str(writer.name)
     # The per-file constants as dictionaries: plain, they cost ~90 bytes more per incoming row.
@@ -264,7 +246,8 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
 
     def pieces():
         nonlocal n_old
-        for old in iter_base_file(ctx.storage, path, ctx.schema, None, batch_rows):
+        for old in iter_base_file(ctx.storage, path, ctx.schema, None, None,
+                                  batch_bytes=row_group_bytes(ctx.config)):
             n_old += old.num_rows
             # Untouched winners from the old file keep their commit metadata; only the file
             # name moves.

@@ -102,16 +102,18 @@ def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list
 
 def iter_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None,
                    batch_rows: int | None, *, keep_dictionaries: bool = False,
-                   copies: dict[str, str] | None = None) -> Iterator[pa.Table]:
-    """:func:`read_base_file`'s rows ``batch_rows`` at a time (None: all at once, one table)."""
+                   copies: dict[str, str] | None = None, batch_bytes: int | None = None) -> Iterator[pa.Table]:
+    """:func:`read_base_file`'s rows ``batch_rows`` at a time, or about ``batch_bytes`` of
+    memory at a time (both None: all at once, one table)."""
     try:
         with storage.open_input(path) as f:
             names = columns or schema.names
-            if batch_rows is None:
+            if batch_rows is None and batch_bytes is None:
                 yield _conform_base(read_parquet(f, names, keep_dictionaries=keep_dictionaries, copies=copies),
                                     schema, columns, keep_dictionaries)
                 return
-            for batch in iter_parquet(f, names, batch_rows, keep_dictionaries=keep_dictionaries, copies=copies):
+            for batch in iter_parquet(f, names, batch_rows, keep_dictionaries=keep_dictionaries, copies=copies,
+                                      batch_bytes=batch_bytes):
                 yield _conform_base(batch, schema, columns, keep_dictionaries)
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):

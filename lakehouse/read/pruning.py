@@ -20,8 +20,8 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from lakehouse.bucket_identifier import bucket_ids, hash_columns
-from lakehouse.config import BucketEngine, IndexType, KeyGeneratorType, TableConfig
+from lakehouse.bucket_identifier import record_buckets
+from lakehouse.config import BucketEngine, IndexType, TableConfig
 from lakehouse.errors import LakehouseError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import bucket_of_file_id
@@ -80,10 +80,7 @@ def key_buckets(config: TableConfig, schema: pa.Schema,
     batch, keys = pinned
     if len(keys) == 0:
         return set()
-    complex_keys = len(config.record_key_fields) > 1 or config.key_generator_type is KeyGeneratorType.COMPLEX
-    cols = hash_columns(batch, pa.chunked_array([keys]), config.bucket_hash_fields,
-                        config.record_key_fields, complex_keys)
-    return set(bucket_ids(cols, config.bucket_num).tolist())
+    return set(record_buckets(batch, pa.chunked_array([keys]), config).tolist())
 
 
 def prune_by_key(slices: list[FileSlice], config: TableConfig, schema: pa.Schema,

@@ -51,7 +51,7 @@ from lakehouse.spark.index import LOC_KEY, IndexJob, tag
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write import assign, bucket_sizing
 from lakehouse.write.client import ExtraMetadata, Operation, WriteClient
-from lakehouse.bucket_identifier import bucket_ids, hash_columns
+from lakehouse.bucket_identifier import record_buckets
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
 from lakehouse.partition_path import check_paths
 from lakehouse.write.prepare import combines, committed_partition_depth, precombine
@@ -211,7 +211,6 @@ def _keyed(df: "DataFrame", job: _Job) -> "DataFrame":
         from pyspark import TaskContext  # noqa: PLC0415
         client = job.client()
         cfg = client.config
-        complex_keys = len(cfg.record_key_fields) > 1 or cfg.key_generator_type.value == "COMPLEX"
         offset = TaskContext.get().partitionId() << _SEQ_SHIFT
         for b in batches:
             n = b.num_rows
@@ -225,10 +224,8 @@ def _keyed(df: "DataFrame", job: _Job) -> "DataFrame":
                 box.update({KEY: keys, PARTITION: client.keygen.partition_paths(rows, row_offset=None),
                             SEQ: pa.array(np.arange(offset + 1, offset + n + 1, dtype=np.int64)),
                             DELETE: delete, UNCONDITIONAL: pa.repeat(job.op is Operation.DELETE, n),
-                            BUCKET: pa.array(bucket_ids(hash_columns(
-                                rows, keys, cfg.bucket_hash_fields, cfg.record_key_fields,
-                                complex_keys), cfg.bucket_num) if n and job.mode == "bucket"
-                                else np.zeros(n, np.int32))})
+                            BUCKET: pa.array(record_buckets(rows, keys, cfg) if n and job.mode == "bucket"
+                                             else np.zeros(n, np.int32))})
 
             err = _failure_bytes(one)
             if err is not None:

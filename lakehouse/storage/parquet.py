@@ -130,12 +130,18 @@ def read_parquet(source, columns: Sequence[str] | None = None, *, keep_dictionar
     return table if keep_dictionaries else decode_dictionaries(table)
 
 
-def iter_parquet(source, columns: Sequence[str] | None, batch_rows: int, *, keep_dictionaries: bool = False,
-                 page_checksum_verification: bool = True,
-                 copies: Mapping[str, str] | None = None) -> Iterator[pa.Table]:
+def iter_parquet(source, columns: Sequence[str] | None, batch_rows: int | None, *, keep_dictionaries: bool = False,
+                 page_checksum_verification: bool = True, copies: Mapping[str, str] | None = None,
+                 batch_bytes: int | None = None) -> Iterator[pa.Table]:
     """:func:`read_parquet`'s rows ``batch_rows`` at a time (a row group's compressed pages are
-    held while its batches are decoded)."""
+    held while its batches are decoded), or, with ``batch_bytes``, as many as take about that
+    much memory decoded (from the footer: a row takes about twice its uncompressed parquet size,
+    with offsets, validity and dictionaries expanded; measured on string-heavy rows)."""
     pf, columns, filled = _open(source, columns, page_checksum_verification, copies)
+    if batch_bytes is not None:
+        md = pf.metadata
+        in_memory = 2 * sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+        batch_rows = max(1, md.num_rows if in_memory <= batch_bytes else batch_bytes * md.num_rows // in_memory)
     # One row group at a time: over all of them, pyarrow pre-buffers every row group's column
     # chunks up front (the whole file in memory while its first batch is decoded).
     for rg in range(pf.metadata.num_row_groups):

@@ -26,7 +26,7 @@ from lakehouse.columns import BUCKET, DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
 from lakehouse.merge import HELPER_COLUMNS
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.io.handles import HandleContext, append_log, create_base_file, merge_base_file
-from lakehouse.bucket_identifier import bucket_ids, hash_columns
+from lakehouse.bucket_identifier import record_buckets
 from lakehouse.write.index.bucket import existing_buckets
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
 
@@ -83,9 +83,7 @@ def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending:
     """One target per (partition, bucket); ``sort_keys`` also orders each bucket's records by key
     (bulk insert's sort mode) in the same sort."""
     cfg = client.config
-    complex_keys = len(cfg.record_key_fields) > 1 or cfg.key_generator_type.value == "COMPLEX"
-    cols = hash_columns(rows, rows.column(KEY), cfg.bucket_hash_fields, cfg.record_key_fields, complex_keys)
-    buckets = bucket_ids(cols, cfg.bucket_num)
+    buckets = record_buckets(rows, rows.column(KEY), cfg)
     rows = rows.append_column(BUCKET, pa.array(buckets))
     existing = existing_buckets(list(latest.values()))
     targets = []
@@ -101,18 +99,25 @@ def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending:
                 live = live.filter(pc.invert(live.column(DELETE)))
             if live.num_rows == 0:
                 continue
-            tg = new_target(partition, bucket_file_id(bucket), None, None, "create")
+            tg = bucket_target(client, partition, bucket, None, pending)
             tg.rows.append(live)
             tg.inserts = live.num_rows
-        elif cfg.is_mor:
-            base_instant = pending.get((partition, fs.file_id), fs.base_instant)
-            tg = new_target(partition, fs.file_id, fs, base_instant, "append")
-            tg.rows.append(part)
         else:
-            tg = new_target(partition, fs.file_id, fs, None, "merge")
+            tg = bucket_target(client, partition, bucket, fs, pending)
             tg.rows.append(part)
         targets.append(tg)
     return targets
+
+
+def bucket_target(client: "WriteClient", partition: str, bucket: int, fs: FileSlice | None,
+                  pending: dict) -> "Target":
+    """The handle for a bucket's records: a new file group where the bucket has none, else an
+    append (Merge-On-Read, to the slice a pending compaction starts) or a merge."""
+    if fs is None:
+        return new_target(partition, bucket_file_id(bucket), None, None, "create")
+    if client.config.is_mor:
+        return new_target(partition, fs.file_id, fs, pending.get((partition, fs.file_id), fs.base_instant), "append")
+    return new_target(partition, fs.file_id, fs, None, "merge")
 
 
 def _group_codes(rows: pa.Table, by: list[str]) -> tuple[np.ndarray, list[pa.Array]]:
@@ -388,9 +393,14 @@ def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest:
     return list(targets.values()) + new_targets
 
 
+def data_columns(rows: pa.Table) -> list[str]:
+    """The columns of routed rows that go into data files (not the writer's helpers)."""
+    return [c for c in rows.column_names if c not in HELPER_COLUMNS and c not in (PARTITION, FID)]
+
+
 def run_target(client: "WriteClient", ctx: HandleContext, tg: "Target", rows: pa.Table,
                task: int) -> list[WriteStat]:
-    data_cols = [c for c in rows.column_names if c not in HELPER_COLUMNS and c not in (PARTITION, FID)]
+    data_cols = data_columns(rows)
     if tg.kind == "create":
         live = rows.filter(pc.invert(rows.column(DELETE)))
         if live.num_rows == 0:

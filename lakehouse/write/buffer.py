@@ -36,7 +36,7 @@ from lakehouse.file_group.naming import BaseFileName, LogFileName, bucket_file_i
 from lakehouse.columns import BUCKET, KEY, PARTITION
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write.assign import Taken, materialize, new_target, run_target, split_lazily
-from lakehouse.bucket_identifier import bucket_ids, hash_columns
+from lakehouse.bucket_identifier import record_buckets
 from lakehouse.write.index.bucket import existing_buckets
 from lakehouse.write.memory import release_unused
 from lakehouse.write.prepare import Operation, Prepared, combines, precombine
@@ -228,7 +228,6 @@ def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContex
     """Write ``prepared`` (whole or chunk by chunk) through per-bucket buffers; returns the
     write results of every flush."""
     cfg, wc = client.config, client.write_config
-    complex_keys = len(cfg.record_key_fields) > 1 or cfg.key_generator_type.value == "COMPLEX"
     existing = existing_buckets(list(latest.values()))
     current: dict[Key, FileSlice] = {}  # slices this instant's flushes wrote to
     stats: list[WriteStat] = []
@@ -289,9 +288,7 @@ def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContex
         for rows in prepared.iter_rows():
             if rows.num_rows == 0:
                 continue
-            cols = hash_columns(rows, rows.column(KEY), cfg.bucket_hash_fields, cfg.record_key_fields,
-                                complex_keys)
-            rows = rows.append_column(BUCKET, pa.array(bucket_ids(cols, cfg.bucket_num)))
+            rows = rows.append_column(BUCKET, pa.array(record_buckets(rows, rows.column(KEY), cfg)))
             # The whole batch in one go: each file group's rows are gathered by its flush, in
             # parallel. In chunks: gathered now, each group into buffers of its own (a slice of
             # one gathered chunk would keep the whole chunk alive until its last group is flushed).

@@ -35,23 +35,22 @@ import shutil
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse.bloom_filter import murmur_hash
-from lakehouse.bucket_identifier import bucket_ids, hash_columns
-from lakehouse.columns import DELETE, KEY, PARTITION, SEQ
+from lakehouse.bucket_identifier import record_buckets
+from lakehouse.columns import DELETE, KEY, PARTITION
 from lakehouse.config import BulkInsertSortMode, IndexType
-from lakehouse.file_group.naming import bucket_file_id, new_file_id
+from lakehouse.file_group.naming import new_file_id
 from lakehouse.io.base_file_writer import BaseFileWriter
 from lakehouse.io.handles import HandleContext, with_meta
 from lakehouse.io.markers import MarkerType
-from lakehouse.merge import HELPER_COLUMNS
 from lakehouse.timeline.commit_metadata import WriteStat
-from lakehouse.write.assign import (FID, new_target, records_per_file, run_target, small_file_room,
+from lakehouse.write.assign import (FID, bucket_target, data_columns, records_per_file, run_target, small_file_room,
                                    split_groups, update_target)
 from lakehouse.write.buffer import default_parallelism
 from lakehouse.write.memory import release_unused
@@ -161,9 +160,7 @@ def route_chunk(client: "WriteClient", rows: pa.Table, op: Operation,
     the records no file group holds, per partition: :func:`hash_group_counts`)."""
     cfg = client.config
     if cfg.index_type is IndexType.BUCKET:
-        complex_keys = len(cfg.record_key_fields) > 1 or cfg.key_generator_type.value == "COMPLEX"
-        cols = hash_columns(rows, rows.column(KEY), cfg.bucket_hash_fields, cfg.record_key_fields, complex_keys)
-        rows = rows.append_column("__lh_bucket", pa.array(bucket_ids(cols, cfg.bucket_num)))
+        rows = rows.append_column("__lh_bucket", pa.array(record_buckets(rows, rows.column(KEY), cfg)))
         for (partition, bucket), part in split_groups(rows, [PARTITION, "__lh_bucket"]):
             yield ("bucket", partition, bucket), part.drop_columns(["__lh_bucket"])
         return
@@ -172,10 +169,12 @@ def route_chunk(client: "WriteClient", rows: pa.Table, op: Operation,
     else:
         rows = rows.append_column(FID, pa.nulls(rows.num_rows, pa.string()))
     known = pc.is_valid(rows.column(FID))
+    fresh = rows
     if pc.any(known).as_py():
         for (partition, fid), part in split_groups(rows.filter(known), [PARTITION, FID]):
             yield ("fg", partition, fid), part.drop_columns([FID])
-    fresh = rows.filter(pc.invert(known)).drop_columns([FID]) if pc.any(known).as_py() else rows.drop_columns([FID])
+        fresh = rows.filter(pc.invert(known))
+    fresh = fresh.drop_columns([FID])
     if op is Operation.DELETE or fresh.num_rows == 0:
         return  # deletes of keys the table does not hold: nothing to write
     if cfg.index_type.is_global:
@@ -259,14 +258,7 @@ def _write_groups(client, prepared, ctx, spill: Spill, latest, pending, avg_size
             if kind == "fg":
                 tg = update_target(client, partition, which, latest, pending, (partition, which) in small_filled)
             else:
-                fs = existing.get((partition, which))
-                if fs is None:
-                    tg = new_target(partition, bucket_file_id(which), None, None, "create")
-                elif cfg.is_mor:
-                    tg = new_target(partition, fs.file_id, fs, pending.get((partition, fs.file_id),
-                                                                           fs.base_instant), "append")
-                else:
-                    tg = new_target(partition, fs.file_id, fs, None, "merge")
+                tg = bucket_target(client, partition, which, existing.get((partition, which)), pending)
                 if sort_keys:
                     rows = rows.sort_by(KEY)
             return run_target(client, ctx, tg, rows, first + task)
@@ -362,7 +354,7 @@ class _Rolling:
         self.file_id = ""
 
     def write(self, rows: pa.Table) -> None:
-        data_cols = [c for c in rows.column_names if c not in HELPER_COLUMNS and c not in (PARTITION, FID)]
+        data_cols = data_columns(rows)
         offset = 0
         while offset < rows.num_rows:
             if self.writer is None:
