@@ -38,7 +38,7 @@ from lakehouse.errors import CheckpointLostError, ConfigError, LakehouseError, S
 from lakehouse.services.archive import archived_extras
 from lakehouse.storage import get_storage
 from lakehouse.timeline.carried import INGEST_STATE_PREFIX, believable, values
-from lakehouse.write.source import parquet_files
+from lakehouse.write.source import ParquetSource
 
 if TYPE_CHECKING:
     from lakehouse.table import Table
@@ -212,9 +212,14 @@ def write_manifest(table: "Table", source: str, names: set[str], current: str | 
     return path
 
 
-def read_file(uri: str, fmt: str = "auto", schema: pa.Schema | None = None) -> pa.Table:
+def _path_and_kind(uri: str, fmt: str) -> tuple[str, str | None]:
+    """A landed file's local path and format (``fmt``, or its extension's for "auto")."""
     path = uri[len("file://"):] if uri.startswith("file://") else uri
-    kind = FORMATS.get(os.path.splitext(path)[1].lower()) if fmt == "auto" else fmt
+    return path, FORMATS.get(os.path.splitext(path)[1].lower()) if fmt == "auto" else fmt
+
+
+def read_file(uri: str, fmt: str = "auto", schema: pa.Schema | None = None) -> pa.Table:
+    path, kind = _path_and_kind(uri, fmt)
     try:
         if kind == "parquet":
             return pq.read_table(path)
@@ -286,12 +291,11 @@ def ingest(table: "Table", source_dir: str, *, operation: str = "upsert", fmt: s
         schema = table.schema()
     except LakehouseError:  # a table without data yet has no schema to parse CSV with
         schema = None
-    kinds = {FORMATS.get(os.path.splitext(uri)[1].lower()) if fmt == "auto" else fmt for _, uri in files}
-    if kinds == {"parquet"}:
+    landed = [_path_and_kind(uri, fmt) for _, uri in files]
+    if {kind for _, kind in landed} == {"parquet"}:
         # Read a row group at a time by the write, never whole (lakehouse.write.source).
-        paths = [uri[len("file://"):] if uri.startswith("file://") else uri for _, uri in files]
         try:
-            batch = parquet_files(paths)
+            batch = ParquetSource([path for path, _ in landed], lambda p: p, None)
         except (pa.ArrowInvalid, OSError) as e:
             raise SchemaError(f"the landed parquet files cannot be read together: {e}",
                               help="fix or remove the file; nothing was written") from None

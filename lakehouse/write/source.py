@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse.errors import SchemaError
+from lakehouse.schema import conform_table
 
 
 class BatchSource:
@@ -60,21 +61,28 @@ class TableSource(BatchSource):
 
 
 class ParquetSource(BatchSource):
-    """Parquet files, read a row group (or less) at a time; ``open_file(path)`` opens one."""
+    """Parquet files, read a row group (or less) at a time; ``open_file(path)`` opens one.
+    ``schema`` None: the files' own schemas unified (permissively: files of one source may differ
+    in columns, as ``pa.concat_tables(promote_options="permissive")`` allows)."""
 
-    def __init__(self, paths: Sequence[str], open_file: Callable[[str], Any], schema: pa.Schema,
+    def __init__(self, paths: Sequence[str], open_file: Callable[[str], Any], schema: pa.Schema | None,
                  *, nbytes: int | None = None, remove: Callable[[], None] | None = None) -> None:
         self.paths = list(paths)
         self.open_file = open_file
-        self.schema = schema
         self._remove = remove
         self.num_rows = 0
         sample = None
+        schemas = []
         for p in self.paths:
             f = pq.ParquetFile(open_file(p))
             self.num_rows += f.metadata.num_rows
+            schemas.append(f.schema_arrow)
             if sample is None and f.metadata.num_rows:
                 sample = f.read_row_group(0)
+        if schema is None:
+            schema = (pa.unify_schemas(schemas, promote_options="permissive") if schemas
+                      else pa.schema([])).remove_metadata()
+        self.schema = schema
         # In memory, not on disk (encodings and dictionaries make parquet's own sizes several
         # times smaller): the caller's count, or one row group's in-memory bytes per row.
         if nbytes is None:
@@ -88,29 +96,12 @@ class ParquetSource(BatchSource):
             # A row group at a time: over all of them pyarrow pre-buffers the whole file.
             for rg in range(f.metadata.num_row_groups):
                 for batch in f.iter_batches(batch_size=min(rows_hint, 1 << 20), row_groups=[rg]):
-                    yield _conform(pa.Table.from_batches([batch]), self.schema)
+                    yield conform_table(pa.Table.from_batches([batch]), self.schema)
 
     def close(self) -> None:
         if self._remove is not None:
             self._remove()
             self._remove = None
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` in ``schema``: files of one source may lack columns others have (nulls then),
-    as ``pa.concat_tables(promote_options="permissive")`` would make them."""
-    if table.schema == schema:
-        return table
-    cols = [table.column(f.name).cast(f.type) if f.name in table.column_names
-            else pa.nulls(table.num_rows, f.type) for f in schema]
-    return pa.Table.from_arrays(cols, schema=schema)
-
-
-def parquet_files(paths: Sequence[str]) -> ParquetSource:
-    """Local parquet files as one source, their schemas unified (permissively)."""
-    schemas = [pq.read_schema(p) for p in paths]
-    schema = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
-    return ParquetSource(paths, lambda p: p, schema.remove_metadata())
 
 
 def spool(stream: pa.RecordBatchReader) -> ParquetSource:
