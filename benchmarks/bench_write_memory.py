@@ -132,9 +132,13 @@ def _child(path: str, role: str, table: str, args, mode: str = "chunked") -> dic
     cmd = [sys.executable, __file__, "--child", role, "--path", path, "--table", table, "--mode", mode,
            "--budget-mb", repr(args.budget_mb), "--load", repr(args.load), "--times", repr(args.times)]
     env = dict(os.environ)
-    if args.allocator == "system":
-        # Allocators that give freed memory back: Arrow's C++ default pool is mimalloc whatever
-        # pyarrow.set_memory_pool says, and glibc keeps an arena per thread.
+    if args.allocator == "jemalloc":
+        # Arrow's C++ code allocates from its default pool (mimalloc) whatever
+        # pyarrow.set_memory_pool says: jemalloc for all of it, its decay set to zero by the
+        # write (lakehouse.write.memory).
+        env["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"
+    elif args.allocator == "system":
+        # glibc's allocator, with fewer arenas than its one per thread.
         env["ARROW_DEFAULT_MEMORY_POOL"] = "system"
         env["MALLOC_ARENA_MAX"] = "2"
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
@@ -149,10 +153,10 @@ def main(argv=None) -> int:
     p.add_argument("--times", type=float, default=10.0, help="the write, in budgets (default 10)")
     p.add_argument("--load", type=float, default=5.0, help="the table before it, in budgets (default 5)")
     p.add_argument("--paths", default=",".join(PATHS), help="comma-separated: " + ", ".join(PATHS))
-    p.add_argument("--allocator", choices=["system", "default"], default="system",
-                   help="allocators of the measured processes: system (ARROW_DEFAULT_MEMORY_POOL=system "
-                        "and MALLOC_ARENA_MAX=2, the default here) or the defaults (Arrow's mimalloc, "
-                        "which keeps freed pages, and glibc's arena per thread)")
+    p.add_argument("--allocator", choices=["jemalloc", "system", "default"], default="jemalloc",
+                   help="Arrow's allocator in the measured processes: jemalloc (ARROW_DEFAULT_MEMORY_POOL="
+                        "jemalloc, the default here and the README's advice), system (=system, with "
+                        "MALLOC_ARENA_MAX=2) or Arrow's default (mimalloc, which keeps freed pages)")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", default=str(REPO / "bench-out" / "write_memory.json"))
     p.add_argument("--child", choices=["setup", "write"], help=argparse.SUPPRESS)

@@ -246,6 +246,38 @@ class BloomFilter:
         self.vector_size = vector_size
         self.nb_hash = nb_hash
         self.hash_type = hash_type
+        self._bits: np.ndarray | None = None
+        # A filter read from a footer keeps its rows packed (8x smaller: a lookup holds many
+        # files' filters) until a key is added.
+        self._packed: np.ndarray | None = None
+
+    @property
+    def bits(self) -> np.ndarray:
+        """One bool per bit, a row per bloom filter row."""
+        if self._bits is None:
+            assert self._packed is not None
+            self._bits = np.unpackbits(self._packed, axis=1, count=self.vector_size,
+                                       bitorder="little").view(bool)
+            self._packed = None
+        return self._bits
+
+    @bits.setter
+    def bits(self, value: np.ndarray) -> None:
+        self._bits, self._packed = value, None
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the filter's bits take."""
+        return (self._bits if self._bits is not None else self._packed).nbytes
+
+    def _row_count(self) -> int:
+        return (self._bits if self._bits is not None else self._packed).shape[0]
+
+    def _gather(self, positions: np.ndarray) -> np.ndarray:
+        """Each row's bits at ``positions`` (rows x positions, bool)."""
+        if self._bits is not None:
+            return self._bits[:, positions]
+        return ((self._packed[:, positions >> 3] >> (positions & 7).astype(np.uint8)) & 1).view(bool)
 
     @staticmethod
     def create(num_entries: int = 60000, fpp: float = 1e-9, filter_type: str = DYNAMIC_V0,
@@ -309,12 +341,11 @@ class BloomFilter:
         return nb_hash, hash_type, vector_size, pos + _HEADER.size
 
     def _read_bits(self, raw: bytes, pos: int) -> tuple[np.ndarray, int]:
+        """A row's bits, packed as stored (little bit order), and where the next field starts."""
         nbytes = (self.vector_size + 7) // 8
         if pos + nbytes > len(raw):
             raise ValueError("truncated bloom filter bit vector")
-        packed = np.frombuffer(raw, np.uint8, count=nbytes, offset=pos)
-        bits = np.unpackbits(packed, count=self.vector_size, bitorder="little").view(bool)
-        return bits.copy(), pos + nbytes
+        return np.frombuffer(raw, np.uint8, count=nbytes, offset=pos).copy(), pos + nbytes
 
     def _bits_bytes(self, bits: np.ndarray) -> bytes:
         return np.packbits(bits, bitorder="little").tobytes()
@@ -324,19 +355,19 @@ class BloomFilter:
         # numpy calls even when a batch spans rows; packing happens only on serialize.
         return np.zeros((1, self.vector_size), dtype=bool)
 
-    def _test(self, bits: np.ndarray, keys: KeysLike) -> np.ndarray:
-        """True where some row of ``bits`` has all the key's bits set."""
+    def _test(self, keys: KeysLike) -> np.ndarray:
+        """True where some row of the filter has all the key's bits set."""
         self._check_hash()
         out = []
         for offsets, data in _chunks(list(_key_buffers(keys))):
             batch = sub = _MurmurBatch(offsets, data)
             n = len(batch.lens)
             idx = np.arange(n)  # sorted-order index of the keys still tested
-            hit = np.ones((bits.shape[0], n), dtype=bool)
+            hit = np.ones((self._row_count(), n), dtype=bool)
             h = np.zeros(n, np.uint32)
             for _ in range(self.nb_hash):
                 h = sub.hash(h)
-                hit &= bits[:, _bit_positions(h, self.vector_size)]
+                hit &= self._gather(_bit_positions(h, self.vector_size))
                 alive = hit.any(axis=0)
                 # Absent keys mostly fail within a round or two: stop hashing them.
                 if 2 * np.count_nonzero(alive) < len(alive):
@@ -391,10 +422,11 @@ class SimpleBloomFilter(BloomFilter):
         self._set(self.bits, list(_key_buffers(keys)), None)
 
     def might_contain(self, keys: KeysLike) -> np.ndarray:
-        return self._test(self.bits, keys)
+        return self._test(keys)
 
     def _write(self) -> bytes:
-        return self._header() + self._bits_bytes(self.bits[0])
+        return self._header() + (self._packed[0].tobytes() if self._packed is not None
+                                 else self._bits_bytes(self.bits[0]))
 
     @classmethod
     def _read(cls, raw: bytes, pos: int) -> tuple["SimpleBloomFilter", int]:
@@ -402,7 +434,7 @@ class SimpleBloomFilter(BloomFilter):
         bf = cls.__new__(cls)
         BloomFilter.__init__(bf, vector_size, nb_hash, hash_type)
         row, pos = bf._read_bits(raw, pos)
-        bf.bits = row[None, :]
+        bf._bits, bf._packed = None, row[None, :]
         return bf, pos
 
 
@@ -431,11 +463,11 @@ class DynamicBoundedBloomFilter(BloomFilter):
             self._set(self.bits, parts, rows)
 
     def might_contain(self, keys: KeysLike) -> np.ndarray:
-        return self._test(self.bits, keys)
+        return self._test(keys)
 
     @property
     def num_rows(self) -> int:
-        return self.bits.shape[0]
+        return self._row_count()
 
     def _assign_rows(self, n: int) -> np.ndarray:
         """Row of each of the next ``n`` keys, advancing the state as n calls of Java's add()."""
@@ -467,9 +499,9 @@ class DynamicBoundedBloomFilter(BloomFilter):
 
     def _write(self) -> bytes:
         parts = [self._header(), struct.pack(">iii", self.nr, _int32(self.current), self.num_rows)]
-        for bits in self.bits:
+        for i in range(self.num_rows):
             parts.append(self._header())
-            parts.append(self._bits_bytes(bits))
+            parts.append(self._packed[i].tobytes() if self._packed is not None else self._bits_bytes(self._bits[i]))
         return b"".join(parts)
 
     @classmethod
@@ -490,7 +522,7 @@ class DynamicBoundedBloomFilter(BloomFilter):
             rows.append(bits)
         if not rows:
             raise ValueError("dynamic bloom filter without rows")
-        bf.bits = np.stack(rows)
+        bf._bits, bf._packed = None, np.stack(rows)
         return bf, pos
 
 

@@ -324,6 +324,26 @@ def test_dynamic_membership_across_rows():
     assert again.serialize() == bf.serialize()
 
 
+@pytest.mark.parametrize("filter_type", [SIMPLE, DYNAMIC_V0])
+def test_a_filter_read_from_a_footer_stays_packed_until_a_key_is_added(filter_type):
+    """A lookup holds the footers of many files: their filters keep the stored bits (one per
+    bit, not a byte), answer as the filter they were written from, and unpack only when a key
+    is added (a rewritten footer)."""
+    rng = np.random.default_rng(4)
+    keys, others = _random_keys(rng, 3_000), _random_keys(rng, 3_000)
+    bf = BloomFilter.create(num_entries=1_000, fpp=0.01, filter_type=filter_type, max_entries=3_000)
+    bf.add_keys(keys)
+    again = BloomFilter.deserialize(bf.serialize(), filter_type)
+    assert again._bits is None and again._packed.nbytes <= bf._row_count() * (bf.vector_size + 7) // 8
+    assert np.array_equal(again.might_contain(others), bf.might_contain(others))
+    assert again.might_contain(keys).all() and again._bits is None
+    assert again.serialize() == bf.serialize()
+    more = _random_keys(rng, 10)
+    again.add_keys(more)
+    bf.add_keys(more)
+    assert again.serialize() == bf.serialize() and again.might_contain(more).all()
+
+
 # ---------------------------------------------------------------------------------------------
 # Footer metadata and errors
 # ---------------------------------------------------------------------------------------------

@@ -30,6 +30,10 @@ class BaseFileFooter:
     max_key: str | None
     bloom: BloomFilter | None
 
+    @property
+    def nbytes(self) -> int:
+        return self.bloom.nbytes if self.bloom is not None else 0
+
     def might_contain(self, keys: pa.Array) -> np.ndarray:
         """Per key: False where the key range or the bloom filter rules it out (a bloom filter
         answers True wrongly now and then, never False wrongly)."""
@@ -47,6 +51,10 @@ class BaseFileFooter:
 _FOOTERS: "OrderedDict[str, BaseFileFooter]" = OrderedDict()
 _FOOTERS_LOCK = threading.Lock()
 _FOOTER_CACHE_SIZE = 4096
+# Bytes of bloom filters the cache keeps (a footer's filter is ~0.3-0.6 MB at Hudi's sizing per
+# 60k keys): a count alone let a lookup over thousands of files hold gigabytes.
+_FOOTER_CACHE_BYTES = 64 << 20
+_footer_bytes = [0]
 
 
 def read_footer(storage: Storage, bf: BaseFile) -> BaseFileFooter:
@@ -76,7 +84,9 @@ def read_footer(storage: Storage, bf: BaseFile) -> BaseFileFooter:
     mn, mx = md.get(b"hoodie_min_record_key"), md.get(b"hoodie_max_record_key")
     footer = BaseFileFooter(mn.decode() if mn else None, mx.decode() if mx else None, bloom)
     with _FOOTERS_LOCK:
-        _FOOTERS[uri] = footer
-        if len(_FOOTERS) > _FOOTER_CACHE_SIZE:
-            _FOOTERS.popitem(last=False)
+        if uri not in _FOOTERS:
+            _FOOTERS[uri] = footer
+            _footer_bytes[0] += footer.nbytes
+        while _FOOTERS and (len(_FOOTERS) > _FOOTER_CACHE_SIZE or _footer_bytes[0] > _FOOTER_CACHE_BYTES):
+            _footer_bytes[0] -= _FOOTERS.popitem(last=False)[1].nbytes
     return footer

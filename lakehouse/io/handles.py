@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -214,7 +214,39 @@ def write_compacted_base_file(ctx: HandleContext, *, partition: str, file_id: st
                      num_writes=out.num_rows, total_write_bytes=size, file_size_in_bytes=size)
 
 
-def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.Table,
+def _merge_piece_bytes(ctx: HandleContext) -> int:
+    """The old file's piece a merge holds at a time: a quarter of an output row group (a
+    piece's rows are held several times over: the piece, its touched rows with their incoming
+    versions, the merged result, the writer's row group; measured on Copy-On-Write upserts)."""
+    return max(1 << 16, row_group_bytes(ctx.config) // 4)
+
+
+class RoutedIncoming(Protocol):
+    """A merge's incoming records by the piece of the old file each replaces (pieces numbered
+    as :func:`base_file_pieces` numbers them), for a merge too large to hold them all."""
+
+    def piece(self, index: int) -> pa.Table | None:
+        """The incoming records (reduced: one per key) whose key piece ``index`` holds."""
+
+    def rest(self) -> pa.Table | None:
+        """The incoming records whose key the old file does not hold."""
+
+
+def base_file_pieces(ctx: HandleContext, path: str, keys: pa.Array) -> np.ndarray | None:
+    """The piece of base file ``path`` (as :func:`merge_base_file` reads it) holding each of
+    ``keys`` (-1: none), from one pass over its key column; None if a key is in two pieces
+    (a file with duplicate keys: every copy merges, so the records cannot be routed to one)."""
+    out = np.full(len(keys), -1, dtype=np.int32)
+    for i, old in enumerate(iter_base_file(ctx.storage, path, ctx.schema, [RECORD_KEY], None,
+                                           batch_bytes=_merge_piece_bytes(ctx))):
+        hit = pc.is_in(keys, value_set=old.column(RECORD_KEY).combine_chunks()).to_numpy(zero_copy_only=False)
+        if (hit & (out >= 0)).any():
+            return None
+        out[hit] = i
+    return out
+
+
+def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.Table | RoutedIncoming,
                     task: int, concat: bool = False) -> WriteStat:
     """Rewrite a file group's base file with ``incoming`` merged in (COW merge handle).
 
@@ -226,36 +258,60 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
     As Hudi's HoodieMergeHandle, the old file is read a piece at a time (a row group's worth of
     memory) and written out as it goes, each old record replaced where a newer version merges
     over it; the incoming records found nowhere in it come last. So merging into a large file
-    holds ``incoming`` and one piece of the file, not the file.
+    holds ``incoming`` and one piece of the file, not the file; given :class:`RoutedIncoming`
+    (records spilled by the piece they hit), it holds one piece's records at a time.
     """
     assert base_slice.base_file is not None
     partition, file_id = base_slice.partition, base_slice.file_id
     path = base_slice.base_file.path
     writer = BaseFileWriter(ctx, partition, file_id, task, MarkerType.MERGE)
     name = str(writer.name)
-    # The per-file constants as dictionaries: plain, they cost ~90 bytes more per incoming row.
-    fresh = with_meta(incoming, instant_time=ctx.instant_time, task=task, partition=partition,
-                      file_name=name, keys=incoming.column(KEY), schema=ctx.schema,
-                      dictionary_constants=True)
-    for c in (KEY, SEQ, DELETE, UNCONDITIONAL):
-        fresh = fresh.append_column(c, incoming.column(c) if c in incoming.column_names
-                                    else pa.repeat(False, incoming.num_rows))
-    in_keys = incoming.column(KEY).combine_chunks()
-    matched = np.zeros(incoming.num_rows, dtype=bool)  # incoming records whose key the file holds
-    n_old = 0
+    routed = not isinstance(incoming, pa.Table)
+    seqno = [0]
+
+    def fresh_of(records: pa.Table) -> pa.Table:
+        # The per-file constants as dictionaries: plain, they cost ~90 bytes more per incoming row.
+        out = with_meta(records, instant_time=ctx.instant_time, task=task, partition=partition,
+                        file_name=name, keys=records.column(KEY), schema=ctx.schema,
+                        dictionary_constants=True, first_seqno=seqno[0])
+        seqno[0] += records.num_rows
+        for c in (KEY, SEQ, DELETE, UNCONDITIONAL):
+            out = out.append_column(c, records.column(c) if c in records.column_names
+                                    else pa.repeat(False, records.num_rows))
+        return out
+
+    whole = None if routed else fresh_of(incoming)
+    whole_keys = None if routed else incoming.column(KEY).combine_chunks()
+    matched = None if routed else np.zeros(incoming.num_rows, dtype=bool)  # incoming keys the file holds
+    counts = {"old": 0, "in": 0, "matched": 0, "updates": 0, "unmatched_deletes": 0}
+    unmatched: list[pa.Table] = []  # routed records their piece turned out not to hold
 
     def pieces():
-        nonlocal n_old
-        for old in iter_base_file(ctx.storage, path, ctx.schema, None, None,
-                                  batch_bytes=row_group_bytes(ctx.config)):
-            n_old += old.num_rows
+        for i, old in enumerate(iter_base_file(ctx.storage, path, ctx.schema, None, None,
+                                               batch_bytes=_merge_piece_bytes(ctx))):
+            counts["old"] += old.num_rows
             # Untouched winners from the old file keep their commit metadata; only the file
             # name moves.
             old = old.set_column(old.schema.get_field_index(FILE_NAME), FILE_NAME,
                                  constant(name, old.num_rows, True))
-            touched = None if concat else pc.is_in(old.column(RECORD_KEY), value_set=in_keys)
-            if touched is None or not pc.any(touched).as_py():
+            if concat:
                 yield old
+                continue
+            if routed:
+                records = incoming.piece(i)
+                if records is None or records.num_rows == 0:
+                    yield old
+                    continue
+                fresh = fresh_of(records)
+                counts["in"] += fresh.num_rows
+                keys = fresh.column(KEY).combine_chunks()
+            else:
+                fresh, keys = whole, whole_keys
+            touched = pc.is_in(old.column(RECORD_KEY), value_set=keys)
+            if not pc.any(touched).as_py():
+                yield old
+                if routed:
+                    unmatched.append(fresh)
                 continue
             yield old.filter(pc.invert(touched))
             old_touched = old.filter(touched)
@@ -265,25 +321,45 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
                             .append_column(DELETE, pa.repeat(False, n))
                             .append_column(UNCONDITIONAL, pa.repeat(False, n))).cast(fresh.schema)
             over = pc.is_in(fresh.column(KEY), value_set=old_versions.column(KEY).combine_chunks())
-            matched[over.to_numpy(zero_copy_only=False)] = True
+            if routed:
+                hits = fresh.filter(over)
+                counts["matched"] += hits.num_rows
+                counts["updates"] += hits.num_rows - pc.sum(hits.column(DELETE)).as_py() if hits.num_rows else 0
+                if hits.num_rows < fresh.num_rows:
+                    unmatched.append(fresh.filter(pc.invert(over)))
+            else:
+                matched[over.to_numpy(zero_copy_only=False)] = True
             ov, fo, _ = arrange_duplicate_base_keys(old_versions, fresh.filter(over), "each")
             yield drop_helpers(resolve(pa.concat_tables([ov, fo]), ctx.spec))
-        rest = fresh.filter(pa.array(~matched)) if matched.any() else fresh
+        if routed:
+            last = incoming.rest()
+            if last is not None and last.num_rows:
+                unmatched.append(fresh_of(last))
+                counts["in"] += last.num_rows
+            if not unmatched:
+                return
+            rest = pa.concat_tables(unmatched)
+        else:
+            rest = whole.filter(pa.array(~matched)) if matched.any() else whole
         if concat:
             yield drop_helpers(rest.filter(pc.invert(pc.fill_null(rest.column(DELETE), False))))
         else:
+            counts["unmatched_deletes"] = int(pc.sum(rest.column(DELETE)).as_py() or 0)
             yield drop_helpers(resolve(rest, ctx.spec))
 
     size = _write_file(writer, pieces())
     written = writer.num_rows
-    inc_del = incoming.column(DELETE).to_numpy(zero_copy_only=False)
-    n_upd = int((matched & ~inc_del).sum())
-    n_del = max(0, n_old + (incoming.num_rows - int(matched.sum())) - written
-                - int((~matched & inc_del).sum()))
+    if not routed:
+        inc_del = incoming.column(DELETE).to_numpy(zero_copy_only=False)
+        counts.update({"in": incoming.num_rows, "matched": int(matched.sum()),
+                       "updates": int((matched & ~inc_del).sum()),
+                       "unmatched_deletes": int((~matched & inc_del).sum())})
+    n_old = counts["old"]
+    n_del = max(0, n_old + (counts["in"] - counts["matched"]) - written - counts["unmatched_deletes"])
     n_ins = written - n_old + n_del
     return WriteStat(file_id=file_id, path=writer.path, partition_path=partition,
                      prev_commit=base_slice.base_file.commit_time, num_writes=written,
-                     num_update_writes=n_upd, num_inserts=max(0, n_ins), num_deletes=n_del,
+                     num_update_writes=counts["updates"], num_inserts=max(0, n_ins), num_deletes=n_del,
                      total_write_bytes=size, file_size_in_bytes=size)
 
 
@@ -296,7 +372,8 @@ def next_log_version(fs: FileSlice | None) -> int:
 
 def append_log(ctx: HandleContext, *, slice_: FileSlice, partition: str, file_id: str,
                base_instant: str, records: pa.Table, record_keys: pa.ChunkedArray | None,
-               deletes: pa.Table | None, task: int, num_inserts: int = 0) -> list[WriteStat]:
+               deletes: pa.Table | None, task: int, num_inserts: int = 0, min_version: int = 0,
+               first_seqno: int = 0) -> list[WriteStat]:
     """Write this instant's records and deletes for a file group to new log file version(s).
 
     Each instant gets a log file of its own (rolling over at ``hoodie.logfile.max.size``): a
@@ -305,11 +382,12 @@ def append_log(ctx: HandleContext, *, slice_: FileSlice, partition: str, file_id
     """
     # Versions count per (file group, base instant): a slice under a pending compaction starts at 1.
     version = next_log_version(slice_) if slice_ is not None and slice_.base_instant == base_instant else 1
+    version = max(version, min_version)
     blocks: list[bytes] = []
     n_rec = records.num_rows if records is not None else 0
     if n_rec:
         table = with_meta(records, instant_time=ctx.instant_time, task=task, partition=partition,
-                          file_name=file_id, keys=record_keys, schema=ctx.schema)
+                          file_name=file_id, keys=record_keys, schema=ctx.schema, first_seqno=first_seqno)
         # hoodie.logfile.data.block.max.size: as HoodieAppendHandle, a block holds records up to
         # that many bytes by their in-memory size.
         rows_per_block = max(1, int(ctx.config.log_block_max_size // max(1, _row_bytes(table))))

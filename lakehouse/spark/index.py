@@ -28,6 +28,7 @@ from lakehouse.config import IndexType
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
 from lakehouse.columns import KEY, PARTITION
 from lakehouse.write.client import WriteClient
+from lakehouse.write.index import tag_location
 from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION, base_file_keys,
                                           read_footer)
 
@@ -52,7 +53,7 @@ class IndexJob:
     def source(self):
         client = WriteClient(lakehouse.open_table(self.path), self.options)
         if self.merged:
-            return client.merged_keys(client.active.load(), self.slices, self.ordering)
+            return tag_location.merged_keys(client, client.active.load(), self.slices, self.ordering)
         return base_file_keys(client.storage, self.ordering)
 
 

@@ -88,9 +88,16 @@ def same_by_statistics(md: pq.FileMetaData, a: str, b: str) -> bool:
     return True
 
 
+# Bytes read at a time from a file read in bounded memory: otherwise a row group's column
+# chunks are read whole, compressed, before the first batch is decoded.
+STREAM_BUFFER = 1 << 20
+
+
 def _open(source, columns: Sequence[str] | None, page_checksum_verification: bool,
-          copies: Mapping[str, str] | None = None) -> tuple[pq.ParquetFile, list[str] | None, dict[str, str]]:
-    pf = pq.ParquetFile(source, page_checksum_verification=page_checksum_verification)
+          copies: Mapping[str, str] | None = None,
+          streaming: bool = False) -> tuple[pq.ParquetFile, list[str] | None, dict[str, str]]:
+    stream = {"pre_buffer": False, "buffer_size": STREAM_BUFFER} if streaming else {}
+    pf = pq.ParquetFile(source, page_checksum_verification=page_checksum_verification, **stream)
     present = pf.schema_arrow.names
     if columns is not None:
         have = set(present)
@@ -105,7 +112,7 @@ def _open(source, columns: Sequence[str] | None, page_checksum_verification: boo
     small = small_dictionary_columns(pf, columns if columns is not None else present)
     if small:
         pf = pq.ParquetFile(source, metadata=pf.metadata, read_dictionary=small,
-                            page_checksum_verification=page_checksum_verification)
+                            page_checksum_verification=page_checksum_verification, **stream)
     return pf, columns, filled
 
 
@@ -137,7 +144,8 @@ def iter_parquet(source, columns: Sequence[str] | None, batch_rows: int | None, 
     held while its batches are decoded), or, with ``batch_bytes``, as many as take about that
     much memory decoded (from the footer: a row takes about twice its uncompressed parquet size,
     with offsets, validity and dictionaries expanded; measured on string-heavy rows)."""
-    pf, columns, filled = _open(source, columns, page_checksum_verification, copies)
+    pf, columns, filled = _open(source, columns, page_checksum_verification, copies,
+                                streaming=batch_bytes is not None)
     if batch_bytes is not None:
         md = pf.metadata
         in_memory = 2 * sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))

@@ -399,7 +399,9 @@ def data_columns(rows: pa.Table) -> list[str]:
 
 
 def run_target(client: "WriteClient", ctx: HandleContext, tg: "Target", rows: pa.Table,
-               task: int) -> list[WriteStat]:
+               task: int, *, min_log_version: int = 0, first_seqno: int = 0) -> list[WriteStat]:
+    """Writes ``rows`` through ``tg``'s handle. An append in several parts passes each part
+    the log version and sequence number the parts before it reached."""
     data_cols = data_columns(rows)
     if tg.kind == "create":
         live = rows.filter(pc.invert(rows.column(DELETE)))
@@ -435,4 +437,5 @@ def run_target(client: "WriteClient", ctx: HandleContext, tg: "Target", rows: pa
     return append_log(ctx, slice_=tg.slice, partition=tg.partition, file_id=tg.file_id,
                       base_instant=tg.base_instant or ctx.instant_time,
                       records=live.select(data_cols), record_keys=live.column(KEY),
-                      deletes=deletes, task=task, num_inserts=tg.inserts)
+                      deletes=deletes, task=task, num_inserts=tg.inserts, min_version=min_log_version,
+                      first_seqno=first_seqno)

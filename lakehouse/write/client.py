@@ -30,10 +30,9 @@ from lakehouse.file_group.file_slice import BaseFile, FileSlice
 from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_metadata_content
 from lakehouse.file_group.view import FileSystemView, list_data_files
 from lakehouse.properties import read_table_config
-from lakehouse.columns import DELETE, KEY, PARTITION, RECORD_KEY
+from lakehouse.columns import DELETE, PARTITION
 from lakehouse.meta_client import TableMetaClient, meta_client_of
 from lakehouse.merge import MergeSpec
-from lakehouse.read.reader import TableReader
 from lakehouse.timeline.schema_resolver import recorded_schema, with_meta_fields
 from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.services.rollback import rollback_expired_writes, rollback_failed_writes, rollback_instant
@@ -48,9 +47,8 @@ from lakehouse.write.assign import Target
 from lakehouse.io.handles import HandleContext, schema_json, writes_bloom
 from lakehouse.iceberg import field_ids
 from lakehouse.iceberg.field_ids import FieldIds
-from lakehouse.read.file_slice_reader import read_file_slice
-from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_PARTITION, ROW, base_file_keys, bloom_lookup,
-                                         located, simple_lookup)
+from lakehouse.write.index import tag_location
+from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_PARTITION
 from lakehouse.keygen import KeyGenerator
 from lakehouse.io.markers import Markers, delete_stale_markers
 from lakehouse.write.prepare import Operation, Prepared, prepare
@@ -142,9 +140,9 @@ class WriteClient:
         in_memory = isinstance(batch, (pa.Table, pa.RecordBatch))
         if in_memory and batch.nbytes <= self.write_config.task_max_bytes:
             return self._write(as_source(batch), op, commit, extra_metadata)
-        # Taken in chunks, or a stream (spooled first, whatever its size): Arrow's system
-        # allocator meanwhile, see lakehouse.write.buffer.
-        with memory.system_allocator():
+        # Taken in chunks, or a stream (spooled first, whatever its size): an allocator that
+        # gives freed memory back meanwhile (lakehouse.write.memory).
+        with memory.bounded_allocator():
             source = as_source(batch)
             try:
                 return self._write(source, op, commit, extra_metadata)
@@ -448,8 +446,8 @@ class WriteClient:
         if rows is None:  # larger than write.task.max.size: lakehouse.write.spill
             locate = None
             if op in (Operation.UPSERT, Operation.DELETE) and self.config.index_type is not IndexType.BUCKET:
-                locate = self._locator(base_files, timeline,
-                                       {(s.partition, s.file_id): s for s in view.latest_slices()})
+                locate = tag_location.locator(self, base_files, timeline,
+                                              {(s.partition, s.file_id): s for s in view.latest_slices()})
             return spill.write_spilled(self, prepared, ctx, latest, pending, self.avg_record_size(timeline),
                                        locate, self.write_config.task_max_bytes), replaced
         if op in (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE):
@@ -508,57 +506,8 @@ class WriteClient:
         if op is Operation.INSERT:
             loc = pa.table({LOC_PARTITION: pa.nulls(n, pa.string()), LOC_FILE_ID: pa.nulls(n, pa.string())})
         else:
-            rows, loc = self._lookup(rows, base_files, timeline, read_slices)
+            rows, loc = tag_location.tag_location(self, rows, base_files, timeline, read_slices)
         return assign.assign_targets(self, rows, loc, latest, pending, self.avg_record_size(timeline))
-
-    def _lookup(self, rows, base_files, timeline, read_slices) -> tuple[pa.Table, pa.Table]:
-        """Where the SIMPLE or BLOOM index finds each record's key: (rows, one per location
-        found, and their locations, aligned)."""
-        index = self.config.index_type
-        files = list(base_files.values())
-        ordering = self.config.ordering_field if index.is_global and self.spec.uses_ordering else None
-        if self.config.is_mor:
-            # A key deleted in a log is gone, although its base file still holds it. Java
-            # Hudi's SIMPLE/BLOOM look at base files only, so after delete, insert (a new file
-            # group) and upsert the key lands in both groups; merged keys avoid that duplicate.
-            source = self.merged_keys(timeline, read_slices, ordering)
-        else:
-            source = base_file_keys(self.storage, ordering)
-        keys = rows.column(KEY).combine_chunks()
-        partitions = rows.column(PARTITION).combine_chunks()
-        if index in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM):
-            loc = bloom_lookup(source, self.storage, files, keys, partitions, global_=index.is_global)
-        else:
-            loc = simple_lookup(source, files, keys, partitions, global_=index.is_global)
-        if loc.num_rows != rows.num_rows:
-            rows = rows.take(loc.column(ROW))
-        return rows, loc.drop_columns([ROW])
-
-    def _locator(self, base_files, timeline, read_slices) -> Callable[[pa.Table], pa.Table]:
-        """A chunk's rows with the file group each updates (FID; null: none), by the index as it
-        stood before the write (lakehouse.write.spill)."""
-        def locate(rows: pa.Table) -> pa.Table:
-            rows, loc = self._lookup(rows, base_files, timeline, read_slices)
-            return assign.route(self, rows, loc)
-        return locate
-
-    def merged_keys(self, timeline, read_slices: dict, ordering: str | None):
-        reader = TableReader(self.storage, self.config, self.active, timeline, memory=self.meta.memory)
-        cols = [RECORD_KEY] + ([ordering] if ordering else [])
-        ctx = reader.slice_read_context(reader.schema(), set(timeline.completed_write_times), cols, None,
-                              read_logs=True)
-
-        def read(files: list[BaseFile]) -> pa.Table:
-            parts = []
-            for bf in files:
-                s = read_slices.get((bf.partition, bf.file_id))
-                if s is None:
-                    continue
-                t = read_file_slice(s, ctx)
-                parts.append(located(t.column(0), s.partition, s.file_id,
-                                     t.column(1) if ordering else None))
-            return pa.concat_tables(parts) if parts else base_file_keys(self.storage, ordering)([])
-        return read
 
     def ensure_partitions(self, partitions: set[str], instant_time: str) -> None:
         """Java Hudi only treats a folder holding ``.hoodie_partition_metadata`` as a partition."""

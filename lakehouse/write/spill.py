@@ -11,13 +11,15 @@ Hudi's Spark writer does after its shuffle. Without holding the batch, this take
    index, or the key's bucket), or, for records the index does not know, one of ``H`` groups by a
    hash of the key, with ``H`` chosen so that a group is about an eighth of the budget. Every
    version of a key lands in one group, whichever chunk it came in.
-2. **Write.** Groups are read back one at a time per task (tasks in parallel while their groups
-   fit in half the budget), their duplicate keys reduced as the whole batch would be
+2. **Write.** Groups are read back one at a time per task (tasks in parallel while what they
+   hold fits in the budget), their duplicate keys reduced as the whole batch would be
    (``hoodie.combine.before.*``, the merge mode's precombine), and written: an update group
    through its file group's handle (a Copy-On-Write merge reads the old file a row group at a
    time: lakehouse.io.base_file_writer), a partition's insert groups into new file groups of at
    most ``hoodie.parquet.max.file.size``, a file rolled over when full (Hudi's
-   CopyOnWriteInsertHandler).
+   CopyOnWriteInsertHandler). A group larger than an eighth of the budget is written in parts
+   (:func:`_write_split`): a merge's by the piece of the old file holding each key, a log
+   append's by key.
 
 The table is the one the batch written whole makes: the same records, keys and merge results.
 The files differ in one way: a small file group takes at most an eighth of the budget of new
@@ -43,11 +45,11 @@ import pyarrow.compute as pc
 
 from lakehouse.bloom_filter import murmur_hash
 from lakehouse.bucket_identifier import record_buckets
-from lakehouse.columns import DELETE, KEY, PARTITION
+from lakehouse.columns import DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
 from lakehouse.config import BulkInsertSortMode, IndexType
 from lakehouse.file_group.naming import new_file_id
 from lakehouse.io.base_file_writer import BaseFileWriter
-from lakehouse.io.handles import HandleContext, with_meta
+from lakehouse.io.handles import HandleContext, base_file_pieces, merge_base_file, with_meta
 from lakehouse.io.markers import MarkerType
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write.assign import (FID, bucket_target, data_columns, records_per_file, run_target, small_file_room,
@@ -68,21 +70,26 @@ Group = tuple[str, Any, Any]
 class Spill:
     """Rows spilled to local Arrow IPC files (lz4) by group, and read back a group at a time.
 
-    Rows wait in memory until a quarter of ``budget`` is waiting; then all of them go to one
+    Rows wait in memory until an eighth of ``budget`` is waiting; then all of them go to one
     file (a run), a record batch per group, and an index notes which batches of which runs
     hold a group. Reading a group takes its batches from every run (IPC files are read batch by
-    batch). One file per quarter budget, however many groups: a file (or a flush) per group
+    batch). One file per eighth of the budget, however many groups: a file (or a flush) per group
     made a write to thousands of groups spend most of its time opening files."""
 
     def __init__(self, budget: int) -> None:
         self.dir = tempfile.mkdtemp(prefix="lakehouse-spill-")
-        self.limit = max(1, budget // 4)
+        self.limit = max(1, budget // 8)
         self.runs: dict[Group, list[tuple[str, list[int]]]] = {}
         self.sizes: dict[Group, int] = {}
         self._pending: dict[Group, list[pa.Table]] = {}
         self._pending_bytes = 0
         self._schema: pa.Schema | None = None
         self._count = 0
+        # Runs' readers, opened once: a run holds a batch of most groups, and its footer (a
+        # block per batch) read again per group made a write to thousands of file groups
+        # read gigabytes of footers.
+        self._readers: dict[str, tuple[pa.ipc.RecordBatchFileReader, pa.OSFile, threading.Lock]] = {}
+        self._readers_lock = threading.Lock()
 
     @property
     def groups(self) -> list[Group]:
@@ -120,14 +127,30 @@ class Spill:
                 at += len(batches)
 
     def read(self, group: Group) -> pa.Table:
-        batches = []
+        return pa.Table.from_batches(list(self.batches(group)), schema=self._schema).combine_chunks()
+
+    def batches(self, group: Group, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """``group``'s record batches one at a time, in the order they were added."""
         for path, indices in self.runs.get(group, ()):
-            with pa.OSFile(path, "rb") as f:
-                reader = pa.ipc.open_file(f)
-                batches.extend(reader.get_batch(i) for i in indices)
-        return pa.Table.from_batches(batches, schema=self._schema).combine_chunks()
+            reader, _, lock = self._reader(path)
+            for i in indices:
+                with lock:
+                    b = reader.get_batch(i)
+                yield b.select(columns) if columns is not None else b
+
+    def _reader(self, path: str) -> tuple[pa.ipc.RecordBatchFileReader, pa.OSFile, threading.Lock]:
+        with self._readers_lock:
+            hit = self._readers.get(path)
+            if hit is None:
+                f = pa.OSFile(path, "rb")
+                hit = self._readers[path] = (pa.ipc.open_file(f), f, threading.Lock())
+            return hit
 
     def close(self) -> None:
+        with self._readers_lock:
+            readers, self._readers = self._readers, {}
+        for _, f, _ in readers.values():
+            f.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> "Spill":
@@ -254,16 +277,107 @@ def _write_groups(client, prepared, ctx, spill: Spill, latest, pending, avg_size
         kind, partition, which = group
 
         def work(task: int, group=group, kind=kind, partition=partition, which=which) -> list[WriteStat]:
-            rows = _reduced(client, op, spill.read(group))
             if kind == "fg":
                 tg = update_target(client, partition, which, latest, pending, (partition, which) in small_filled)
             else:
                 tg = bucket_target(client, partition, which, existing.get((partition, which)), pending)
-                if sort_keys:
-                    rows = rows.sort_by(KEY)
+            if _splits(spill.sizes[group], budget, tg, ctx):
+                stats = _write_split(client, op, ctx, tg, spill, group, first + task, budget)
+                if stats is not None:
+                    return stats
+            rows = _reduced(client, op, spill.read(group))
+            if kind != "fg" and sort_keys:
+                rows = rows.sort_by(KEY)
             return run_target(client, ctx, tg, rows, first + task)
-        tasks.append((_held(spill.sizes[group], budget), work))
+        size = spill.sizes[group]
+        tasks.append((_held(size, budget) if size <= _split_above(budget) else budget, work))
     return stats + _run_bounded(tasks, budget)
+
+
+def _split_above(budget: int) -> int:
+    """Groups larger than this are written in parts (:func:`_write_split`)."""
+    return max(1, budget // 8)
+
+
+def _splits(size: int, budget: int, tg, ctx: HandleContext) -> bool:
+    """Whether a group of ``size`` bytes for target ``tg`` is written in parts: a Copy-On-Write
+    merge into a base file (by the piece of the old file each record hits), or a log append
+    (by key, each part to log files of its own)."""
+    if size <= _split_above(budget):
+        return False
+    if tg.kind == "append":
+        return True
+    return (tg.kind == "merge" and tg.slice is not None and tg.slice.base_file is not None
+            and not ctx.concat_inserts)
+
+
+class _Pieces:
+    """A merge's records spilled by the piece of the old file they hit (handles.RoutedIncoming)."""
+
+    def __init__(self, spill: Spill, prepare: Callable[[pa.Table], pa.Table]) -> None:
+        self.spill, self.prepare = spill, prepare
+
+    def _take(self, index: int) -> pa.Table | None:
+        if ("piece", index) not in self.spill.runs:
+            return None
+        out = self.prepare(self.spill.read(("piece", index)))
+        release_unused()
+        return out
+
+    def piece(self, index: int) -> pa.Table | None:
+        return self._take(index)
+
+    def rest(self) -> pa.Table | None:
+        return self._take(-1)
+
+
+def _write_split(client, op: Operation, ctx: HandleContext, tg, spill: Spill, group: Group, task: int,
+                 budget: int) -> list[WriteStat] | None:
+    """A group too large to hold, written in parts that each hold all versions of their keys
+    (so each part reduces as the whole group would): a merge's records by the piece of the old
+    file holding their key, one piece's records held at a time, as Hudi's HoodieMergeHandle
+    holds them in a spillable map; a log append's by a hash of the key, each part appended to
+    log files of its own (the records of a write spread over several log files of the file
+    group, as when a log file rolls over). None: not split (a base file with a key twice)."""
+    size = spill.sizes[group]
+    if tg.kind == "merge":
+        keys = pa.concat_arrays([b.column(0) for b in spill.batches(group, [KEY])])
+        pieces = base_file_pieces(ctx, tg.slice.base_file.path, keys)
+        del keys
+        if pieces is None:
+            return None
+    else:
+        parts = max(2, math.ceil(size / _split_above(budget)))
+    with Spill(budget) as sub:
+        at = 0
+        for batch in spill.batches(group):
+            rows = pa.Table.from_batches([batch])
+            if tg.kind == "merge":
+                ids = pieces[at:at + rows.num_rows]
+            else:
+                ids = _hash_groups(rows.column(KEY), parts).astype(np.int32)
+            at += rows.num_rows
+            per_row = rows.nbytes / max(1, rows.num_rows)
+            for part_id, part in split_groups(rows.append_column("__lh_part", pa.array(ids)), ["__lh_part"]):
+                sub.add(("piece", part_id), part.drop_columns(["__lh_part"]), int(part.num_rows * per_row))
+            del batch, rows
+        sub.finish()
+        if tg.kind == "merge":
+            def prepare(rows: pa.Table) -> pa.Table:
+                rows = _reduced(client, op, rows)
+                return rows.select(data_columns(rows) + [KEY, SEQ, DELETE, UNCONDITIONAL])
+            return [merge_base_file(ctx, base_slice=tg.slice, incoming=_Pieces(sub, prepare), task=task)]
+        stats: list[WriteStat] = []
+        version, seqno = 0, 0
+        for part_id in sorted(g[1] for g in sub.groups):
+            rows = _reduced(client, op, sub.read(("piece", part_id)))
+            out = run_target(client, ctx, tg, rows, task, min_log_version=version, first_seqno=seqno)
+            seqno += rows.num_rows
+            version = max([version] + [s.log_version + 1 for s in out])
+            stats += out
+            del rows
+            release_unused()
+        return stats
 
 
 def _held(group_bytes: int, budget: int) -> int:

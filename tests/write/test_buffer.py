@@ -269,18 +269,23 @@ def test_a_bad_record_in_the_last_chunk_fails_before_any_file_is_written(tmp_pat
     assert sorted(os.listdir(tmp_path / "t" / ".hoodie")) == hoodie
 
 
-def test_a_chunked_write_allocates_from_the_system_pool_and_restores_the_default(tmp_path, monkeypatch):
+def test_a_chunked_write_allocates_from_a_returning_pool_and_restores_the_default(tmp_path, monkeypatch):
     """Arrow's default allocator keeps freed memory for reuse, which doubled the measured peak of
-    a write taken in chunks; such a write switches pyarrow's default pool to the system one and
-    back, also when writes overlap."""
+    a write taken in chunks; such a write switches pyarrow's default pool to jemalloc with its
+    decay at zero (freed pages returned at once) and back, also when writes overlap."""
     from lakehouse.write import buffer, memory
+    bounded, jemalloc = memory._bounded_pool()
+    decays = []
+    real_decay = pa.jemalloc_set_decay_ms
+    monkeypatch.setattr(pa, "jemalloc_set_decay_ms", lambda ms: (decays.append(ms), real_decay(ms)))
     before = pa.default_memory_pool().backend_name
-    with memory.system_allocator():
-        assert pa.default_memory_pool().backend_name == "system"
-        with memory.system_allocator():
-            assert pa.default_memory_pool().backend_name == "system"
-        assert pa.default_memory_pool().backend_name == "system"  # the outer write still runs
+    with memory.bounded_allocator():
+        assert pa.default_memory_pool().backend_name == bounded.backend_name
+        with memory.bounded_allocator():
+            assert pa.default_memory_pool().backend_name == bounded.backend_name
+        assert pa.default_memory_pool().backend_name == bounded.backend_name  # the outer write still runs
     assert pa.default_memory_pool().backend_name == before
+    assert decays == ([0, memory._JEMALLOC_DECAY_MS] if jemalloc else [])
     seen = []
     real = buffer.write_buffered
 
@@ -291,7 +296,7 @@ def test_a_chunked_write_allocates_from_the_system_pool_and_restores_the_default
     t = _table(tmp_path / "t")
     t.upsert(_rows(100, 1))  # small: the default pool
     t.upsert(_rows(4000, 2), options={"write.task.max.size": 0.25})  # in chunks
-    assert seen == [before, "system"] and pa.default_memory_pool().backend_name == before
+    assert seen == [before, bounded.backend_name] and pa.default_memory_pool().backend_name == before
 
 
 def test_a_sorted_bulk_insert_taken_in_chunks_writes_each_file_in_key_order(tmp_path):

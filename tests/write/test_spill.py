@@ -149,6 +149,107 @@ def test_a_merge_reads_a_large_base_file_a_piece_at_a_time(tmp_path, monkeypatch
     assert len(set(seq)) == len(seq)
 
 
+def _last_stats(t) -> dict:
+    meta = t.active.commit_metadata(t.timeline.completed_writes().last)
+    return {k: meta.total(k) for k in ("num_writes", "num_update_writes", "num_inserts", "num_deletes")}
+
+
+def test_a_merge_larger_than_the_budget_holds_one_piece_of_its_records_at_a_time(tmp_path, monkeypatch):
+    """A file group's records larger than an eighth of the budget are spilled again by the
+    piece of the old file their key is in (a pass over its key column), and merged one piece's
+    records at a time (Hudi's HoodieMergeHandle holds them in a spillable map): the same file,
+    records and write statistics as the merge of the whole group."""
+    chunked, whole = twins(tmp_path, "COPY_ON_WRITE", "SIMPLE")
+    pieces, rests = [], []
+    real_piece, real_rest = spill._Pieces.piece, spill._Pieces.rest
+
+    def piece(self, index):
+        out = real_piece(self, index)
+        pieces.append((index, 0 if out is None else out.num_rows))
+        return out
+
+    def rest(self):
+        out = real_rest(self)
+        rests.append(0 if out is None else out.num_rows)
+        return out
+    monkeypatch.setattr(spill._Pieces, "piece", piece)
+    monkeypatch.setattr(spill._Pieces, "rest", rest)
+    first = rows(range(20000), 1, city=["sf"] * 20000)  # one file group of many pieces
+    rng = np.random.default_rng(3)
+    upd = rng.permutation(20000)[:6000]
+    second = pa.concat_tables([rows(upd, 5, city=["sf"] * 6000), rows(upd[:50], 4, city=["sf"] * 50),
+                               rows(range(20000, 20100), 5, city=["sf"] * 100)])
+    dels = pc.is_in(second.column("id"), value_set=pa.array([f"k{i:07d}" for i in upd[100:150]]))
+    second = second.append_column("_hoodie_is_deleted", pc.and_(dels, pc.equal(second.column("ts"), 5)))
+    stats = {}
+    for t, opts in ((chunked, SMALL), (whole, {})):
+        t.upsert(first)
+        t.upsert(second, options=opts)
+        stats[t.path] = _last_stats(t)
+    assert len(pieces) > 4 and max(n for _, n in pieces) < 6000 // 3 and rests
+    assert sum(n for _, n in pieces) + sum(rests) == 6000 + 100  # one record per key, every key once
+    same(chunked, whole)
+    assert stats[chunked.path] == stats[whole.path]
+    assert stats[chunked.path]["num_deletes"] == 50 and stats[chunked.path]["num_update_writes"] == 5950
+    got = {r["id"]: r["ts"] for r in chunked.read(columns=["id", "ts"]).to_pylist()}
+    assert got[f"k{upd[0]:07d}"] == 5 and f"k{upd[120]:07d}" not in got and got["k0020050"] == 5
+    files = [f for f in (tmp_path / "chunked").rglob("*.parquet") if ".hoodie" not in str(f)]
+    newest = max(files, key=lambda f: f.name.rsplit("_", 1)[-1])
+    seq = pq.read_table(newest, columns=["_hoodie_commit_seqno"]).column(0).to_pylist()
+    assert len(set(seq)) == len(seq)
+
+
+def test_a_base_file_holding_a_key_twice_is_merged_whole(tmp_path, monkeypatch):
+    """Every stored copy of a key merges with its update (Hudi's merge handle looks each old
+    record up): records cannot go to one piece when their key is in two, so such a group is
+    merged whole, as before."""
+    from lakehouse.io import handles
+    chunked, whole = twins(tmp_path, "COPY_ON_WRITE", "SIMPLE")
+    routed = []
+    real = handles.base_file_pieces
+
+    def spy(*a, **kw):
+        out = real(*a, **kw)
+        routed.append(out is not None)
+        return out
+    monkeypatch.setattr(spill, "base_file_pieces", spy)
+    # Inserts of stored keys kept beside them (HoodieConcatHandle): the copies go last.
+    dup = {"hoodie.merge.allow.duplicate.on.inserts": "true"}
+    for t, opts in ((chunked, SMALL), (whole, {})):
+        t.insert(rows(range(20000), 1, city=["sf"] * 20000))
+        t.insert(rows([6, 19998], 1, city=["sf"] * 2), options=dup)
+        assert t.read().num_rows == 20002
+        t.upsert(rows(range(0, 20000, 3), 2, city=["sf"] * 6667), options=opts)
+    assert routed == [False]
+    same(chunked, whole, unique=False)
+    got = chunked.read(columns=["id", "ts"]).to_pylist()
+    assert sorted(r["ts"] for r in got if r["id"] == "k0000006") == [2, 2]
+    assert sorted(r["ts"] for r in got if r["id"] == "k0019998") == [2, 2]
+
+
+def test_a_log_append_larger_than_the_budget_goes_in_parts(tmp_path):
+    """Merge-On-Read updates through the SIMPLE index larger than an eighth of the budget go
+    to a file group's log in parts by key (each part's versions of a key reduced together), each
+    in log files of its own with versions and sequence numbers going on: read as the whole
+    write's, by lakehouse and hudi-rs."""
+    chunked, whole = twins(tmp_path, "MERGE_ON_READ", "SIMPLE")
+    first = rows(range(12000), 1, city=["sf"] * 12000)
+    rng = np.random.default_rng(5)
+    upd = rng.permutation(12000)[:8000]
+    second = pa.concat_tables([rows(upd, 6, city=["sf"] * 8000), rows(upd[:500], 3, city=["sf"] * 500)])
+    for t, opts in ((chunked, SMALL), (whole, {})):
+        t.upsert(first)
+        t.upsert(second, options=opts)
+    same(chunked, whole)
+    logs = sorted(f.name for f in (tmp_path / "chunked").rglob("*.log.*"))
+    assert len(logs) > 2 and len({n.split(".log.")[1].split("_")[0] for n in logs}) == len(logs)
+    assert len(sorted(f.name for f in (tmp_path / "whole").rglob("*.log.*"))) == 1
+    assert _last_stats(chunked) == _last_stats(whole)
+    seq = chunked.read(columns=["_hoodie_commit_seqno", "ts"])
+    fresh = [s for s, ts in zip(seq.column(0).to_pylist(), seq.column(1).to_pylist()) if ts == 6]
+    assert len(fresh) == len(set(fresh)) == 8000
+
+
 def test_new_file_groups_roll_over_at_the_max_file_size(tmp_path, spilled):
     """Hudi's CopyOnWriteInsertHandler: a new file group is closed when full and the next one
     opened; sequence numbers go on across the pieces of one file."""
@@ -177,19 +278,22 @@ def test_a_failed_spilled_write_leaves_nothing_visible_and_no_spill(tmp_path, mo
     t.upsert(rows(range(3000), 1))
     before = canonical(t.read(), COLS)
     spills = set(glob.glob(os.path.join(tempfile.gettempdir(), "lakehouse-spill-*")))
-    real = spill.run_target
     calls = []
 
-    def boom(*a, **kw):
-        out = real(*a, **kw)
-        calls.append(1)
-        if len(calls) == 2:
-            raise OSError("disk full")  # after one file group was rewritten
-        return out
-    monkeypatch.setattr(spill, "run_target", boom)
+    def failing(real):
+        def boom(*a, **kw):
+            out = real(*a, **kw)
+            calls.append(1)
+            if len(calls) == 2:
+                raise OSError("disk full")  # after one file group was rewritten
+            return out
+        return boom
+    # Groups are written whole (run_target) or, larger than an eighth of the budget, in parts.
+    for name in ("run_target", "merge_base_file"):
+        monkeypatch.setattr(spill, name, failing(getattr(spill, name)))
     with pytest.raises(WriteError, match="disk full"):
         t.upsert(rows(range(2000, 9000), 2), options=SMALL)
-    monkeypatch.setattr(spill, "run_target", real)
+    monkeypatch.undo()
     assert canonical(t.read(), COLS) == before
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "lakehouse-spill-*"))) <= spills
     t.upsert(rows(range(2000, 9000), 2), options=SMALL)

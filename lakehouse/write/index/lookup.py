@@ -18,7 +18,7 @@ from lakehouse.columns import RECORD_KEY
 from lakehouse.file_group.file_slice import BaseFile
 from lakehouse.storage.base import Storage
 from lakehouse.file_group.footer import read_footer
-from lakehouse.storage.parquet import decode_dictionaries
+from lakehouse.storage.parquet import STREAM_BUFFER, decode_dictionaries
 
 LOC_PARTITION = "__lh_loc_partition"
 LOC_FILE_ID = "__lh_loc_file_id"
@@ -26,8 +26,10 @@ ROW = "__lh_row"
 
 
 LOC_ORDERING = "__lh_loc_ordering"
+_KEY_BATCH = 32768
 
-KeySource = Callable[[list[BaseFile]], pa.Table]
+# Stored keys of some base files; given keys (a second argument), only those among them.
+KeySource = Callable[..., pa.Table]
 
 
 def _empty_existing() -> pa.Table:
@@ -50,19 +52,29 @@ def located(keys: pa.ChunkedArray | pa.Array, partition: str, file_id: str,
 
 def base_file_keys(storage: Storage, ordering: str | None = None) -> KeySource:
     """Stored keys (and ordering values) of base files: what Hudi's simple and bloom indexes see."""
-    def read(files: list[BaseFile]) -> pa.Table:
+    def read(files: list[BaseFile], wanted: pa.Array | None = None) -> pa.Table:
         def one(bf: BaseFile) -> pa.Table:
             with storage.open_input(bf.path) as f:
-                pf = pq.ParquetFile(f)
+                pf = (pq.ParquetFile(f) if wanted is None
+                      else pq.ParquetFile(f, pre_buffer=False, buffer_size=STREAM_BUFFER))
                 cols = [RECORD_KEY]
                 if ordering and ordering in pf.schema_arrow.names:
                     cols.append(ordering)
-                t = pf.read(columns=cols)
+                if wanted is None:
+                    t = pf.read(columns=cols)
+                else:
+                    # Filtered as decoded: a file's keys are never all in memory at once.
+                    parts = [b.filter(pc.is_in(b.column(0), value_set=wanted))
+                             for rg in range(pf.metadata.num_row_groups)
+                             for b in pf.iter_batches(batch_size=_KEY_BATCH, columns=cols, row_groups=[rg])]
+                    t = pa.Table.from_batches(parts, schema=pf.schema_arrow.empty_table().select(cols).schema)
             ords = (t.column(1) if len(cols) > 1 else pa.nulls(t.num_rows)) if ordering else None
             return located(t.column(0), bf.partition, bf.file_id, ords)
 
         if not files:
             return _empty_existing()
+        if len(files) == 1:
+            return one(files[0])
         with ThreadPoolExecutor(max_workers=min(4, len(files))) as pool:
             return pa.concat_tables(list(pool.map(one, files)), promote_options="permissive")
     return read
@@ -90,26 +102,27 @@ def join_locations(keys: pa.Array, partitions: pa.Array, existing: pa.Table, glo
 def stored_keys(source: KeySource, files: list[BaseFile], keys: pa.Array, per_read: int = 2) -> pa.Table:
     """The stored keys of ``files`` that are among ``keys``, read ``per_read`` files at a time:
     a lookup holds a few files' keys, not the table's (a write taken in chunks looks up every
-    chunk: lakehouse.write.spill)."""
-    if len(files) <= per_read:
+    chunk: lakehouse.write.spill; with ``per_read`` 1, a file's keys are filtered as they are
+    decoded)."""
+    if len(files) <= per_read and per_read > 1:
         return source(files)
     parts = []
     for i in range(0, len(files), per_read):
-        t = source(files[i:i + per_read])
+        t = source(files[i:i + per_read], keys) if per_read == 1 else source(files[i:i + per_read])
         parts.append(t.filter(pc.is_in(t.column("k"), value_set=keys)))
-    return pa.concat_tables(parts, promote_options="permissive")
+    return pa.concat_tables(parts, promote_options="permissive") if parts else source([])
 
 
 def simple_lookup(source: KeySource, base_files: list[BaseFile], keys: pa.Array,
-                  partitions: pa.Array, *, global_: bool) -> pa.Table:
+                  partitions: pa.Array, *, global_: bool, per_read: int = 2) -> pa.Table:
     if not global_:
         wanted = set(pc.unique(partitions).to_pylist())
         base_files = [b for b in base_files if b.partition in wanted]
-    return join_locations(keys, partitions, stored_keys(source, base_files, keys), global_)
+    return join_locations(keys, partitions, stored_keys(source, base_files, keys, per_read), global_)
 
 
 def bloom_lookup(source: KeySource, storage: Storage, base_files: list[BaseFile], keys: pa.Array,
-                 partitions: pa.Array, *, global_: bool) -> pa.Table:
+                 partitions: pa.Array, *, global_: bool, per_read: int = 2) -> pa.Table:
     if not global_:
         wanted = set(pc.unique(partitions).to_pylist())
         base_files = [b for b in base_files if b.partition in wanted]
@@ -118,4 +131,4 @@ def bloom_lookup(source: KeySource, storage: Storage, base_files: list[BaseFile]
         probe = keys if global_ else keys.filter(pc.equal(partitions, bf.partition))
         if len(probe) and read_footer(storage, bf).might_contain(probe).any():
             candidates.append(bf)
-    return join_locations(keys, partitions, stored_keys(source, candidates, keys), global_)
+    return join_locations(keys, partitions, stored_keys(source, candidates, keys, per_read), global_)
