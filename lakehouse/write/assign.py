@@ -231,6 +231,16 @@ def split_groups(rows: pa.Table, by: list[str], then: list[str] = ()):
     return [(k, rows.slice(s, e - s)) for k, s, e in zip(keys, starts, ends)]
 
 
+def split_bounds(rows: pa.Table, by: list[str]) -> tuple[pa.Table, list[Any], list[int], list[int]]:
+    """As :func:`split_groups` without a table per group: (rows in group order, group keys,
+    starts, ends). Thousands of small groups made thousands of tables (of a few KB of objects
+    each) per chunk."""
+    if rows.num_rows == 0:
+        return rows, [], [], []
+    order, keys, starts, ends = _split_order(rows, by, [])
+    return parallel_take(rows, pa.array(order)), keys, starts, ends
+
+
 def split_lazily(rows: pa.Table, by: list[str], then: list[str] = ()) -> list[tuple[Any, Taken]]:
     """As :func:`_split`, with each group's rows still to be taken (by its write task)."""
     if rows.num_rows == 0:

@@ -36,6 +36,7 @@ import os
 import shutil
 import tempfile
 import threading
+from array import array
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -53,7 +54,7 @@ from lakehouse.io.handles import HandleContext, base_file_pieces, merge_base_fil
 from lakehouse.io.markers import MarkerType
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write.assign import (FID, bucket_target, data_columns, records_per_file, run_target, small_file_room,
-                                   split_groups, update_target)
+                                   split_bounds, split_groups, update_target)
 from lakehouse.write.buffer import default_parallelism
 from lakehouse.write.memory import release_unused
 from lakehouse.write.index.bucket import existing_buckets
@@ -79,12 +80,16 @@ class Spill:
     def __init__(self, budget: int) -> None:
         self.dir = tempfile.mkdtemp(prefix="lakehouse-spill-")
         self.limit = max(1, budget // 8)
-        self.runs: dict[Group, list[tuple[str, list[int]]]] = {}
+        # Per group, flat (run, first batch, batches) triples: a write to thousands of file
+        # groups has a triple per group and run, so no Python object per triple.
+        self.runs: dict[Group, array] = {}
         self.sizes: dict[Group, int] = {}
-        self._pending: dict[Group, list[pa.Table]] = {}
+        self._paths: list[str] = []
+        # Blocks waiting: rows in group order, their groups and each group's (start, end).
+        self._blocks: list[tuple[pa.Table, list[Group], list[int], list[int]]] = []
+        self._pending_groups: set[Group] = set()
         self._pending_bytes = 0
         self._schema: pa.Schema | None = None
-        self._count = 0
         # Runs' readers, opened once: a run holds a batch of most groups, and its footer (a
         # block per batch) read again per group made a write to thousands of file groups
         # read gigabytes of footers.
@@ -93,37 +98,54 @@ class Spill:
 
     @property
     def groups(self) -> list[Group]:
-        return list(self.runs.keys() | self._pending.keys())
+        return list(self.runs.keys() | self._pending_groups)
 
     def add(self, group: Group, rows: pa.Table, nbytes: int | None = None) -> None:
         """``nbytes``: the rows' size if known (a slice's own is costly to work out)."""
+        if rows.num_rows:
+            self.add_block(rows, [group], [0], [rows.num_rows], nbytes)
+
+    def add_block(self, rows: pa.Table, groups: list[Group], starts: list[int], ends: list[int],
+                  nbytes: int | None = None) -> None:
+        """``rows`` in group order: rows ``starts[i]:ends[i]`` go to ``groups[i]``."""
         if rows.num_rows == 0:
             return
         nbytes = rows.nbytes if nbytes is None else nbytes
-        self.sizes[group] = self.sizes.get(group, 0) + nbytes
-        self._pending.setdefault(group, []).append(rows)
+        per_row = nbytes / rows.num_rows
+        for g, a, b in zip(groups, starts, ends):
+            self.sizes[g] = self.sizes.get(g, 0) + int((b - a) * per_row)
+        self._pending_groups.update(groups)
+        self._blocks.append((rows, groups, starts, ends))
         self._pending_bytes += nbytes
         if self._pending_bytes >= self.limit:
             self.finish()
 
     def finish(self) -> None:
-        """Writes what waits in memory as a run."""
-        if not self._pending:
+        """Writes what waits in memory as a run: a group's rows from every block in one batch."""
+        if not self._blocks:
             return
-        pending, self._pending, self._pending_bytes = self._pending, {}, 0
-        path = os.path.join(self.dir, f"{self._count}.arrow")
-        self._count += 1
+        blocks, self._blocks, self._pending_bytes = self._blocks, [], 0
+        self._pending_groups = set()
         if self._schema is None:
-            self._schema = next(iter(pending.values()))[0].schema
+            self._schema = blocks[0][0].schema
+        blocks = [(t if t.schema == self._schema else t.cast(self._schema), g, a, b) for t, g, a, b in blocks]
+        pieces: dict[Group, list[tuple[int, int, int]]] = {}
+        for i, (_, groups, starts, ends) in enumerate(blocks):
+            for g, a, b in zip(groups, starts, ends):
+                pieces.setdefault(g, []).append((i, a, b - a))
+        run = len(self._paths)
+        path = os.path.join(self.dir, f"{run}.arrow")
+        self._paths.append(path)
         at = 0
         with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(
                 sink, self._schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
-            for group, parts in pending.items():
-                rows = pa.concat_tables([p.cast(self._schema) for p in parts]).combine_chunks()
-                batches = rows.to_batches()
+            for group, where in pieces.items():
+                parts = [blocks[i][0].slice(a, n) for i, a, n in where]
+                rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+                batches = rows.combine_chunks().to_batches()
                 for b in batches:
                     w.write_batch(b)
-                self.runs.setdefault(group, []).append((path, list(range(at, at + len(batches)))))
+                self.runs.setdefault(group, array("q")).extend((run, at, len(batches)))
                 at += len(batches)
 
     def read(self, group: Group) -> pa.Table:
@@ -131,9 +153,11 @@ class Spill:
 
     def batches(self, group: Group, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
         """``group``'s record batches one at a time, in the order they were added."""
-        for path, indices in self.runs.get(group, ()):
-            reader, _, lock = self._reader(path)
-            for i in indices:
+        flat = self.runs.get(group, ())
+        for k in range(0, len(flat), 3):
+            run, first, count = flat[k], flat[k + 1], flat[k + 2]
+            reader, _, lock = self._reader(self._paths[run])
+            for i in range(first, first + count):
                 with lock:
                     b = reader.get_batch(i)
                 yield b.select(columns) if columns is not None else b
@@ -178,14 +202,14 @@ def hash_group_counts(prepared: Prepared, budget: int, global_: bool) -> dict[An
 
 
 def route_chunk(client: "WriteClient", rows: pa.Table, op: Operation,
-                locate: Callable[[pa.Table], pa.Table] | None, groups: dict[Any, int]) -> Iterator[tuple[Group, Any]]:
-    """A chunk's rows by the group each is spilled to (``groups``: how many hash groups take
-    the records no file group holds, per partition: :func:`hash_group_counts`)."""
+                locate: Callable[[pa.Table], pa.Table] | None, groups: dict[Any, int]) -> Iterator["Block"]:
+    """A chunk's rows by the group each is spilled to, as blocks (rows in group order with each
+    group's bounds; ``groups``: how many hash groups take the records no file group holds, per
+    partition: :func:`hash_group_counts`)."""
     cfg = client.config
     if cfg.index_type is IndexType.BUCKET:
         rows = rows.append_column("__lh_bucket", pa.array(record_buckets(rows, rows.column(KEY), cfg)))
-        for (partition, bucket), part in split_groups(rows, [PARTITION, "__lh_bucket"]):
-            yield ("bucket", partition, bucket), part.drop_columns(["__lh_bucket"])
+        yield _block(rows, [PARTITION, "__lh_bucket"], lambda k: ("bucket", k[0], k[1]))
         return
     if locate is not None:
         rows = locate(rows)  # with FID: the file group an update goes to (null: none)
@@ -194,8 +218,7 @@ def route_chunk(client: "WriteClient", rows: pa.Table, op: Operation,
     known = pc.is_valid(rows.column(FID))
     fresh = rows
     if pc.any(known).as_py():
-        for (partition, fid), part in split_groups(rows.filter(known), [PARTITION, FID]):
-            yield ("fg", partition, fid), part.drop_columns([FID])
+        yield _block(rows.filter(known), [PARTITION, FID], lambda k: ("fg", k[0], k[1]))
         fresh = rows.filter(pc.invert(known))
     fresh = fresh.drop_columns([FID])
     if op is Operation.DELETE or fresh.num_rows == 0:
@@ -210,9 +233,18 @@ def route_chunk(client: "WriteClient", rows: pa.Table, op: Operation,
     # A global index reduces a key's versions across partitions: its groups span partitions.
     by = ["__lh_h"] if cfg.index_type.is_global else [PARTITION, "__lh_h"]
     fresh = fresh.append_column("__lh_h", pa.array(h))
-    for key, part in split_groups(fresh, by):
-        partition, hv = (None, key) if cfg.index_type.is_global else key
-        yield ("new", partition, hv), part.drop_columns(["__lh_h"])
+    yield _block(fresh, by, (lambda k: ("new", None, k)) if cfg.index_type.is_global
+                 else (lambda k: ("new", k[0], k[1])))
+
+
+Block = tuple[pa.Table, list[Group], list[int], list[int]]
+
+
+def _block(rows: pa.Table, by: list[str], group_of: Callable[[Any], Group]) -> Block:
+    """``rows`` in the order of the ``by`` columns' groups, without them (the last ``by``
+    column is the router's own), with each group's bounds."""
+    ordered, keys, starts, ends = split_bounds(rows, by)
+    return ordered.drop_columns([by[-1]]), [group_of(k) for k in keys], starts, ends
 
 
 def write_spilled(client: "WriteClient", prepared: Prepared, ctx: HandleContext, latest: dict,
@@ -225,8 +257,8 @@ def write_spilled(client: "WriteClient", prepared: Prepared, ctx: HandleContext,
         for rows in prepared.iter_rows():
             if rows.num_rows:
                 per_row = rows.nbytes / rows.num_rows
-                for group, part in route_chunk(client, rows, op, locate, groups):
-                    spill.add(group, part, int(part.num_rows * per_row))
+                for block in route_chunk(client, rows, op, locate, groups):
+                    spill.add_block(*block, nbytes=int(block[0].num_rows * per_row))
             del rows
             release_unused()
         spill.finish()
@@ -357,9 +389,8 @@ def _write_split(client, op: Operation, ctx: HandleContext, tg, spill: Spill, gr
             else:
                 ids = _hash_groups(rows.column(KEY), parts).astype(np.int32)
             at += rows.num_rows
-            per_row = rows.nbytes / max(1, rows.num_rows)
-            for part_id, part in split_groups(rows.append_column("__lh_part", pa.array(ids)), ["__lh_part"]):
-                sub.add(("piece", part_id), part.drop_columns(["__lh_part"]), int(part.num_rows * per_row))
+            sub.add_block(*_block(rows.append_column("__lh_part", pa.array(ids)), ["__lh_part"],
+                                  lambda k: ("piece", k)), nbytes=rows.nbytes)
             del batch, rows
         sub.finish()
         if tg.kind == "merge":
