@@ -240,16 +240,19 @@ class BloomFilter:
 
     type_code: str
 
-    def __init__(self, vector_size: int, nb_hash: int, hash_type: int = MURMUR_HASH):
+    def __init__(self, vector_size: int, nb_hash: int, hash_type: int = MURMUR_HASH, packed: bool = False):
         if vector_size <= 0 or nb_hash <= 0:
             raise ValueError("vector size and number of hashes must be > 0")
         self.vector_size = vector_size
         self.nb_hash = nb_hash
         self.hash_type = hash_type
         self._bits: np.ndarray | None = None
-        # A filter read from a footer keeps its rows packed (8x smaller: a lookup holds many
-        # files' filters) until a key is added.
+        # Rows packed as stored, a bit per bit (8x smaller): a filter read from a footer (a
+        # lookup holds many files' filters), and a new one asked to (a write in bounded memory:
+        # at Hudi's sizing a row is 2.6 MB as bools). Setting bits in packed rows is ~7x slower
+        # (np.bitwise_or.at), so a write that has the memory keeps bools.
         self._packed: np.ndarray | None = None
+        self._packed_mode = packed
 
     @property
     def bits(self) -> np.ndarray:
@@ -258,12 +261,12 @@ class BloomFilter:
             assert self._packed is not None
             self._bits = np.unpackbits(self._packed, axis=1, count=self.vector_size,
                                        bitorder="little").view(bool)
-            self._packed = None
+            self._packed, self._packed_mode = None, False
         return self._bits
 
     @bits.setter
     def bits(self, value: np.ndarray) -> None:
-        self._bits, self._packed = value, None
+        self._bits, self._packed, self._packed_mode = value, None, False
 
     @property
     def nbytes(self) -> int:
@@ -271,7 +274,17 @@ class BloomFilter:
         return (self._bits if self._bits is not None else self._packed).nbytes
 
     def _row_count(self) -> int:
-        return (self._bits if self._bits is not None else self._packed).shape[0]
+        return self._rows().shape[0]
+
+    def _rows(self) -> np.ndarray:
+        """The rows as held: bools, or packed bytes."""
+        return self._bits if self._bits is not None else self._packed
+
+    def _hold(self, rows: np.ndarray) -> None:
+        if self._packed_mode:
+            self._bits, self._packed = None, rows
+        else:
+            self._bits, self._packed = rows, None
 
     def _gather(self, positions: np.ndarray) -> np.ndarray:
         """Each row's bits at ``positions`` (rows x positions, bool)."""
@@ -281,17 +294,18 @@ class BloomFilter:
 
     @staticmethod
     def create(num_entries: int = 60000, fpp: float = 1e-9, filter_type: str = DYNAMIC_V0,
-               max_entries: int = 100000) -> "BloomFilter":
+               max_entries: int = 100000, packed: bool = False) -> "BloomFilter":
         """A new empty filter sized as Hudi does (``hoodie.index.bloom.num_entries``/``fpp``,
-        ``hoodie.bloom.index.filter.type``, ``hoodie.bloom.index.filter.dynamic.max.entries``)."""
+        ``hoodie.bloom.index.filter.type``, ``hoodie.bloom.index.filter.dynamic.max.entries``);
+        ``packed``: its bits held packed (8x less memory, keys added ~7x slower)."""
         if num_entries <= 0 or not 0.0 < fpp < 1.0:
             raise ValueError("num_entries must be > 0 and 0 < fpp < 1")
         bits = bit_size(num_entries, fpp)
         hashes = num_hashes(bits, num_entries)
         if filter_type == SIMPLE:
-            return SimpleBloomFilter(bits, hashes)
+            return SimpleBloomFilter(bits, hashes, packed=packed)
         if filter_type == DYNAMIC_V0:
-            return DynamicBoundedBloomFilter(bits, hashes, MURMUR_HASH, num_entries, max_entries)
+            return DynamicBoundedBloomFilter(bits, hashes, MURMUR_HASH, num_entries, max_entries, packed=packed)
         raise ValueError(f"unknown bloom filter type {filter_type!r}")
 
     @staticmethod
@@ -353,7 +367,15 @@ class BloomFilter:
     def _new_bits(self) -> np.ndarray:
         # One bool per bit, one matrix row per bloom filter row: scatter/gather stay single
         # numpy calls even when a batch spans rows; packing happens only on serialize.
+        if self._packed_mode:
+            return np.zeros((1, (self.vector_size + 7) // 8), dtype=np.uint8)
         return np.zeros((1, self.vector_size), dtype=bool)
+
+    def _row_bytes(self, i: int) -> bytes:
+        """Row ``i`` as serialized."""
+        if self._packed is not None:
+            return self._packed[i].tobytes()
+        return self._bits_bytes(self._bits[i])
 
     def _test(self, keys: KeysLike) -> np.ndarray:
         """True where some row of the filter has all the key's bits set."""
@@ -379,9 +401,11 @@ class BloomFilter:
             out.append(res)
         return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
-    def _set(self, bits: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]],
-             row_of_key: np.ndarray | None) -> None:
-        """Set each key's bits in row ``row_of_key[i]`` of ``bits`` (row 0 when None)."""
+    def _set(self, parts: list[tuple[np.ndarray, np.ndarray]], row_of_key: np.ndarray | None) -> None:
+        """Set each key's bits in row ``row_of_key[i]`` (row 0 when None), in the rows as held."""
+        packed = self._bits is None
+        bits = self._rows()
+        stride = bits.shape[1] * 8 if packed else self.vector_size
         flat = bits.reshape(-1)
         done = 0
         for offsets, data in _chunks(parts):
@@ -395,7 +419,7 @@ class BloomFilter:
                 if batch.order is not None:
                     rk = rk[batch.order]
                 if rk.min() != rk.max():
-                    target, base = flat, rk * self.vector_size
+                    target, base = flat, rk * stride
                 else:
                     target = bits[int(rk[0])]
             done += n
@@ -405,7 +429,10 @@ class BloomFilter:
                 pos = _bit_positions(h, self.vector_size)
                 if base is not None:
                     pos = pos + base
-                target[pos] = True
+                if packed:
+                    np.bitwise_or.at(target, pos >> 3, np.left_shift(1, pos & 7).astype(np.uint8))
+                else:
+                    target[pos] = True
 
 
 class SimpleBloomFilter(BloomFilter):
@@ -413,28 +440,27 @@ class SimpleBloomFilter(BloomFilter):
 
     type_code = SIMPLE
 
-    def __init__(self, vector_size: int, nb_hash: int, hash_type: int = MURMUR_HASH):
-        super().__init__(vector_size, nb_hash, hash_type)
-        self.bits = self._new_bits()
+    def __init__(self, vector_size: int, nb_hash: int, hash_type: int = MURMUR_HASH, packed: bool = False):
+        super().__init__(vector_size, nb_hash, hash_type, packed)
+        self._hold(self._new_bits())
 
     def add_keys(self, keys: KeysLike) -> None:
         self._check_hash()
-        self._set(self.bits, list(_key_buffers(keys)), None)
+        self._set(list(_key_buffers(keys)), None)
 
     def might_contain(self, keys: KeysLike) -> np.ndarray:
         return self._test(keys)
 
     def _write(self) -> bytes:
-        return self._header() + (self._packed[0].tobytes() if self._packed is not None
-                                 else self._bits_bytes(self.bits[0]))
+        return self._header() + self._row_bytes(0)
 
     @classmethod
     def _read(cls, raw: bytes, pos: int) -> tuple["SimpleBloomFilter", int]:
         nb_hash, hash_type, vector_size, pos = BloomFilter._read_header(raw, pos)
         bf = cls.__new__(cls)
-        BloomFilter.__init__(bf, vector_size, nb_hash, hash_type)
+        BloomFilter.__init__(bf, vector_size, nb_hash, hash_type, packed=True)
         row, pos = bf._read_bits(raw, pos)
-        bf._bits, bf._packed = None, row[None, :]
+        bf._hold(row[None, :])
         return bf, pos
 
 
@@ -444,14 +470,14 @@ class DynamicBoundedBloomFilter(BloomFilter):
     type_code = DYNAMIC_V0
 
     def __init__(self, vector_size: int, nb_hash: int, hash_type: int, num_entries: int,
-                 max_entries: int):
-        super().__init__(vector_size, nb_hash, hash_type)
+                 max_entries: int, packed: bool = False):
+        super().__init__(vector_size, nb_hash, hash_type, packed)
         self.nr = num_entries
         self.max_entries = max_entries
         self.current = 0  # keys in the active row (Java's currentNbRecord)
         self.reached_max = False
         self.cur_index = 0  # round-robin cursor once reached_max
-        self.bits = self._new_bits()
+        self._hold(self._new_bits())
 
     def add_keys(self, keys: KeysLike) -> None:
         # Validate every key before the row bookkeeping advances.
@@ -459,8 +485,8 @@ class DynamicBoundedBloomFilter(BloomFilter):
         parts = list(_key_buffers(keys))
         n = sum(len(off) - 1 for off, _ in parts)
         if n:
-            rows = self._assign_rows(n)  # may grow self.bits: must run first
-            self._set(self.bits, parts, rows)
+            rows = self._assign_rows(n)  # may add a row: must run first
+            self._set(parts, rows)
 
     def might_contain(self, keys: KeysLike) -> np.ndarray:
         return self._test(keys)
@@ -482,7 +508,7 @@ class DynamicBoundedBloomFilter(BloomFilter):
                 break
             if self.current >= self.nr:
                 if self.num_rows * self.nr < self.max_entries:
-                    self.bits = np.concatenate([self.bits, self._new_bits()])
+                    self._hold(np.concatenate([self._rows(), self._new_bits()]))
                     self.current = 0
                     continue
                 # Java returns row 0 here without advancing its round-robin cursor.
@@ -501,7 +527,7 @@ class DynamicBoundedBloomFilter(BloomFilter):
         parts = [self._header(), struct.pack(">iii", self.nr, _int32(self.current), self.num_rows)]
         for i in range(self.num_rows):
             parts.append(self._header())
-            parts.append(self._packed[i].tobytes() if self._packed is not None else self._bits_bytes(self._bits[i]))
+            parts.append(self._row_bytes(i))
         return b"".join(parts)
 
     @classmethod
@@ -511,7 +537,7 @@ class DynamicBoundedBloomFilter(BloomFilter):
         pos += 12
         # Java does not serialize maxNr nor the round-robin state: a deserialized filter has
         # maxNr = 0, so further adds fill the active row and then go round-robin. Mirror that.
-        bf = cls(vector_size, nb_hash, hash_type, nr, 0)
+        bf = cls(vector_size, nb_hash, hash_type, nr, 0, packed=True)
         bf.current = current
         rows = []
         for _ in range(nrows):
@@ -522,7 +548,7 @@ class DynamicBoundedBloomFilter(BloomFilter):
             rows.append(bits)
         if not rows:
             raise ValueError("dynamic bloom filter without rows")
-        bf._bits, bf._packed = None, np.stack(rows)
+        bf._hold(np.stack(rows))
         return bf, pos
 
 

@@ -241,18 +241,20 @@ def _random_keys(rng: np.random.Generator, n: int) -> list[str]:
             for i in range(0, 32 * n, 32)]
 
 
+@pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("uniform", [False, True])
 @pytest.mark.parametrize("chunk", [1 << 16, 7])
 @pytest.mark.parametrize("batches", [[250], [1] * 40 + [210], [19, 20, 21, 3, 187], [60, 190]])
-def test_dynamic_rows_match_scalar_model(batches, chunk, uniform, monkeypatch):
+def test_dynamic_rows_match_scalar_model(batches, chunk, uniform, packed, monkeypatch):
     """Row growth, the bound, and the round-robin phase (incl. its row-0-twice quirk), with
-    mixed-length and equal-length keys, in one or many vectorised chunks."""
+    mixed-length and equal-length keys, in one or many vectorised chunks; the bits held as
+    bools or packed (a write in bounded memory)."""
     monkeypatch.setattr(bloom_filter, "_CHUNK", chunk)
     rng = np.random.default_rng(11)
     keys = _random_keys(rng, sum(batches))
     if not uniform:
         keys = [k[: 1 + i % 36] + "ü" * (i % 3) for i, k in enumerate(keys)]
-    ours = BloomFilter.create(num_entries=20, fpp=0.05, max_entries=50)
+    ours = BloomFilter.create(num_entries=20, fpp=0.05, max_entries=50, packed=packed)
     ref = RefDynamic(ours.vector_size, ours.nb_hash, 20, 50)
     start = 0
     for size in batches:
@@ -263,13 +265,15 @@ def test_dynamic_rows_match_scalar_model(batches, chunk, uniform, monkeypatch):
         start += size
         assert ours.serialize() == ref.serialize()
     assert ours.num_rows == 3 and ours.reached_max
+    assert (ours._bits is None) == packed
 
 
+@pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("extra", [[], ["x", "yz", "ab€", "🙂"]])
-def test_simple_matches_scalar_model(extra):
+def test_simple_matches_scalar_model(extra, packed):
     rng = np.random.default_rng(3)
     keys = _random_keys(rng, 500) + extra
-    bf = BloomFilter.create(num_entries=1000, fpp=0.01, filter_type=SIMPLE)
+    bf = BloomFilter.create(num_entries=1000, fpp=0.01, filter_type=SIMPLE, packed=packed)
     assert isinstance(bf, SimpleBloomFilter)
     bf.add_keys(pa.array(keys, pa.large_string()))
     bits = bytearray((bf.vector_size + 7) // 8)
@@ -325,10 +329,9 @@ def test_dynamic_membership_across_rows():
 
 
 @pytest.mark.parametrize("filter_type", [SIMPLE, DYNAMIC_V0])
-def test_a_filter_read_from_a_footer_stays_packed_until_a_key_is_added(filter_type):
+def test_a_filter_read_from_a_footer_stays_packed(filter_type):
     """A lookup holds the footers of many files: their filters keep the stored bits (one per
-    bit, not a byte), answer as the filter they were written from, and unpack only when a key
-    is added (a rewritten footer)."""
+    bit, not a byte), answer as the filter they were written from, and take more keys packed."""
     rng = np.random.default_rng(4)
     keys, others = _random_keys(rng, 3_000), _random_keys(rng, 3_000)
     bf = BloomFilter.create(num_entries=1_000, fpp=0.01, filter_type=filter_type, max_entries=3_000)
@@ -342,6 +345,7 @@ def test_a_filter_read_from_a_footer_stays_packed_until_a_key_is_added(filter_ty
     again.add_keys(more)
     bf.add_keys(more)
     assert again.serialize() == bf.serialize() and again.might_contain(more).all()
+    assert again._bits is None
 
 
 # ---------------------------------------------------------------------------------------------

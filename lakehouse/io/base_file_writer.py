@@ -44,7 +44,8 @@ class BaseFileWriter:
         self._pending_bytes = 0
         self._bloom = (BloomFilter.create(num_entries=ctx.config.bloom_num_entries, fpp=ctx.config.bloom_fpp,
                                           filter_type=ctx.config.bloom_filter_type,
-                                          max_entries=ctx.config.bloom_max_entries)
+                                          max_entries=ctx.config.bloom_max_entries,
+                                          packed=ctx.packed_bloom)
                        if ctx.bloom else None)
         self._min: str | None = None
         self._max: str | None = None

@@ -6,9 +6,10 @@ Every handle creates its marker before its data file, fills the meta columns, an
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import Iterable, Iterator, Mapping, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -53,6 +54,9 @@ class HandleContext:
     # The Iceberg field id of each column path (lakehouse.iceberg.field_ids), put on the base
     # files' columns so that Iceberg readers without name mapping find them.
     field_ids: Mapping[tuple[str, ...], int] | None = None
+    # A write in bounded memory (lakehouse.write.spill): base files keep their bloom filter
+    # packed while written (a bit per bit; bools take 2.6-5.2 MB per open file at Hudi's sizing).
+    packed_bloom: bool = False
 
     def token(self, task: int) -> str:
         return write_token(task, self.stage, self.attempt)
@@ -193,6 +197,33 @@ def create_base_file(ctx: HandleContext, *, partition: str, file_id: str, record
                      num_update_writes=num_updates, total_write_bytes=size, file_size_in_bytes=size)
 
 
+def create_base_file_in_parts(ctx: HandleContext, *, partition: str, file_id: str,
+                              parts: Iterable[tuple[pa.Table, pa.ChunkedArray]], task: int) -> WriteStat | None:
+    """A new base file from ``parts`` (records and their keys), written one part at a time, for
+    records more than a write may hold at once; sequence numbers go on across parts. None when
+    every part is empty (no file)."""
+    writer: BaseFileWriter | None = None
+    try:
+        for records, keys in parts:
+            if records.num_rows == 0:
+                continue
+            if writer is None:
+                writer = BaseFileWriter(ctx, partition, file_id, task, MarkerType.CREATE)
+            writer.write(with_meta(records, instant_time=ctx.instant_time, task=task, partition=partition,
+                                   file_name=str(writer.name), keys=keys, schema=ctx.schema,
+                                   dictionary_constants=True, first_seqno=writer.num_rows))
+        if writer is None:
+            return None
+        size = writer.close()
+    except BaseException as e:
+        if writer is not None:
+            writer.abort(e)
+        raise
+    return WriteStat(file_id=file_id, path=writer.path, partition_path=partition, prev_commit="null",
+                     num_writes=writer.num_rows, num_inserts=writer.num_rows, total_write_bytes=size,
+                     file_size_in_bytes=size)
+
+
 def write_compacted_base_file(ctx: HandleContext, *, partition: str, file_id: str,
                               table: pa.Table, task: int, prev_commit: str) -> WriteStat:
     """A compaction's output: records keep their commit time and sequence number (as Hudi's
@@ -228,8 +259,9 @@ class RoutedIncoming(Protocol):
     def piece(self, index: int) -> pa.Table | None:
         """The incoming records (reduced: one per key) whose key piece ``index`` holds."""
 
-    def rest(self) -> pa.Table | None:
-        """The incoming records whose key the old file does not hold."""
+    def rest(self) -> Iterator[pa.Table]:
+        """The incoming records whose key the old file does not hold, in parts (each holding
+        every version of its keys, reduced)."""
 
 
 def base_file_pieces(ctx: HandleContext, path: str, keys: pa.Array) -> np.ndarray | None:
@@ -332,13 +364,23 @@ def merge_base_file(ctx: HandleContext, *, base_slice: FileSlice, incoming: pa.T
             ov, fo, _ = arrange_duplicate_base_keys(old_versions, fresh.filter(over), "each")
             yield drop_helpers(resolve(pa.concat_tables([ov, fo]), ctx.spec))
         if routed:
-            last = incoming.rest()
-            if last is not None and last.num_rows:
-                unmatched.append(fresh_of(last))
-                counts["in"] += last.num_rows
-            if not unmatched:
-                return
-            rest = pa.concat_tables(unmatched)
+            # New keys last, a part at a time (after any record its piece did not hold).
+            parts = iter(incoming.rest())
+            if unmatched:
+                parts = itertools.chain([None], parts)
+            for last in parts:
+                if last is None:
+                    rest = pa.concat_tables(unmatched)
+                    unmatched.clear()
+                elif last.num_rows:
+                    rest = fresh_of(last)
+                    counts["in"] += last.num_rows
+                else:
+                    continue
+                counts["unmatched_deletes"] += int(pc.sum(rest.column(DELETE)).as_py() or 0)
+                yield drop_helpers(resolve(rest, ctx.spec))
+                del rest
+            return
         else:
             rest = whole.filter(pa.array(~matched)) if matched.any() else whole
         if concat:

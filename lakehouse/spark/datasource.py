@@ -41,7 +41,6 @@ Airflow DAGs.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import time
 import uuid
@@ -346,26 +345,36 @@ class Sink:
         return get_storage(self.path, self.store or None)
 
     def stage(self, batches: Iterator[pa.RecordBatch], task: str) -> Staged:
-        """On an executor: the task's rows as one parquet file under the staging folder."""
-        writer = None
-        sink = io.BytesIO()
+        """On an executor: the task's rows as one parquet file under the staging folder, streamed
+        to storage a batch at a time (a task never holds its rows). A refused batch discards
+        the file."""
+        path = f"{self.staging}/part-{task}-{uuid.uuid4().hex[:8]}.parquet"
+        out = writer = None
         rows = 0
         check = None
-        for b in batches:
-            if b.num_rows == 0:
-                continue
-            if check is None:
-                check = self.row_check()
-            check(pa.Table.from_batches([b]))
+        try:
+            for b in batches:
+                if b.num_rows == 0:
+                    continue
+                if check is None:
+                    check = self.row_check()
+                t = pa.Table.from_batches([b])
+                check(t)
+                if writer is None:
+                    out = self.storage().open_output(path)
+                    out.__enter__()  # left published below, or discarded on a failure
+                    writer = pq.ParquetWriter(out, self.arrow_schema)
+                writer.write_table(t.cast(self.arrow_schema))
+                rows += b.num_rows
             if writer is None:
-                writer = pq.ParquetWriter(sink, self.arrow_schema)
-            writer.write_table(pa.Table.from_batches([b]).cast(self.arrow_schema))
-            rows += b.num_rows
-        if writer is None:
-            return Staged(None, 0)
-        writer.close()
-        path = f"{self.staging}/part-{task}-{uuid.uuid4().hex[:8]}.parquet"
-        self.storage().write(path, sink.getvalue())
+                return Staged(None, 0)
+            writer.close()
+        except BaseException as e:
+            if out is not None:
+                out.__exit__(type(e), e, e.__traceback__)
+                self.storage().delete(path)  # a refused value leaves no staged file behind
+            raise
+        out.__exit__(None, None, None)
         return Staged(path, rows)
 
     def row_check(self) -> Callable[[pa.Table], None]:

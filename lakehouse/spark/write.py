@@ -16,6 +16,10 @@ write path:
 * bulk_insert without a bucket index: a range shuffle on (partition path, key), each task writing
   new file groups of its sorted run.
 
+A write task whose rows pass an eighth of ``write.task.max.size`` does not hold them: it spills
+them by file group (bucket, or a run of the bulk insert's) to local files and writes one group at a time, as
+the Python writer does with a batch larger than the budget (:mod:`lakehouse.write.spill`).
+
 insert_overwrite (whose replaced file groups depend on the whole batch) falls back to
 ``df.toArrow()`` on the driver and :meth:`Table.write`: correct, but the batch must fit there.
 
@@ -49,7 +53,9 @@ from lakehouse.spark.types import arrow_schema
 from lakehouse.spark.engine import Failure, Guarded, SparkTaskError, java_failure_summary
 from lakehouse.spark.index import LOC_KEY, IndexJob, tag
 from lakehouse.timeline.commit_metadata import WriteStat
-from lakehouse.write import assign, bucket_sizing
+from lakehouse.write import assign, bucket_sizing, spill
+from lakehouse.write.memory import bounded_allocator, release_unused
+from lakehouse.write.spill_store import Spill
 from lakehouse.write.client import ExtraMetadata, Operation, WriteClient
 from lakehouse.bucket_identifier import record_buckets
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
@@ -69,6 +75,15 @@ _SEQ_SHIFT = 40
 # Rows whose size estimates a first write's partition bytes (lakehouse.write.bucket_sizing).
 _SIZE_SAMPLE_ROWS = 10_000
 _SPARK_OPS = (Operation.UPSERT, Operation.INSERT, Operation.DELETE, Operation.BULK_INSERT)
+# Task numbers (in write tokens and sequence numbers) a write task's file groups take, from
+# its partition id times this: several file groups share a task.
+_TASK_STRIDE = 1_000_000
+_RUN = "__lh_run"  # a bulk insert's spilled runs
+# A write task holds its rows whole up to this share of write.task.max.size: written whole, rows
+# are held several times over (keyed, routed, merged: a Copy-On-Write task of 0.9x the budget
+# peaked at 3.6x it), spilled they are not. At the default budget (1 GiB) a task the driver
+# sizes at one file's records (hoodie.parquet.max.file.size) still goes whole.
+_WHOLE_SHARE = 8
 
 
 def write_dataframe(table: "Table", df: "DataFrame", operation: str = "upsert", *, commit: bool = True,
@@ -111,7 +126,7 @@ class _Job:
     latest: dict = field(default_factory=dict)
     pending: dict = field(default_factory=dict)
     mode: str = "bucket"  # "bucket" | "bulk" | "indexed": how a write task finds its targets
-    avg_size: int = 0
+    avg_size: int = 1
     plan: dict = field(default_factory=dict)  # partition -> [(file id, inserts, small)]
     field_ids: dict = field(default_factory=dict)  # column path -> Iceberg field id
 
@@ -281,52 +296,122 @@ def _targets(client: WriteClient, job: _Job, rows: pa.Table) -> list:
     return assign.bucket_targets(client, rows, job.latest, job.pending)
 
 
+def _task_rows(client: WriteClient, job: _Job, table: pa.Table, keep: tuple[str, ...] = ()) -> pa.Table:
+    """A write task's rows as WriteClient.prepare makes them: data conformed, helper columns
+    (and ``keep`` of the routing ones) after."""
+    helpers = table.select([c for c in (KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL, assign.FID, *keep)
+                            if c in table.column_names])
+    data = job.rows(client, table.drop_columns(
+        [c for c in table.column_names if c in _HELPER_TYPES or c in (ERROR, assign.FID)]))
+    return pa.Table.from_arrays(data.columns + helpers.columns, names=data.column_names + helpers.column_names)
+
+
+def _refusal(batch: pa.RecordBatch) -> pa.Array | None:
+    """The failure an earlier task put on a batch (a key it could not compute), if any."""
+    errors = batch.column(ERROR).drop_null()
+    return errors[:1] if len(errors) else None
+
+
 def _write_task(job: _Job):
-    """The per-task function: this task's file groups, written by their handles."""
+    """The per-task function: this task's file groups, written by their handles; held whole
+    while the task's rows fit in an eighth of ``write.task.max.size``, else spilled
+    (:func:`_write_spilled`)."""
 
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext  # noqa: PLC0415
-        batches = [b for b in batches if b.num_rows]
-        if not batches:
+        tc = TaskContext.get()
+        pid = tc.partitionId()
+        rest = (b for b in batches if b.num_rows)
+        held: list[pa.RecordBatch] = []
+        nbytes, client, refused = 0, None, []
+        for b in rest:
+            bad = _refusal(b)
+            if bad is not None:
+                yield pa.record_batch({"stat": pa.nulls(1, pa.string()), ERROR: bad})
+                return
+            if client is None:
+                client = job.client()
+            held.append(b)
+            nbytes += b.nbytes
+            if nbytes > client.write_config.task_max_bytes // _WHOLE_SHARE:
+                break
+        if not held:
             return
-        table = pa.Table.from_batches(batches)
-        errors = table.column(ERROR).drop_null()
-        if len(errors):
-            yield pa.record_batch({"stat": pa.nulls(1, pa.string()), ERROR: errors.combine_chunks()[:1]})
-            return
-        pid = TaskContext.get().partitionId()
 
         def run() -> list[str]:
-            client = job.client()
-            tc = TaskContext.get()
             ctx = client.handle_context(job.data_schema, job.instant, stage=tc.stageId(),
                                         attempt=tc.attemptNumber(), op=job.op,
                                         field_ids=job.field_ids)
-            helpers = table.select([c for c in (KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL, assign.FID)
-                                    if c in table.column_names])
-            data = job.rows(client, table.drop_columns(
-                [c for c in table.column_names if c in _HELPER_TYPES or c in (ERROR, assign.FID)]))
-            rows = pa.Table.from_arrays(data.columns + helpers.columns,
-                                        names=data.column_names + helpers.column_names).sort_by(SEQ)
-            out = []
-            # Several file groups can share a task; the task number keeps their write tokens
-            # and sequence numbers apart, as the Python path's per-target numbering does.
-            for i, tg in enumerate(_targets(client, job, rows)):
-                part = assign.materialize(tg.rows)
-                out += [json.dumps(s.to_json()) for s in
-                        assign.run_target(client, ctx, tg, part, pid * 1000 + i)]
+            if nbytes > client.write_config.task_max_bytes // _WHOLE_SHARE:
+                with bounded_allocator():  # as the Python writer's (lakehouse.write.memory)
+                    stats = _write_spilled(client, job, ctx, pid, held, rest, refused)
+            else:
+                rows = _task_rows(client, job, pa.Table.from_batches(held)).sort_by(SEQ)
+                stats = []
+                # Several file groups can share a task; the task number keeps their write tokens
+                # and sequence numbers apart, as the Python path's per-target numbering does.
+                for i, tg in enumerate(_targets(client, job, rows)):
+                    part = assign.materialize(tg.rows)
+                    stats += assign.run_target(client, ctx, tg, part, pid * _TASK_STRIDE + i)
             # A task lost here (executor gone) is retried by Spark: its new attempt writes files
             # under another write token, and phase 2 removes the lost attempt's.
             fault_point("spark.write_task.after_files")
-            return out
+            return [json.dumps(s.to_json()) for s in stats]
 
         box: list = []
         err = _failure_bytes(lambda: box.extend(run()))
-        if err is not None:
+        if refused:
+            yield pa.record_batch({"stat": pa.nulls(1, pa.string()), ERROR: refused[0]})
+        elif err is not None:
             yield pa.record_batch({"stat": pa.nulls(1, pa.string()), ERROR: pa.array([err], pa.binary())})
         elif box:
             yield pa.record_batch({"stat": pa.array(box, pa.string()), ERROR: pa.nulls(len(box), pa.binary())})
     return per_task
+
+
+def _write_spilled(client: WriteClient, job: _Job, ctx, pid: int, held: list[pa.RecordBatch],
+                   rest: Iterator[pa.RecordBatch], refused: list) -> list[WriteStat]:
+    """A write task's rows larger than ``write.task.max.size``: spilled by the group each goes
+    to (its file group, its bucket, or for a bulk insert a run of an eighth of the budget, in
+    the order the range shuffle sorted them), then written a group at a time, a group larger
+    than an eighth of the budget in parts (lakehouse.write.spill). The file groups are the ones
+    the driver planned; only a bulk insert's runs roll over into new files as they fill. A
+    refused batch (``refused``) stops the task before any file is written."""
+    budget = client.write_config.task_max_bytes
+    route = {"bucket": ([PARTITION, BUCKET], "bucket"), "indexed": ([PARTITION, assign.FID], "fg"),
+             "bulk": ([PARTITION, _RUN], "new")}
+    by, kind = route[job.mode]
+    run_bytes = max(1, budget // 8)
+    with Spill(budget) as sp:
+        seen = 0
+        for b in _chain(held, rest):
+            bad = _refusal(b)
+            if bad is not None:
+                refused.append(bad)
+                return []
+            rows = _task_rows(client, job, pa.Table.from_batches([b]), keep=(BUCKET,) if kind == "bucket" else ())
+            if kind == "fg":  # deletes of keys the table does not hold: nothing to write
+                rows = rows.filter(pc.is_valid(rows.column(assign.FID)))
+            elif kind == "new":
+                rows = rows.append_column(_RUN, pa.repeat(pa.scalar(seen // run_bytes, pa.int64()), rows.num_rows))
+                seen += rows.nbytes
+            if rows.num_rows:
+                sp.add_block(*spill.block(rows, by, lambda k: (kind, k[0], k[1])))
+            del b, rows
+            release_unused()
+        sp.finish()
+        created = frozenset((p, f) for p, slots in job.plan.items() for f, _, small in slots if not small)
+        small = frozenset((p, f) for p, slots in job.plan.items() for f, _, s in slots if s)
+        return spill.write_groups(client, job.op, dataclasses.replace(ctx, packed_bloom=True), sp, job.latest,
+                                  job.pending, job.avg_size, budget, first_task=pid * _TASK_STRIDE,
+                                  parallelism=1, created=created, small=small, by_seq=True)
+
+
+def _chain(held: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``held`` then ``rest``, letting go of each held batch once taken."""
+    while held:
+        yield held.pop(0)
+    yield from rest
 
 
 def _precombine_task(job: _Job):
@@ -398,6 +483,7 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
     # Shuffles sized by the batch: a small batch in a few tasks, a big one in enough to keep
     # every core busy (and no task with more than about one file's worth of rows to write).
     avg_size = client.avg_record_size(timeline)
+    job.avg_size = avg_size
     per_file = assign.records_per_file(avg_size, client.write_config)
     rows = sum(counts.values())
     tasks = max(1, min(par * 4, math.ceil(rows / per_file)))
@@ -415,7 +501,7 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
         by = [KEY] if global_ else [PARTITION, KEY]
         keyed = keyed.repartition(tasks, *by).mapInArrow(_precombine_task(job), keyed.schema)
     if op is Operation.BULK_INSERT:
-        job.mode, job.avg_size = "bulk", avg_size
+        job.mode = "bulk"
         return _run_writes(keyed.repartitionByRange(tasks, PARTITION, KEY), job)
     job.mode = "indexed"
     from pyspark.sql import functions as F  # noqa: PLC0415

@@ -106,7 +106,8 @@ class ParquetSource(BatchSource):
 
 def spool(stream: pa.RecordBatchReader) -> ParquetSource:
     """A stream's batches written to a temporary local parquet file, one at a time."""
-    fd, path = tempfile.mkstemp(prefix="lakehouse-write-", suffix=".parquet")
+    # The process id in the name: whose spool a leftover is, where several writers share /tmp.
+    fd, path = tempfile.mkstemp(prefix=f"lakehouse-write-{os.getpid()}-", suffix=".parquet")
     os.close(fd)
     nbytes = 0
     try:

@@ -18,8 +18,11 @@ Hudi's Spark writer does after its shuffle. Without holding the batch, this take
    time: lakehouse.io.base_file_writer), a partition's insert groups into new file groups of at
    most ``hoodie.parquet.max.file.size``, a file rolled over when full (Hudi's
    CopyOnWriteInsertHandler). A group larger than an eighth of the budget is written in parts
-   (:func:`_write_split`): a merge's by the piece of the old file holding each key, a log
-   append's by key.
+   (:func:`_write_split`): a merge's by the piece of the old file holding each key (its keys
+   the old file lacks by key, after the old file), a log append's and a new file's by key.
+
+A Spark write task larger than an eighth of the budget goes through the same second pass on
+its executor (:func:`write_groups`, into the file groups its driver planned).
 
 The table is the one the batch written whole makes: the same records, keys and merge results.
 The files differ in one way: a small file group takes at most an eighth of the budget of new
@@ -31,12 +34,9 @@ merged into) or stands beside it (in a new file group) depends on the files, in 
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import os
-import shutil
-import tempfile
 import threading
-from array import array
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -50,138 +50,21 @@ from lakehouse.columns import DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
 from lakehouse.config import BulkInsertSortMode, IndexType
 from lakehouse.file_group.naming import new_file_id
 from lakehouse.io.base_file_writer import BaseFileWriter
-from lakehouse.io.handles import HandleContext, base_file_pieces, merge_base_file, with_meta
+from lakehouse.io.handles import (HandleContext, base_file_pieces, create_base_file_in_parts, merge_base_file,
+                                  with_meta)
 from lakehouse.io.markers import MarkerType
 from lakehouse.timeline.commit_metadata import WriteStat
-from lakehouse.write.assign import (FID, bucket_target, data_columns, records_per_file, run_target, small_file_room,
-                                   split_bounds, split_groups, update_target)
+from lakehouse.write.assign import (FID, Target, bucket_target, data_columns, new_target, records_per_file,
+                                   run_target, small_file_room, split_bounds, split_groups, update_target)
 from lakehouse.write.buffer import default_parallelism
 from lakehouse.write.memory import release_unused
 from lakehouse.write.index.bucket import existing_buckets
 from lakehouse.write.prepare import Operation, Prepared, combines, precombine
 
+from lakehouse.write.spill_store import Group, Spill
+
 if TYPE_CHECKING:
     from lakehouse.write.client import WriteClient
-
-# Group keys: ("fg", partition, file id) for a known file group, ("bucket", partition, bucket)
-# for a bucket-index bucket, ("new", partition or None, h) for records no file group holds.
-Group = tuple[str, Any, Any]
-
-
-class Spill:
-    """Rows spilled to local Arrow IPC files (lz4) by group, and read back a group at a time.
-
-    Rows wait in memory until an eighth of ``budget`` is waiting; then all of them go to one
-    file (a run), a record batch per group, and an index notes which batches of which runs
-    hold a group. Reading a group takes its batches from every run (IPC files are read batch by
-    batch). One file per eighth of the budget, however many groups: a file (or a flush) per group
-    made a write to thousands of groups spend most of its time opening files."""
-
-    def __init__(self, budget: int) -> None:
-        self.dir = tempfile.mkdtemp(prefix="lakehouse-spill-")
-        self.limit = max(1, budget // 8)
-        # Per group, flat (run, first batch, batches) triples: a write to thousands of file
-        # groups has a triple per group and run, so no Python object per triple.
-        self.runs: dict[Group, array] = {}
-        self.sizes: dict[Group, int] = {}
-        self._paths: list[str] = []
-        # Blocks waiting: rows in group order, their groups and each group's (start, end).
-        self._blocks: list[tuple[pa.Table, list[Group], list[int], list[int]]] = []
-        self._pending_groups: set[Group] = set()
-        self._pending_bytes = 0
-        self._schema: pa.Schema | None = None
-        # Runs' readers, opened once: a run holds a batch of most groups, and its footer (a
-        # block per batch) read again per group made a write to thousands of file groups
-        # read gigabytes of footers.
-        self._readers: dict[str, tuple[pa.ipc.RecordBatchFileReader, pa.OSFile, threading.Lock]] = {}
-        self._readers_lock = threading.Lock()
-
-    @property
-    def groups(self) -> list[Group]:
-        return list(self.runs.keys() | self._pending_groups)
-
-    def add(self, group: Group, rows: pa.Table, nbytes: int | None = None) -> None:
-        """``nbytes``: the rows' size if known (a slice's own is costly to work out)."""
-        if rows.num_rows:
-            self.add_block(rows, [group], [0], [rows.num_rows], nbytes)
-
-    def add_block(self, rows: pa.Table, groups: list[Group], starts: list[int], ends: list[int],
-                  nbytes: int | None = None) -> None:
-        """``rows`` in group order: rows ``starts[i]:ends[i]`` go to ``groups[i]``."""
-        if rows.num_rows == 0:
-            return
-        nbytes = rows.nbytes if nbytes is None else nbytes
-        per_row = nbytes / rows.num_rows
-        for g, a, b in zip(groups, starts, ends):
-            self.sizes[g] = self.sizes.get(g, 0) + int((b - a) * per_row)
-        self._pending_groups.update(groups)
-        self._blocks.append((rows, groups, starts, ends))
-        self._pending_bytes += nbytes
-        if self._pending_bytes >= self.limit:
-            self.finish()
-
-    def finish(self) -> None:
-        """Writes what waits in memory as a run: a group's rows from every block in one batch."""
-        if not self._blocks:
-            return
-        blocks, self._blocks, self._pending_bytes = self._blocks, [], 0
-        self._pending_groups = set()
-        if self._schema is None:
-            self._schema = blocks[0][0].schema
-        blocks = [(t if t.schema == self._schema else t.cast(self._schema), g, a, b) for t, g, a, b in blocks]
-        pieces: dict[Group, list[tuple[int, int, int]]] = {}
-        for i, (_, groups, starts, ends) in enumerate(blocks):
-            for g, a, b in zip(groups, starts, ends):
-                pieces.setdefault(g, []).append((i, a, b - a))
-        run = len(self._paths)
-        path = os.path.join(self.dir, f"{run}.arrow")
-        self._paths.append(path)
-        at = 0
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(
-                sink, self._schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
-            for group, where in pieces.items():
-                parts = [blocks[i][0].slice(a, n) for i, a, n in where]
-                rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-                batches = rows.combine_chunks().to_batches()
-                for b in batches:
-                    w.write_batch(b)
-                self.runs.setdefault(group, array("q")).extend((run, at, len(batches)))
-                at += len(batches)
-
-    def read(self, group: Group) -> pa.Table:
-        return pa.Table.from_batches(list(self.batches(group)), schema=self._schema).combine_chunks()
-
-    def batches(self, group: Group, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
-        """``group``'s record batches one at a time, in the order they were added."""
-        flat = self.runs.get(group, ())
-        for k in range(0, len(flat), 3):
-            run, first, count = flat[k], flat[k + 1], flat[k + 2]
-            reader, _, lock = self._reader(self._paths[run])
-            for i in range(first, first + count):
-                with lock:
-                    b = reader.get_batch(i)
-                yield b.select(columns) if columns is not None else b
-
-    def _reader(self, path: str) -> tuple[pa.ipc.RecordBatchFileReader, pa.OSFile, threading.Lock]:
-        with self._readers_lock:
-            hit = self._readers.get(path)
-            if hit is None:
-                f = pa.OSFile(path, "rb")
-                hit = self._readers[path] = (pa.ipc.open_file(f), f, threading.Lock())
-            return hit
-
-    def close(self) -> None:
-        with self._readers_lock:
-            readers, self._readers = self._readers, {}
-        for _, f, _ in readers.values():
-            f.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> "Spill":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def _hash_groups(keys: pa.ChunkedArray, n: np.ndarray | int) -> np.ndarray:
@@ -209,7 +92,7 @@ def route_chunk(client: "WriteClient", rows: pa.Table, op: Operation,
     cfg = client.config
     if cfg.index_type is IndexType.BUCKET:
         rows = rows.append_column("__lh_bucket", pa.array(record_buckets(rows, rows.column(KEY), cfg)))
-        yield _block(rows, [PARTITION, "__lh_bucket"], lambda k: ("bucket", k[0], k[1]))
+        yield block(rows, [PARTITION, "__lh_bucket"], lambda k: ("bucket", k[0], k[1]))
         return
     if locate is not None:
         rows = locate(rows)  # with FID: the file group an update goes to (null: none)
@@ -218,7 +101,7 @@ def route_chunk(client: "WriteClient", rows: pa.Table, op: Operation,
     known = pc.is_valid(rows.column(FID))
     fresh = rows
     if pc.any(known).as_py():
-        yield _block(rows.filter(known), [PARTITION, FID], lambda k: ("fg", k[0], k[1]))
+        yield block(rows.filter(known), [PARTITION, FID], lambda k: ("fg", k[0], k[1]))
         fresh = rows.filter(pc.invert(known))
     fresh = fresh.drop_columns([FID])
     if op is Operation.DELETE or fresh.num_rows == 0:
@@ -233,14 +116,14 @@ def route_chunk(client: "WriteClient", rows: pa.Table, op: Operation,
     # A global index reduces a key's versions across partitions: its groups span partitions.
     by = ["__lh_h"] if cfg.index_type.is_global else [PARTITION, "__lh_h"]
     fresh = fresh.append_column("__lh_h", pa.array(h))
-    yield _block(fresh, by, (lambda k: ("new", None, k)) if cfg.index_type.is_global
+    yield block(fresh, by, (lambda k: ("new", None, k)) if cfg.index_type.is_global
                  else (lambda k: ("new", k[0], k[1])))
 
 
 Block = tuple[pa.Table, list[Group], list[int], list[int]]
 
 
-def _block(rows: pa.Table, by: list[str], group_of: Callable[[Any], Group]) -> Block:
+def block(rows: pa.Table, by: list[str], group_of: Callable[[Any], Group]) -> Block:
     """``rows`` in the order of the ``by`` columns' groups, without them (the last ``by``
     column is the router's own), with each group's bounds."""
     ordered, keys, starts, ends = split_bounds(rows, by)
@@ -253,32 +136,49 @@ def write_spilled(client: "WriteClient", prepared: Prepared, ctx: HandleContext,
     """Writes ``prepared`` (in chunks) by the two passes above; returns the write results."""
     op = prepared.operation
     groups = hash_group_counts(prepared, budget, client.config.index_type.is_global)
+    ctx = dataclasses.replace(ctx, packed_bloom=True)
     with Spill(budget) as spill:
         for rows in prepared.iter_rows():
             if rows.num_rows:
                 per_row = rows.nbytes / rows.num_rows
-                for block in route_chunk(client, rows, op, locate, groups):
-                    spill.add_block(*block, nbytes=int(block[0].num_rows * per_row))
+                for blk in route_chunk(client, rows, op, locate, groups):
+                    spill.add_block(*blk, nbytes=int(blk[0].num_rows * per_row))
             del rows
             release_unused()
         spill.finish()
-        return _write_groups(client, prepared, ctx, spill, latest, pending, avg_size, budget)
+        client.ensure_partitions({g[1] for g in spill.groups if g[1] is not None}, ctx.instant_time)
+        return write_groups(client, op, ctx, spill, latest, pending, avg_size, budget)
 
 
-def _reduced(client: "WriteClient", op: Operation, rows: pa.Table) -> pa.Table:
-    """A group's versions reduced across the chunks they came in, as the whole batch's would be."""
+def _reduced(client: "WriteClient", op: Operation, rows: pa.Table, by_seq: bool = False) -> pa.Table:
+    """A group's versions reduced across the chunks they came in, as the whole batch's would be
+    (``by_seq``: put in the batch's order first, for rows that came in another)."""
+    if by_seq and rows.num_rows > 1:
+        rows = rows.sort_by(SEQ)
     if combines(client, op) and rows.num_rows > 1:
-        return precombine(client, rows)
+        rows = precombine(client, rows)
+    if op in _DROPS_DELETES and pc.any(rows.column(DELETE)).as_py():
+        rows = rows.filter(pc.invert(rows.column(DELETE)))
     return rows
 
 
-def _write_groups(client, prepared, ctx, spill: Spill, latest, pending, avg_size, budget) -> list[WriteStat]:
+# A bulk insert and the replace operations write no deletes (WriteClient drops them too): a
+# bucket's merge must not apply them to the stored records.
+_DROPS_DELETES = (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE)
+
+
+def write_groups(client: "WriteClient", op: Operation, ctx: HandleContext, spill: Spill, latest: dict,
+                 pending: dict, avg_size: int, budget: int, *, first_task: int = 0,
+                 parallelism: int | None = None, created: frozenset = frozenset(), small: frozenset = frozenset(),
+                 by_seq: bool = False) -> list[WriteStat]:
     """Records no file group holds first (they may fill small file groups, whose groups they
-    join), then every file group's and bucket's group."""
-    op = prepared.operation
+    join), then every file group's and bucket's group. For a Spark write task (whose driver
+    planned the file groups): task numbers from ``first_task``, ``parallelism`` threads,
+    ``created``/``small``: the (partition, file id) of file groups planned new / small (their
+    groups create the file group / merge inserts into it), ``by_seq``: rows in another order
+    than the batch's."""
     cfg, wc = client.config, client.write_config
     sort_keys = op is Operation.BULK_INSERT and wc.bulk_insert_sort_mode is not BulkInsertSortMode.NONE
-    client.ensure_partitions({g[1] for g in spill.groups if g[1] is not None}, ctx.instant_time)
     # Bulk inserts and the replace operations write new file groups only, as Hudi's do.
     fills_small = op in (Operation.INSERT, Operation.UPSERT)
     per_file = records_per_file(avg_size, wc)
@@ -286,22 +186,22 @@ def _write_groups(client, prepared, ctx, spill: Spill, latest, pending, avg_size
     for group in sorted(spill.groups, key=str):
         if group[0] == "new":
             new_by_partition.setdefault(group[1], []).append(group)
-    small_filled: set[tuple[str, str]] = set()
+    small_filled: set[tuple[str, str]] = set(small)
     lock = threading.Lock()
     stats: list[WriteStat] = []
     tasks = []
     for partition, groups in new_by_partition.items():
         def work(task: int, groups=groups) -> list[WriteStat]:
             writer = _NewRecords(client, op, ctx, spill, latest, pending, avg_size, per_file, sort_keys,
-                                 fills_small, task, lock, budget)
+                                 fills_small, first_task + task, lock, budget, by_seq)
             out = writer.run(groups)
             with lock:
                 small_filled.update(writer.small_filled)
             return out
         tasks.append((_held(max(spill.sizes[g] for g in groups), budget), work))
-    stats += _run_bounded(tasks, budget)
+    stats += _run_bounded(tasks, budget, parallelism)
     spill.finish()  # the small file groups' new records
-    first = len(tasks)  # task numbers (in write tokens and sequence numbers) go on
+    first = first_task + len(tasks)  # task numbers (in write tokens and sequence numbers) go on
 
     existing = existing_buckets(list(latest.values())) if cfg.index_type is IndexType.BUCKET and not op.replaces else {}
     tasks = []
@@ -309,21 +209,24 @@ def _write_groups(client, prepared, ctx, spill: Spill, latest, pending, avg_size
         kind, partition, which = group
 
         def work(task: int, group=group, kind=kind, partition=partition, which=which) -> list[WriteStat]:
-            if kind == "fg":
+            if kind == "fg" and (partition, which) in created:
+                tg = new_target(partition, which, None, None, "create")
+            elif kind == "fg":
                 tg = update_target(client, partition, which, latest, pending, (partition, which) in small_filled)
             else:
                 tg = bucket_target(client, partition, which, existing.get((partition, which)), pending)
             if _splits(spill.sizes[group], budget, tg, ctx):
-                stats = _write_split(client, op, ctx, tg, spill, group, first + task, budget)
+                stats = _write_split(client, op, ctx, tg, spill, group, first + task, budget, by_seq,
+                                     sort_keys and kind != "fg")
                 if stats is not None:
                     return stats
-            rows = _reduced(client, op, spill.read(group))
+            rows = _reduced(client, op, spill.read(group), by_seq)
             if kind != "fg" and sort_keys:
                 rows = rows.sort_by(KEY)
             return run_target(client, ctx, tg, rows, first + task)
         size = spill.sizes[group]
         tasks.append((_held(size, budget) if size <= _split_above(budget) else budget, work))
-    return stats + _run_bounded(tasks, budget)
+    return stats + _run_bounded(tasks, budget, parallelism)
 
 
 def _split_above(budget: int) -> int:
@@ -331,16 +234,20 @@ def _split_above(budget: int) -> int:
     return max(1, budget // 8)
 
 
-def _splits(size: int, budget: int, tg, ctx: HandleContext) -> bool:
+def _splits(size: int, budget: int, tg: Target, ctx: HandleContext) -> bool:
     """Whether a group of ``size`` bytes for target ``tg`` is written in parts: a Copy-On-Write
-    merge into a base file (by the piece of the old file each record hits), or a log append
-    (by key, each part to log files of its own)."""
+    merge into a base file (by the piece of the old file each record hits), a log append or a
+    new base file (by key; a log append's parts to log files of their own)."""
     if size <= _split_above(budget):
         return False
-    if tg.kind == "append":
+    if tg.kind in ("append", "create") or _creates(tg):
         return True
-    return (tg.kind == "merge" and tg.slice is not None and tg.slice.base_file is not None
-            and not ctx.concat_inserts)
+    return tg.kind == "merge" and not ctx.concat_inserts
+
+
+def _creates(tg: Target) -> bool:
+    """A merge into a file group with no base file yet writes a new one."""
+    return tg.kind == "merge" and (tg.slice is None or tg.slice.base_file is None)
 
 
 class _Pieces:
@@ -359,49 +266,71 @@ class _Pieces:
     def piece(self, index: int) -> pa.Table | None:
         return self._take(index)
 
-    def rest(self) -> pa.Table | None:
-        return self._take(-1)
+    def rest(self) -> Iterator[pa.Table]:
+        for index in sorted((g[1] for g in self.spill.groups if g[1] < 0), reverse=True):
+            out = self._take(index)
+            if out is not None:
+                yield out
 
 
-def _write_split(client, op: Operation, ctx: HandleContext, tg, spill: Spill, group: Group, task: int,
-                 budget: int) -> list[WriteStat] | None:
+def _write_split(client, op: Operation, ctx: HandleContext, tg: Target, spill: Spill, group: Group, task: int,
+                 budget: int, by_seq: bool = False, sort_keys: bool = False) -> list[WriteStat] | None:
     """A group too large to hold, written in parts that each hold all versions of their keys
     (so each part reduces as the whole group would): a merge's records by the piece of the old
     file holding their key, one piece's records held at a time, as Hudi's HoodieMergeHandle
     holds them in a spillable map; a log append's by a hash of the key, each part appended to
     log files of its own (the records of a write spread over several log files of the file
-    group, as when a log file rolls over). None: not split (a base file with a key twice)."""
+    group, as when a log file rolls over); a new base file's by key too, each part added to the
+    one file. None: not split (a base file with a key twice)."""
     size = spill.sizes[group]
-    if tg.kind == "merge":
+    merges = tg.kind == "merge" and not _creates(tg)
+    if merges:
         keys = pa.concat_arrays([b.column(0) for b in spill.batches(group, [KEY])])
         pieces = base_file_pieces(ctx, tg.slice.base_file.path, keys)
         del keys
         if pieces is None:
             return None
-    else:
-        parts = max(2, math.ceil(size / _split_above(budget)))
+    # By key: a log append's parts, a new file's, and a merge's records of keys the old file
+    # does not hold (numbered -1, -2, ...).
+    parts = max(2, math.ceil(size / _split_above(budget)))
     with Spill(budget) as sub:
         at = 0
         for batch in spill.batches(group):
             rows = pa.Table.from_batches([batch])
-            if tg.kind == "merge":
+            if merges:
                 ids = pieces[at:at + rows.num_rows]
+                if (ids < 0).any():
+                    ids = np.where(ids >= 0, ids, -1 - _hash_groups(rows.column(KEY), parts)).astype(np.int32)
             else:
                 ids = _hash_groups(rows.column(KEY), parts).astype(np.int32)
             at += rows.num_rows
-            sub.add_block(*_block(rows.append_column("__lh_part", pa.array(ids)), ["__lh_part"],
+            sub.add_block(*block(rows.append_column("__lh_part", pa.array(ids)), ["__lh_part"],
                                   lambda k: ("piece", k)), nbytes=rows.nbytes)
             del batch, rows
         sub.finish()
-        if tg.kind == "merge":
+        part_ids = sorted(g[1] for g in sub.groups)
+        if merges:
             def prepare(rows: pa.Table) -> pa.Table:
-                rows = _reduced(client, op, rows)
+                rows = _reduced(client, op, rows, by_seq)
                 return rows.select(data_columns(rows) + [KEY, SEQ, DELETE, UNCONDITIONAL])
             return [merge_base_file(ctx, base_slice=tg.slice, incoming=_Pieces(sub, prepare), task=task)]
+        if tg.kind != "append":
+            def live_parts() -> Iterator[tuple[pa.Table, pa.ChunkedArray]]:
+                for part_id in part_ids:
+                    rows = _reduced(client, op, sub.read(("piece", part_id)), by_seq)
+                    rows = rows.filter(pc.invert(rows.column(DELETE)))
+                    if sort_keys:
+                        rows = rows.sort_by(KEY)
+                    yield rows.select(data_columns(rows)), rows.column(KEY)
+                    del rows
+                    release_unused()
+            stat = create_base_file_in_parts(ctx, partition=tg.partition, file_id=tg.file_id, parts=live_parts(),
+                                             task=task)
+            return [stat] if stat is not None else []
         stats: list[WriteStat] = []
         version, seqno = 0, 0
-        for part_id in sorted(g[1] for g in sub.groups):
-            rows = _reduced(client, op, sub.read(("piece", part_id)))
+        for part_id in part_ids:
+            rows = _reduced(client, op, sub.read(("piece", part_id)), by_seq)
             out = run_target(client, ctx, tg, rows, task, min_log_version=version, first_seqno=seqno)
             seqno += rows.num_rows
             version = max([version] + [s.log_version + 1 for s in out])
@@ -425,8 +354,8 @@ class _NewRecords:
     each (a file rolled over when full). The groups of a global index span partitions."""
 
     def __init__(self, client, op, ctx, spill, latest, pending, avg_size, per_file, sort_keys,
-                 fills_small, task, lock, budget) -> None:
-        self.budget = budget
+                 fills_small, task, lock, budget, by_seq=False) -> None:
+        self.budget, self.by_seq = budget, by_seq
         self.client, self.op, self.ctx, self.spill = client, op, ctx, spill
         self.latest, self.pending, self.avg_size = latest, pending, avg_size
         self.per_file, self.sort_keys, self.fills_small, self.task = per_file, sort_keys, fills_small, task
@@ -440,7 +369,7 @@ class _NewRecords:
     def run(self, groups: list[Group]) -> list[WriteStat]:
         try:
             for group in groups:
-                rows = _reduced(self.client, self.op, self.spill.read(group))
+                rows = _reduced(self.client, self.op, self.spill.read(group), self.by_seq)
                 deletes = rows.column(DELETE)
                 live = rows.filter(pc.invert(deletes)) if pc.any(deletes).as_py() else rows
                 if self.sort_keys:
@@ -535,13 +464,14 @@ class _Rolling:
             self.writer = None
 
 
-def _run_bounded(tasks: list[tuple[int, Callable[[int], list[WriteStat]]]], limit: int) -> list[WriteStat]:
+def _run_bounded(tasks: list[tuple[int, Callable[[int], list[WriteStat]]]], limit: int,
+                 parallelism: int | None = None) -> list[WriteStat]:
     """Runs ``tasks`` (largest first) on up to :func:`default_parallelism` threads while the
     bytes their groups hold stay within ``limit`` (one task runs whatever its size). Results
     come back in the tasks' order; task numbers (in the write tokens) follow it too."""
     order = sorted(range(len(tasks)), key=lambda i: -tasks[i][0])
     results: dict[int, list[WriteStat]] = {}
-    workers = min(len(tasks), default_parallelism())
+    workers = min(len(tasks), parallelism or default_parallelism())
     if workers <= 1:
         for i in order:
             results[i] = tasks[i][1](i)

@@ -256,3 +256,61 @@ def test_a_first_write_sizes_the_bucket_count_as_the_python_writer_does(tmp_path
     stored = read_table_config(t.storage)
     assert not bucket_sizing.is_provisional(stored) and stored.bucket_num >= 1
     assert {bucket_of_file_id(f) for _, f in bucket_groups(tmp_path / "t")} <= set(range(stored.bucket_num))
+
+
+def _spying_write_task(marks: str):
+    """A write task that notes, in ``marks``, each spilled write it makes (the real task runs in
+    a Spark worker: the spy is set there and taken off after)."""
+    def make(job):
+        from lakehouse.spark import write as w
+        real = w._real_write_task(job)
+
+        def per_task(batches):
+            from lakehouse.write import spill
+            write_groups = spill.write_groups
+
+            def noting(*a, **kw):
+                sp = a[3]
+                big = sum(size > spill._split_above(a[7]) for size in sp.sizes.values())
+                open(os.path.join(marks, f"{os.getpid()}-{id(sp)}-{len(sp.groups)}-{big}"), "w").close()
+                return write_groups(*a, **kw)
+            spill.write_groups = noting
+            try:
+                yield from real(batches)
+            finally:
+                spill.write_groups = write_groups
+        return per_task
+    return make
+
+
+@pytest.mark.parametrize("table_type,index,ops", [
+    ("MERGE_ON_READ", "BUCKET", "history"), ("COPY_ON_WRITE", "BUCKET", "history"),
+    ("COPY_ON_WRITE", "SIMPLE", "moving"), ("MERGE_ON_READ", "GLOBAL_BLOOM", "moving")])
+def test_write_tasks_larger_than_the_budget_spill_and_write_the_same_table(tmp_path, spark, monkeypatch,
+                                                                          table_type, index, ops):
+    """Issue 40, point 6: a write task whose rows pass write.task.max.size spills them by file
+    group and writes one group at a time, a large one in parts (lakehouse.write.spill), into the
+    file groups the driver planned: the table the Python writer makes of the batches whole."""
+    from lakehouse.spark import write as w
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setattr(w, "_real_write_task", w._write_task, raising=False)
+    monkeypatch.setattr(w, "_write_task", _spying_write_task(str(marks)))
+    ours = create(tmp_path / "ours", table_type, index=index)
+    ref = create(tmp_path / "ref", table_type, index=index)
+    steps = history(n=4000) if ops == "history" else moving_history(n=3000)
+    # Wide rows (~250 bytes): each task takes 2-6x the budget below.
+    steps = [(op, b if op == "delete" else b.append_column("pad", pa.array([f"{v:0200d}" for v in b.column("v").to_pylist()])))
+             for op, b in steps]
+    budget = {"write.task.max.size": "0.0625"}  # MB, the least it takes
+    for op, batch in steps:
+        ref.write(batch, op, options=SIZES)
+        w.write_dataframe(ours, spark.createDataFrame(batch), op, options={**SIZES, **budget})
+    spilled = [m.name.split("-") for m in marks.iterdir()]
+    assert len(spilled) >= len(steps) - 1, "the write tasks held their rows"  # (not the deletes)
+    assert any(int(big) for *_, big in spilled), "no group was written in parts"
+    assert_same_rows(tmp_path / "ours", tmp_path / "ref", same_layout=index == "BUCKET")
+    keys = lakehouse.open_table(str(tmp_path / "ours")).read(columns=["id", "city"])
+    pairs = list(zip(keys.column("id").to_pylist(), keys.column("city").to_pylist()))
+    assert len(pairs) == len(set(pairs))

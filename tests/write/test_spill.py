@@ -149,35 +149,6 @@ def test_a_merge_reads_a_large_base_file_a_piece_at_a_time(tmp_path, monkeypatch
     assert len(set(seq)) == len(seq)
 
 
-def test_the_spill_gives_each_group_its_rows_in_the_order_they_came():
-    """Blocks of many groups (a chunk's rows in group order, as route_chunk makes them) and
-    single parts go to runs of an eighth of the budget; a group reads back as its rows in the
-    order added, across runs, whatever other groups came between."""
-    rng = np.random.default_rng(11)
-    expected: dict = {}
-    with spill.Spill(64 << 10) as sp:
-        for chunk in range(12):
-            n = 600
-            grp = rng.integers(0, 40, n)
-            t = pa.table({"g": grp, "v": np.arange(chunk * n, (chunk + 1) * n)})
-            order = np.argsort(grp, kind="stable")
-            t = t.take(pa.array(order))
-            g = t.column("g").to_numpy()
-            starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]).tolist()
-            ends = starts[1:] + [n]
-            sp.add_block(t, [("k", int(g[a])) for a in starts], starts, ends)
-            for a, b in zip(starts, ends):
-                expected.setdefault(("k", int(g[a])), []).extend(t.column("v").to_pylist()[a:b])
-            sp.add(("one", 0), pa.table({"g": [99], "v": [-chunk]}))
-            expected.setdefault(("one", 0), []).append(-chunk)
-        sp.finish()
-        assert sorted(sp.groups) == sorted(expected)
-        assert len({r for flat in sp.runs.values() for r in flat[0::3]}) > 3  # several runs
-        for group, values in expected.items():
-            assert sp.read(group).column("v").to_pylist() == values
-            assert [v for b in sp.batches(group, ["v"]) for v in b.column(0).to_pylist()] == values
-
-
 def _last_stats(t) -> dict:
     meta = t.active.commit_metadata(t.timeline.completed_writes().last)
     return {k: meta.total(k) for k in ("num_writes", "num_update_writes", "num_inserts", "num_deletes")}
@@ -198,9 +169,9 @@ def test_a_merge_larger_than_the_budget_holds_one_piece_of_its_records_at_a_time
         return out
 
     def rest(self):
-        out = real_rest(self)
-        rests.append(0 if out is None else out.num_rows)
-        return out
+        for out in real_rest(self):
+            rests.append(out.num_rows)
+            yield out
     monkeypatch.setattr(spill._Pieces, "piece", piece)
     monkeypatch.setattr(spill._Pieces, "rest", rest)
     first = rows(range(20000), 1, city=["sf"] * 20000)  # one file group of many pieces
@@ -277,6 +248,55 @@ def test_a_log_append_larger_than_the_budget_goes_in_parts(tmp_path):
     seq = chunked.read(columns=["_hoodie_commit_seqno", "ts"])
     fresh = [s for s, ts in zip(seq.column(0).to_pylist(), seq.column(1).to_pylist()) if ts == 6]
     assert len(fresh) == len(set(fresh)) == 8000
+
+
+def test_a_new_bucket_larger_than_the_budget_is_written_in_parts_to_one_file(tmp_path, monkeypatch):
+    """A Copy-On-Write bucket with no file group yet (one file by Hudi's bucket index, however
+    many records) takes its records in parts by key, each reduced on its own and added to the
+    one new base file: the records, statistics and file count of the whole write."""
+    from lakehouse.io import handles
+    parts = []
+    real = handles.create_base_file_in_parts
+
+    def spy(ctx, **kw):
+        def counted(it):
+            for records, keys in it:
+                parts.append(records.num_rows)
+                yield records, keys
+        return real(ctx, **{**kw, "parts": counted(kw["parts"])})
+    monkeypatch.setattr(spill, "create_base_file_in_parts", spy)
+    opts = {"hoodie.bucket.index.num.buckets": "2"}
+    chunked, whole = twins(tmp_path, "COPY_ON_WRITE", "BUCKET", options=opts)
+    batch = pa.concat_tables([rows(range(12000), 5, city=["sf"] * 12000),
+                              rows(range(0, 12000, 3), 4, city=["sf"] * 4000)])  # older versions after
+    for t, o in ((chunked, SMALL), (whole, {})):
+        t.upsert(batch, options=o)
+    assert len(parts) > 4 and max(parts) < 6000
+    same(chunked, whole)
+    assert _last_stats(chunked) == _last_stats(whole)
+    files = [f for f in (tmp_path / "chunked").rglob("*.parquet") if ".hoodie" not in str(f)]
+    assert len(files) == len([f for f in (tmp_path / "whole").rglob("*.parquet") if ".hoodie" not in str(f)]) == 2
+    for f in files:
+        seq = pq.read_table(f, columns=["_hoodie_commit_seqno"]).column(0).to_pylist()
+        assert len(set(seq)) == len(seq)
+    assert set(chunked.read(columns=["ts"]).column("ts").to_pylist()) == {5}
+
+
+def test_a_bulk_insert_into_stored_buckets_writes_no_deletes(tmp_path, spilled):
+    """A bulk insert writes its records and no deletes (Hudi's bulk insert takes no delete
+    markers; WriteClient drops them): taken in chunks on the bucket index, whose groups merge
+    into the stored buckets, a delete marker must not delete the stored record either (it did
+    before lakehouse.write.spill dropped them: 600 rows fewer)."""
+    chunked, whole = twins(tmp_path, "COPY_ON_WRITE", "BUCKET", options={"hoodie.bucket.index.num.buckets": "2"})
+    batch = rows(range(3000, 9000), 2)
+    batch = batch.append_column("_hoodie_is_deleted", pa.array([False] * 6000))
+    marked = rows(range(0, 600), 3).append_column("_hoodie_is_deleted", pa.array([True] * 600))
+    for t, opts in ((chunked, SMALL), (whole, {})):
+        t.upsert(rows(range(3000), 1).append_column("_hoodie_is_deleted", pa.array([False] * 3000)))
+        t.bulk_insert(pa.concat_tables([batch, marked]), options=opts)
+    assert spilled
+    same(chunked, whole)
+    assert chunked.read().num_rows == 9000
 
 
 def test_new_file_groups_roll_over_at_the_max_file_size(tmp_path, spilled):

@@ -44,7 +44,7 @@ def make(path, table_type):
 
 
 def spooled() -> set[str]:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "lakehouse-write-*.parquet")))
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), f"lakehouse-write-{os.getpid()}-*.parquet")))
 
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
