@@ -7,7 +7,7 @@ first prunes the candidates with each file's key range and bloom filter (footer 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -28,8 +28,13 @@ ROW = "__lh_row"
 LOC_ORDERING = "__lh_loc_ordering"
 _KEY_BATCH = 32768
 
-# Stored keys of some base files; given keys (a second argument), only those among them.
-KeySource = Callable[..., pa.Table]
+class KeySource(Protocol):
+    """Where a lookup reads stored keys: base files' key columns, or Merge-On-Read slices with
+    their logs merged (lakehouse.write.index.tag_location.merged_keys)."""
+
+    def __call__(self, files: list[BaseFile], wanted: pa.Array | None = None) -> pa.Table:
+        """The keys stored in ``files`` (and their locations); given ``wanted``, only those among
+        them, filtered as they are read."""
 
 
 def _empty_existing() -> pa.Table:
