@@ -323,7 +323,7 @@ def _write_task(job: _Job):
         pid = tc.partitionId()
         rest = (b for b in batches if b.num_rows)
         held: list[pa.RecordBatch] = []
-        nbytes, client, refused = 0, None, []
+        nbytes, client, refused, whole = 0, None, [], 0
         for b in rest:
             bad = _refusal(b)
             if bad is not None:
@@ -331,9 +331,10 @@ def _write_task(job: _Job):
                 return
             if client is None:
                 client = job.client()
+                whole = client.write_config.task_max_bytes // _WHOLE_SHARE
             held.append(b)
             nbytes += b.nbytes
-            if nbytes > client.write_config.task_max_bytes // _WHOLE_SHARE:
+            if nbytes > whole:
                 break
         if not held:
             return
@@ -342,7 +343,7 @@ def _write_task(job: _Job):
             ctx = client.handle_context(job.data_schema, job.instant, stage=tc.stageId(),
                                         attempt=tc.attemptNumber(), op=job.op,
                                         field_ids=job.field_ids)
-            if nbytes > client.write_config.task_max_bytes // _WHOLE_SHARE:
+            if nbytes > whole:
                 with bounded_allocator():  # as the Python writer's (lakehouse.write.memory)
                     stats = _write_spilled(client, job, ctx, pid, held, rest, refused)
             else:
@@ -371,7 +372,7 @@ def _write_task(job: _Job):
 
 def _write_spilled(client: WriteClient, job: _Job, ctx, pid: int, held: list[pa.RecordBatch],
                    rest: Iterator[pa.RecordBatch], refused: list) -> list[WriteStat]:
-    """A write task's rows larger than ``write.task.max.size``: spilled by the group each goes
+    """A write task's rows larger than an eighth of ``write.task.max.size``: spilled by the group each goes
     to (its file group, its bucket, or for a bulk insert a run of an eighth of the budget, in
     the order the range shuffle sorted them), then written a group at a time, a group larger
     than an eighth of the budget in parts (lakehouse.write.spill). The file groups are the ones
