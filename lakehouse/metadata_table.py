@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakehouse.properties import read_table_config, rewrite_table_config
+from lakehouse import layout
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
 
-METADATA_FOLDER = ".hoodie/metadata"
 METADATA_KEYS = ("hoodie.table.metadata.partitions", "hoodie.table.metadata.partitions.inflight")
 
 
@@ -29,7 +29,7 @@ def drop_metadata_table(meta: "TableMetaClient") -> bool:
     """Remove the metadata table, if any: ``hoodie.properties`` stops naming it first (readers
     then list storage), then its folder goes. True when there was one."""
     storage = meta.storage
-    present = bool(storage.list(METADATA_FOLDER))
+    present = bool(storage.list(layout.METADATA_TABLE))
     if not present and not any(meta.config.extra.get(k) for k in METADATA_KEYS):
         return False
     config = read_table_config(storage)
@@ -39,5 +39,5 @@ def drop_metadata_table(meta: "TableMetaClient") -> bool:
         rewrite_table_config(storage, cleared, may_change=METADATA_KEYS)
         meta.adopt(cleared)
     if present:
-        storage.delete_dir(METADATA_FOLDER)
+        storage.delete_dir(layout.METADATA_TABLE)
     return True

@@ -35,10 +35,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse.errors import PartitionPathError
+from lakehouse import layout
 
 MAX_SEGMENT_BYTES = 255
 MAX_PATH_BYTES = 512
-METAFOLDER = ".hoodie"
 
 # What may be wrong with a value, found over a batch's distinct values at once; each suspect is
 # then looked at on its own for the message. A leading '.' covers '.', '..' and '.hoodie'.
@@ -61,8 +61,8 @@ def value_problem(segments: list[str], *, nested: bool) -> str | None:
         if seg in ("", ".", ".."):
             what = "an empty folder name" if not seg else f"the folder {seg!r}"
             return f"makes {what}, which would put files outside the partition (or the table)"
-        if seg == METAFOLDER:
-            return f"makes the folder {METAFOLDER!r}, the table's metadata folder"
+        if seg == layout.METAFOLDER:
+            return f"makes the folder {layout.METAFOLDER!r}, the table's metadata folder"
         c = _control(seg)
         if c is not None:
             return f"holds the control character U+{ord(c):04X}, which Hudi readers cannot list"
@@ -115,7 +115,7 @@ def check_values(values: pa.ChunkedArray, *, column: str, prefix: str, nested: b
     row = None if row_offset is None else row
     if encode is not None:
         help = ("fix the value in the data: with url-encoded partition paths only '.', '..', "
-                "'.hoodie' and names too long stay refused")
+                f"{layout.METAFOLDER!r} and names too long stay refused")
     else:
         help = ("fix the value in the data, or create the table with hoodie.datasource.write."
                 "partitionpath.urlencode=true so that each value is one folder with '/' and control "

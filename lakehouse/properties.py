@@ -47,14 +47,13 @@ from typing import TYPE_CHECKING
 from lakehouse.config import KEY_VALUE_FORMAT, TableConfig
 from lakehouse.errors import (ConfigError, CorruptFileError, StorageError, TableNotFoundError,
                               UnsupportedTableError)
+from lakehouse import layout
 
 if TYPE_CHECKING:
     from lakehouse.storage.base import Storage
 
-HOODIE_PROPERTIES = ".hoodie/hoodie.properties"
 # hoodie.properties as lakehouse last wrote it (see load_table_config): under Hudi's auxiliary
 # folder, which Hudi's services and table rewrites leave alone.
-SAVED_PROPERTIES = ".hoodie/.aux/lakehouse/hoodie.properties"
 # Keys a Hudi rewrite of hoodie.properties may drop on purpose: never taken from the saved copy.
 _NOT_RESTORED = ("hoodie.table.checksum", "hoodie.table.create.schema", "hoodie.table.metadata.")
 
@@ -252,34 +251,34 @@ def load_table_config(storage: Storage) -> tuple[TableConfig, tuple[str, ...]]:
     creation and the timeline's time zone are gone. Read as Hudi's defaults, a default
     Merge-On-Read table would be taken for a SIMPLE-index one, and its next writes would put new
     keys outside the buckets every bucket-index writer hashes to. So lakehouse keeps a copy of
-    the file it writes (:data:`SAVED_PROPERTIES`) and, where ``hoodie.properties`` has no
+    the file it writes (:data:`lakehouse.layout.SAVED_PROPERTIES`) and, where ``hoodie.properties`` has no
     ``hoodie.index.type`` (lakehouse always writes it) but the table's fixed keys are the copy's,
     takes the keys it lacks from the copy; the next commit writes them back
     (:func:`restore_table_properties`). Keys the file has win."""
     try:
-        raw = storage.read(HOODIE_PROPERTIES)
+        raw = storage.read(layout.PROPERTIES)
     except (FileNotFoundError, NotADirectoryError, StorageError):
-        raise TableNotFoundError(f"{storage.uri()} is not a table: {HOODIE_PROPERTIES} is missing",
+        raise TableNotFoundError(f"{storage.uri()} is not a table: {layout.PROPERTIES} is missing",
                                  help="check the path, or create the table with "
                                       "lakehouse.create_table / `lakehouse create`") from None
-    props = parse_properties(raw, path=storage.uri(HOODIE_PROPERTIES))
+    props = parse_properties(raw, path=storage.uri(layout.PROPERTIES))
     # A file cut at a line boundary parses: without these a MOR table would open with the
     # defaults (as COPY_ON_WRITE), and its next write would drop committed log records.
     missing = [k for k in ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version")
                if not props.get(k)]
     if missing:
-        raise CorruptFileError(storage.uri(HOODIE_PROPERTIES), f"{', '.join(missing)} missing (every Hudi "
+        raise CorruptFileError(storage.uri(layout.PROPERTIES), f"{', '.join(missing)} missing (every Hudi "
                                "table has them: the file is truncated or damaged)")
     try:
         config = TableConfig.from_properties(props)
     except ConfigError as e:  # a value no reader of the table takes: name the file it is in
-        raise ConfigError(f"{storage.uri(HOODIE_PROPERTIES)}: {e.message}", help=e.help) from None
+        raise ConfigError(f"{storage.uri(layout.PROPERTIES)}: {e.message}", help=e.help) from None
     if config.version not in (5, 6):
         raise UnsupportedTableError(
             f"{storage.uri()} has table version {config.version}; lakehouse reads and writes version 6",
             help="use Apache Hudi to downgrade the table to version 6, or read it with Hudi")
     if config.checksum is not None and config.checksum != config.expected_checksum():
-        raise CorruptFileError(storage.uri(HOODIE_PROPERTIES),
+        raise CorruptFileError(storage.uri(layout.PROPERTIES),
                                f"hoodie.table.checksum {config.checksum} does not match the table "
                                f"name (expected {config.expected_checksum()})")
     restored = _from_saved_copy(storage, props) if "hoodie.index.type" not in props else {}
@@ -294,8 +293,8 @@ def load_table_config(storage: Storage) -> tuple[TableConfig, tuple[str, ...]]:
             _WARNED.add(storage.uri())  # once per table and process: every opener reads the file
             log.warning("%s lacks %s, which lakehouse stored with the table (the file was written "
                         "again by another program, such as Apache Hudi's Spark SQL CREATE TABLE): "
-                        "taken from %s; the next commit writes them back", storage.uri(HOODIE_PROPERTIES),
-                        ", ".join(sorted(restored)), storage.uri(SAVED_PROPERTIES))
+                        "taken from %s; the next commit writes them back", storage.uri(layout.PROPERTIES),
+                        ", ".join(sorted(restored)), storage.uri(layout.SAVED_PROPERTIES))
         try:
             config = TableConfig.from_properties({**props, **restored})
         except ConfigError:
@@ -306,7 +305,7 @@ def load_table_config(storage: Storage) -> tuple[TableConfig, tuple[str, ...]]:
 def _from_saved_copy(storage: Storage, props: dict[str, str]) -> dict[str, str]:
     """The keys of the saved copy that ``props`` lacks, where the copy is of this table."""
     try:
-        saved = parse_properties(storage.read(SAVED_PROPERTIES), path=storage.uri(SAVED_PROPERTIES))
+        saved = parse_properties(storage.read(layout.SAVED_PROPERTIES), path=storage.uri(layout.SAVED_PROPERTIES))
     except (FileNotFoundError, NotADirectoryError, StorageError):
         return {}
     except CorruptFileError as e:  # a backup only: hoodie.properties itself is sound
@@ -329,23 +328,23 @@ def write_table_properties(storage: Storage, props: dict[str, str], *, create: b
     nothing is restored until the next rewrite saves one."""
     data = format_properties(props, comment=comment).encode()
     if create:
-        storage.create(HOODIE_PROPERTIES, data)
+        storage.create(layout.PROPERTIES, data)
         _save_copy(storage, data)
     else:
         _save_copy(storage, data)
-        storage.write(HOODIE_PROPERTIES, data)
+        storage.write(layout.PROPERTIES, data)
 
 
 def _save_copy(storage: Storage, data: bytes) -> None:
     """A backup: failing to write it never fails the table's own write."""
     try:
-        storage.write(SAVED_PROPERTIES, data)
+        storage.write(layout.SAVED_PROPERTIES, data)
     except OSError as e:
         log.warning("could not save lakehouse's copy of hoodie.properties at %s (%s): keys another "
                     "program's rewrite drops cannot be restored until the next rewrite saves it",
-                    storage.uri(SAVED_PROPERTIES), e)
+                    storage.uri(layout.SAVED_PROPERTIES), e)
         try:  # an older copy must not restore values the file no longer has
-            storage.delete(SAVED_PROPERTIES)
+            storage.delete(layout.SAVED_PROPERTIES)
         except OSError:
             pass
 
@@ -387,7 +386,7 @@ def rewrite_table_config(storage: Storage, config: TableConfig, *, may_change: C
     if fixed:
         raise ConfigError(f"{', '.join(fixed)} cannot be rewritten once the table exists",
                           help="create a new table with the settings wanted and write the data into it")
-    uri = storage.uri(HOODIE_PROPERTIES)
+    uri = storage.uri(layout.PROPERTIES)
     current = read_table_config(storage).to_properties()
     new = config.to_properties()
     changed = sorted(k for k in current.keys() | new.keys() if current.get(k) != new.get(k))

@@ -21,7 +21,7 @@ from lakehouse.errors import (ConfigError, FileAlreadyExistsError, InstantNotFou
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.keygen import KEYGEN_AUTO_KEY, KEYGEN_CHOICE_KEYS, KeyGenerator, datetime_partitioning
 from lakehouse.meta_client import TableMetaClient, split_storage_options
-from lakehouse.properties import HOODIE_PROPERTIES, write_table_properties
+from lakehouse.properties import write_table_properties
 from lakehouse.read.reader import Filter, TableReader
 from lakehouse.read.scan import TableScan
 from lakehouse.schema import arrow_to_avro_schema
@@ -33,11 +33,12 @@ from lakehouse.services.restore import restore
 from lakehouse.services.rollback import rollback_instant
 from lakehouse.services.savepoint import Savepoint, create_savepoint, delete_savepoint, list_savepoints
 from lakehouse.storage import Storage, get_storage
-from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
+from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.timeline.instant import Action
 from lakehouse.write import bucket_sizing
 from lakehouse.write.client import ExtraMetadata, WriteClient, phase_one_problem
 from lakehouse.write.validate import data_schema
+from lakehouse import layout
 
 CLEAN_OPTION_KEYS = option_keys(CleanConfig)
 
@@ -505,12 +506,12 @@ def create_table(path: str | Storage, *, name: str, record_key: str | Sequence[s
     if config.key_generator_type is KeyGeneratorType.TIMESTAMP:
         KeyGenerator(config)  # validates the timestamp options
     props = config.to_properties()
-    if storage.exists(HOODIE_PROPERTIES):
+    if storage.exists(layout.PROPERTIES):
         raise TableExistsError(f"a table already exists at {storage.uri()}",
                                help="open it with lakehouse.open_table, or pick another path")
     try:
-        for d in (".aux", ".temp", config.archive_folder, ".schema"):
-            storage.mkdirs(f"{METAFOLDER}/{d}")
+        for d in (*layout.CREATED_FOLDERS, layout.archive_folder(config.archive_folder)):
+            storage.mkdirs(d)
     except (NotADirectoryError, FileExistsError):
         # The path, or a folder on the way to it, is a file: nothing could be created.
         raise ConfigError(f"cannot create a table at {storage.uri()}: the path or one of its "

@@ -17,10 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import lakehouse
+from lakehouse.layout import PROPERTIES as HOODIE_PROPERTIES, SAVED_PROPERTIES
 from lakehouse.config import KEY_VALUE_FORMAT
 from lakehouse.errors import ConfigError
 from lakehouse.key_text import ARROW, HUDI, as_text
-from lakehouse.properties import HOODIE_PROPERTIES, SAVED_PROPERTIES, format_properties, parse_properties
+from lakehouse.properties import format_properties, parse_properties
 
 UTC = dt.timezone.utc
 

@@ -8,8 +8,9 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
-from lakehouse.metadata_table import METADATA_FOLDER, drop_metadata_table
-from lakehouse.properties import HOODIE_PROPERTIES, format_properties, parse_properties, read_table_config
+from lakehouse.layout import METADATA_TABLE as METADATA_FOLDER, PROPERTIES as HOODIE_PROPERTIES
+from lakehouse.metadata_table import drop_metadata_table
+from lakehouse.properties import format_properties, parse_properties, read_table_config
 
 
 def table(tmp_path):

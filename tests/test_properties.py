@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lakehouse
-from lakehouse.concurrency.lock import LOCK_DIR
+from lakehouse.layout import LOCKS as LOCK_DIR, PROPERTIES as HOODIE_PROPERTIES
 from lakehouse.config import KeyGeneratorType, TableType
 from lakehouse.errors import ConfigError, CorruptFileError
-from lakehouse.properties import (FIXED_KEYS, HOODIE_PROPERTIES, format_properties, parse_properties,
+from lakehouse.properties import (FIXED_KEYS, format_properties, parse_properties,
                                   read_table_config, rewrite_table_config)
 from lakehouse.storage import get_storage
 from lakehouse.write.bucket_sizing import AUTO_KEY

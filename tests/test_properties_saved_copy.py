@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 
 import lakehouse
 from lakehouse.config import IndexType
-from lakehouse.properties import (HOODIE_PROPERTIES, SAVED_PROPERTIES, format_properties,
-                                  parse_properties)
+from lakehouse.layout import PROPERTIES as HOODIE_PROPERTIES, SAVED_PROPERTIES
+from lakehouse.properties import format_properties, parse_properties
 from lakehouse.write.bucket_sizing import AUTO_KEY
 
 # What Hudi 0.15's CREATE TABLE kept of a lakehouse table's hoodie.properties.

@@ -14,11 +14,12 @@ from lakehouse.cli.common import clock, console, duration, emit, json_flag, whol
 from lakehouse.inspect.describe import what
 from lakehouse.inspect.timeline import timeline_rows
 from lakehouse.table import open_table
+from lakehouse import layout
 
 
 @click.command()
 @click.argument("path")
-@click.option("--archived", is_flag=True, help="Also list the archived instants (.hoodie/archived).")
+@click.option("--archived", is_flag=True, help=f"Also list the archived instants ({layout.archive_folder(layout.DEFAULT_ARCHIVE_FOLDER)}).")
 @json_flag
 def timeline(path: str, archived: bool, as_json: bool) -> list[dict[str, Any]]:
     """List every instant, oldest first: action, state, when it started and completed (UTC, from

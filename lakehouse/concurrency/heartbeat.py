@@ -19,13 +19,13 @@ import time
 from typing import Callable
 
 from lakehouse.storage.base import Storage
+from lakehouse import layout
 
-HEARTBEAT_DIR = ".hoodie/.heartbeat"
 Clock = Callable[[], float]
 
 
 def heartbeat_path(instant_time: str) -> str:
-    return f"{HEARTBEAT_DIR}/{instant_time}"
+    return f"{layout.HEARTBEAT}/{instant_time}"
 
 
 class Heartbeats:

@@ -31,8 +31,8 @@ from typing import Callable, Protocol
 
 from lakehouse.errors import FileAlreadyExistsError, LockError, LockLostError, LockTimeoutError
 from lakehouse.storage.base import Storage
+from lakehouse import layout
 
-LOCK_DIR = ".hoodie/.locks"
 _LEASE = re.compile(r"^lock-(\d{12})\.json$")
 Clock = Callable[[], float]
 
@@ -111,12 +111,12 @@ class StorageLockProvider:
 
     @classmethod
     def _path(cls, n: int, suffix: str = ".json") -> str:
-        return f"{LOCK_DIR}/{cls._name(n, suffix)}"
+        return f"{layout.LOCKS}/{cls._name(n, suffix)}"
 
     def _listing(self) -> tuple[int, frozenset[str]]:
         """The newest lease number and the names in the lock folder: one listing, from which
         the state of the newest lease is read without asking for each of its files."""
-        names = frozenset(i.name for i in self.storage.list(LOCK_DIR))  # absent: empty
+        names = frozenset(i.name for i in self.storage.list(layout.LOCKS))  # absent: empty
         return max((int(m.group(1)) for n in names if (m := _LEASE.match(n))), default=0), names
 
     def _latest(self) -> int:
@@ -250,7 +250,7 @@ class StorageLockProvider:
         for name in sorted(names):
             m = re.match(r"^lock-(\d{12})\.", name)
             if m and int(m.group(1)) < n:
-                self.storage.delete(f"{LOCK_DIR}/{name}")
+                self.storage.delete(f"{layout.LOCKS}/{name}")
 
 
 __all__ = ["LockProvider", "StorageLockProvider", "Lease", "LockError", "LockTimeoutError",

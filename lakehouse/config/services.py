@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from lakehouse.config.options import opt, parse_bool, parse_int, parse_str, service_config
 from lakehouse.errors import ConfigError
+from lakehouse import layout
 
 if TYPE_CHECKING:
     pass
@@ -161,7 +162,7 @@ class IcebergConfig:
 
     enabled: bool = opt("hoodie.meta.sync.iceberg.enabled", True, parse_bool,
                         "publish Iceberg v2 metadata (the read-optimized view) under "
-                        ".hoodie/iceberg after every commit, compaction, clean and rollback")
+                        f"{layout.ICEBERG} after every commit, compaction, clean and rollback")
     catalog_uri: str = opt("hoodie.meta.sync.iceberg.catalog.uri", "", _catalog_uri,
                            "register the table in an Iceberg SQL catalog (Iceberg's JDBC catalog "
                            "tables, as pyiceberg's SqlCatalog keeps them) at this SQLAlchemy URL "

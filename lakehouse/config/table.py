@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from lakehouse.config.options import parse_bool, build_config, parse_enum, parse_fields, parse_int, option_fields, parse_str, options_to_properties, opt
 from lakehouse.errors import ConfigError
+from lakehouse import layout
 
 
 class TableType(enum.StrEnum):
@@ -106,7 +107,7 @@ class TableConfig:
     version: int = opt("hoodie.table.version", 6, parse_int(0))
     timeline_layout_version: int = opt("hoodie.timeline.layout.version", 1, parse_int(0))
     database_name: str = opt("hoodie.database.name", "default", parse_str)
-    archive_folder: str = opt("hoodie.archivelog.folder", "archived", parse_str)
+    archive_folder: str = opt("hoodie.archivelog.folder", layout.DEFAULT_ARCHIVE_FOLDER, parse_str)
     record_key_fields: tuple[str, ...] = opt("hoodie.table.recordkey.fields", (), parse_fields)
     partition_fields: tuple[str, ...] = opt("hoodie.table.partition.fields", (), parse_fields)
     ordering_field: str | None = opt("hoodie.table.precombine.field", None, parse_str)

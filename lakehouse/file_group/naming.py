@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from lakehouse.storage import paths
 
 BASE_FILE_EXT = ".parquet"
-PARTITION_METAFILE = ".hoodie_partition_metadata"
 
 # A leading '.' marks a log file or a hidden file (Spark/Hadoop temporaries), never a base file.
 _BASE_RE = re.compile(r"^([^_/.][^_/]*)_(\d+-\d+-\d+)_(\d{14,17})\.parquet$")

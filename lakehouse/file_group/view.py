@@ -51,11 +51,11 @@ from dataclasses import dataclass
 from lakehouse.errors import CorruptFileError, InstantNotFoundError
 from lakehouse.file_group.file_slice import BaseFile, FileGroup, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName, LogFileName
-from lakehouse.properties import HOODIE_PROPERTIES
 from lakehouse.storage.base import FileInfo, Storage
-from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
+from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import Action, Instant
+from lakehouse import layout
 
 
 def list_data_files(storage: Storage, partitions: list[str] | None = None) -> list[FileInfo]:
@@ -68,7 +68,7 @@ def list_data_files(storage: Storage, partitions: list[str] | None = None) -> li
     out = []
     for top in storage.list(""):
         if top.is_dir:
-            if top.name == METAFOLDER:
+            if top.name == layout.METAFOLDER:
                 continue
             out.extend(i for i in storage.list(top.path, recursive=True) if not i.is_dir)
         else:
@@ -342,12 +342,12 @@ class FileSystemView:
         storage = self._active.storage
         groups = {(lf.partition, lf.file_id) for lf in logged}
         raise CorruptFileError(
-            storage.uri(HOODIE_PROPERTIES),
+            storage.uri(layout.PROPERTIES),
             f"hoodie.table.type is COPY_ON_WRITE, but the latest file slices of {len(groups)} file "
             f"group(s) hold log files ({', '.join(storage.uri(lf.path) for lf in logged[:3])}"
             f"{', ...' if len(logged) > 3 else ''}): only MERGE_ON_READ writes log files, so the table "
             "type was changed outside create_table, and a COPY_ON_WRITE write would rewrite those "
             "base files without the logged records",
-            help="set hoodie.table.type back to MERGE_ON_READ in .hoodie/hoodie.properties; to make "
+            help=f"set hoodie.table.type back to MERGE_ON_READ in {layout.PROPERTIES}; to make "
                  "the table COPY_ON_WRITE, compact it completely first (Table.compact(force=True) "
                  "until no slice has logs), as Hudi's CLI does")

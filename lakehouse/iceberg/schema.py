@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping, Union
 import pyarrow as pa
 
 from lakehouse.iceberg.errors import IcebergSyncError
+from lakehouse import layout
 
 # Iceberg primitive types are their JSON strings ("long", "decimal(10, 2)", "fixed[16]").
 Primitive = str
@@ -239,7 +240,7 @@ def check_evolution(previous: Schema | None, new: Schema, where: str) -> None:
                 f"{had[0]} in the published Iceberg schema",
                 help="the Iceberg metadata was published with another numbering (published "
                      "before lakehouse numbered columns, from a timeline since archived): delete "
-                     "the table's .hoodie/iceberg folder to publish it afresh")
+                     f"the table's {layout.ICEBERG} folder to publish it afresh")
         if not _compatible(had[1], t):
             raise _type_change(path, had[1], t)
 

@@ -26,9 +26,9 @@ from lakehouse.errors import CorruptFileError, StorageError
 from lakehouse.iceberg.errors import IcebergSyncError
 from lakehouse.iceberg.metadata import TableMetadata
 from lakehouse.storage.base import Storage
-from lakehouse.timeline.active import METAFOLDER
+from lakehouse import layout
 
-ICEBERG_ROOT = f"{METAFOLDER}/iceberg"
+ICEBERG_ROOT = layout.ICEBERG
 METADATA_DIR = f"{ICEBERG_ROOT}/metadata"
 VERSION_HINT = f"{METADATA_DIR}/version-hint.text"
 _VERSION_FILE = re.compile(r"^v(\d+)\.metadata\.json$")

@@ -16,7 +16,7 @@ from lakehouse.services.clean import BYTES_FREED
 from lakehouse.services.compaction import read_plan
 from lakehouse.services.savepoint import read_savepoint
 from lakehouse.table import Table
-from lakehouse.timeline.active import METAFOLDER, Timeline
+from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.avro_files import (
     CleanerPlan,
     CleanMetadata,
@@ -27,6 +27,7 @@ from lakehouse.timeline.avro_files import (
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from lakehouse.timeline.tags import instant_extra
+from lakehouse import layout
 
 
 def ns_iso(ns: int | None) -> str | None:
@@ -51,7 +52,7 @@ def snapshot(table: Table) -> tuple[Timeline, dict[tuple[str, bool], dict[State,
     Keyed by (time, is a savepoint) as ActiveTimeline.state_times() is; one listing keeps the
     states and their times consistent.
     """
-    infos = [i for i in table.storage.list(METAFOLDER) if not i.is_dir]
+    infos = [i for i in table.storage.list(layout.METAFOLDER) if not i.is_dir]
     times: dict[tuple[str, bool], dict[State, int]] = {}
     for info in infos:
         inst = Instant.parse(info.name)

@@ -9,9 +9,7 @@ from dataclasses import dataclass
 
 from lakehouse.faults import fault_point
 from lakehouse.storage.base import Storage
-from lakehouse.timeline.active import METAFOLDER
-
-TEMP_FOLDER = f"{METAFOLDER}/.temp"
+from lakehouse import layout
 
 
 class MarkerType(enum.StrEnum):
@@ -35,7 +33,7 @@ class Markers:
     def __init__(self, storage: Storage, instant_time: str) -> None:
         self.storage = storage
         self.instant_time = instant_time
-        self.root = f"{TEMP_FOLDER}/{instant_time}"
+        self.root = f"{layout.TEMP}/{instant_time}"
 
     def create(self, partition: str, file_name: str, type: MarkerType) -> None:
         rel = f"{partition}/{file_name}" if partition else file_name
@@ -67,7 +65,7 @@ class Markers:
 def delete_stale_markers(storage: Storage, completed_times: set[str] | frozenset[str]) -> int:
     """Remove marker folders of instants that completed (their writer died before cleaning up)."""
     n = 0
-    for info in storage.list(TEMP_FOLDER):
+    for info in storage.list(layout.TEMP):
         if info.is_dir and info.name in completed_times:
             storage.delete_dir(info.path)
             n += 1

@@ -45,7 +45,7 @@ from lakehouse.engine import Engine, default_engine
 from lakehouse.errors import InstantNotFoundError
 from lakehouse.faults import fault_point
 from lakehouse.file_group.file_slice import FileGroup, FileSlice
-from lakehouse.file_group.naming import PARTITION_METAFILE, join
+from lakehouse.file_group.naming import join
 from lakehouse.file_group.view import FileSystemView, list_data_files
 from lakehouse.services.rollback import rollback_expired_writes
 from lakehouse.services.savepoint import load_timeline, pending_clean_plan, savepointed_file_names
@@ -55,6 +55,7 @@ from lakehouse.timeline.avro_files import (ActionInstant, CleanerPlan, CleanFile
                                            CleanPartitionMetadata, CompactionPlan)
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from lakehouse.timeline.instant_time import format_instant_time, parse_instant_time
+from lakehouse import layout
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
@@ -218,7 +219,7 @@ def _list(storage: Storage, partitions: list[str] | None) -> dict[str, list[File
         for f in list_data_files(storage):
             by_part[f.path.rpartition("/")[0]].append(f)
         return {p: fs for p, fs in by_part.items()
-                if any(f.name == PARTITION_METAFILE or _is_data(f.name) for f in fs)}
+                if any(f.name == layout.PARTITION_METAFILE or _is_data(f.name) for f in fs)}
     for p in partitions:
         by_part[p] = list(storage.list(p))
     return dict(by_part)
@@ -361,7 +362,7 @@ def plan_clean(meta: "TableMetaClient", config: CleanConfig | None = None, *,
     empty: list[str] = []
     for p, files in listing.items():
         doomed = {path for path, _ in delete.get(p, ())}
-        rest = [f for f in files if f.is_dir or (f.name != PARTITION_METAFILE and f.path not in doomed)]
+        rest = [f for f in files if f.is_dir or (f.name != layout.PARTITION_METAFILE and f.path not in doomed)]
         if p and not rest:
             empty.append(p)
 
@@ -420,7 +421,7 @@ def _delete_partitions(meta: "TableMetaClient", partitions: tuple[str, ...]) -> 
             return ()
         for partition in partitions:
             # Re-checked here: a writer may have put a file in it since the plan was made.
-            if not partition or any(e.is_dir or e.name != PARTITION_METAFILE for e in storage.list(partition)):
+            if not partition or any(e.is_dir or e.name != layout.PARTITION_METAFILE for e in storage.list(partition)):
                 continue
             meta.check_lock()  # "no write pending" holds only while the lock does
             storage.delete_dir(partition)

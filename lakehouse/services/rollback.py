@@ -34,6 +34,7 @@ from lakehouse.timeline.avro_files import (InstantInfo, RollbackMetadata, Rollba
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import Action, Instant, State
 from lakehouse.io.markers import Markers, MarkerType
+from lakehouse import layout
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
@@ -80,7 +81,7 @@ def _scanned_files(storage: Storage, target: str) -> Written:
     delete: dict[str, set[str]] = defaultdict(set)
     append: dict[str, set[str]] = defaultdict(set)
     for info in storage.list("", recursive=True):
-        if info.is_dir or info.path.startswith(".hoodie/") or info.path == ".hoodie":
+        if info.is_dir or layout.in_metafolder(info.path):
             continue
         partition, _, name = info.path.rpartition("/")
         bn = BaseFileName.parse(name)

@@ -39,6 +39,7 @@ from lakehouse.services.archive import archived_extras
 from lakehouse.storage import get_storage
 from lakehouse.timeline.carried import INGEST_STATE_PREFIX, believable, values
 from lakehouse.write.source import ParquetSource
+from lakehouse import layout
 
 if TYPE_CHECKING:
     from lakehouse.table import Table
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 CHECKPOINT_KEY = "deltastreamer.checkpoint.key"
 SOURCE_KEY = "lakehouse.ingest.source"
 MANIFEST_KEY = "lakehouse.ingest.manifest"
-MANIFEST_DIR = ".hoodie/.aux/lakehouse/ingest"
 FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}
 
 
@@ -82,7 +82,7 @@ def state_key(source: str) -> str:
 
 
 def _manifest_folder(source: str) -> str:
-    return f"{MANIFEST_DIR}/{_source_id(source)}"
+    return f"{layout.INGEST_MANIFESTS}/{_source_id(source)}"
 
 
 def _committed_mark(source: str) -> str:
@@ -152,7 +152,7 @@ def ingested_names(table: "Table", source: str, state: IngestState | None = None
                 f"{_manifest_folder(source)}), but no commit, active or archived, records what was "
                 "taken: ingesting now would apply every file in it again",
                 help="if that is what you want, delete that folder and ingest again; else restore the "
-                     "archived timeline (.hoodie/archived) the records were in")
+                     f"archived timeline ({layout.archive_folder(layout.DEFAULT_ARCHIVE_FOLDER)}) the records were in")
         return set()
     if not table.storage.exists(mark) or table.storage.read(mark).decode() != st.origin:
         table.storage.write(mark, st.origin.encode())

@@ -68,6 +68,7 @@ from lakehouse.timeline.carried import SINK_CHECKPOINT_KEY, believable, origins,
 from lakehouse.write.client import WriteClient
 from lakehouse.write.source import BatchSource, ParquetSource, TableSource
 from lakehouse.write.prepare import Operation, committed_partition_depth
+from lakehouse import layout
 
 try:  # the Python Data Source API: pyspark >= 4.0, an optional dependency
     from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
@@ -87,8 +88,6 @@ DEFAULT_IDENTIFIER = "default_single_writer"
 INLINE_COMPACTION = "hoodie.compact.inline"
 COMMIT_META_PREFIX = "hoodie.datasource.write.commitmeta.key.prefix"
 DEFAULT_COMMIT_META_PREFIX = "_"
-STAGING = ".hoodie/.aux/lakehouse/staging"
-SINK_MARKS = ".hoodie/.aux/lakehouse/sinks"
 STALE_STAGING_S = 24 * 3600
 # Hudi's datasource keys that create a table (read only when the table does not exist yet).
 CREATE_KEYS = {
@@ -309,7 +308,7 @@ class Sink:
         sink = cls(path=path, store=store, op=op,
                    write_options={k: str(v) for k, v in rest.items() if k not in SINK_KEYS},
                    arrow_schema=arrow_schema(schema),
-                   staging=f"{STAGING}/{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:12]}",
+                   staging=f"{layout.SPARK_STAGING}/{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:12]}",
                    identifier=str(rest.get(CHECKPOINT_IDENTIFIER, DEFAULT_IDENTIFIER)),
                    inline_compaction=str(rest.get(INLINE_COMPACTION, "false")).lower() == "true",
                    create=create, extra_metadata=extra)
@@ -403,11 +402,11 @@ class Sink:
         storage = self.storage()
         storage.delete_dir(self.staging)
         now = time.time()
-        for info in storage.list(STAGING):
+        for info in storage.list(layout.SPARK_STAGING):
             # Folders of killed jobs: never committed, never read.
             if info.is_dir and info.name != self.staging.rsplit("/", 1)[-1] and \
                     info.mtime_ns and now - info.mtime_ns / 1e9 > STALE_STAGING_S:
-                storage.delete_dir(f"{STAGING}/{info.name}")
+                storage.delete_dir(f"{layout.SPARK_STAGING}/{info.name}")
 
     def commit(self, messages: Sequence[Staged | None], extra_metadata: Mapping[str, str] | None = None,
                table: Table | None = None) -> str:
@@ -454,7 +453,7 @@ class Sink:
                 "archived, records its batches: going on "
                 "would apply replayed batches again",
                 help=f"if the table is meant to start over, delete {_sink_mark(self.identifier)}; else "
-                     "restore the archived timeline (.hoodie/archived) the records were in")
+                     f"restore the archived timeline ({layout.archive_folder(layout.DEFAULT_ARCHIVE_FOLDER)}) the records were in")
         return None
 
 
@@ -495,7 +494,7 @@ def _batch_ids(value: str | None, identifier: str) -> list[int]:
 def _sink_mark(identifier: str) -> str:
     """Written after a batch of ``identifier`` committed: from then on a table with no record of
     its batches has lost them (lakehouse.sources.files keeps the same mark for ingests)."""
-    return f"{SINK_MARKS}/{hashlib.sha256(identifier.encode()).hexdigest()[:16]}"
+    return f"{layout.SPARK_SINKS}/{hashlib.sha256(identifier.encode()).hexdigest()[:16]}"
 
 
 def _sink_batches(table: Table, identifier: str, newest_first: bool = False):

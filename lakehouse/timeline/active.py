@@ -18,8 +18,8 @@ from lakehouse.storage.base import Storage
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from lakehouse.timeline.instant_time import DEFAULT_GENERATOR, InstantTimeGenerator
+from lakehouse import layout
 
-METAFOLDER = ".hoodie"
 
 
 @dataclass(frozen=True)
@@ -120,12 +120,12 @@ class ActiveTimeline:
     """Reads and changes ``.hoodie/`` of one table."""
 
     def __init__(self, storage: Storage, generator: InstantTimeGenerator = DEFAULT_GENERATOR, *,
-                 archive_folder: str = "archived") -> None:
+                 archive_folder: str = layout.DEFAULT_ARCHIVE_FOLDER) -> None:
         self.storage = storage
         self.generator = generator
         # hoodie.archivelog.folder: the archived timeline's folder under .hoodie (Hudi's
         # HoodieTableMetaClient.getArchivePath; before 0.x's default "archived" it was .hoodie).
-        self.archive_path = f"{METAFOLDER}/{archive_folder}" if archive_folder else METAFOLDER
+        self.archive_path = layout.archive_folder(archive_folder)
         self._metadata_cache: dict[str, CommitMetadata] = {}
         # Several writers allocate instant times under the table lock: otherwise one delayed
         # between listing the timeline and creating its file lands below a newer instant.
@@ -136,7 +136,7 @@ class ActiveTimeline:
 
     def load(self) -> Timeline:
         return Timeline.from_file_names(
-            info.name for info in self.storage.list(METAFOLDER) if not info.is_dir)
+            info.name for info in self.storage.list(layout.METAFOLDER) if not info.is_dir)
 
     def state_times(self) -> dict[tuple[str, bool], dict[State, int]]:
         """When each instant entered each state (ns since the epoch, from its files' mtimes),
@@ -144,7 +144,7 @@ class ActiveTimeline:
         records no completion time, so the files' own times are the record. (The inflight time
         of a write is when its phase-1 results were recorded: that file is rewritten then.)"""
         out: dict[tuple[str, bool], dict[State, int]] = {}
-        for info in self.storage.list(METAFOLDER):
+        for info in self.storage.list(layout.METAFOLDER):
             inst = None if info.is_dir else Instant.parse(info.name)
             if inst is not None and info.mtime_ns is not None:
                 key = (inst.time, inst.action is Action.SAVEPOINT)
@@ -152,7 +152,7 @@ class ActiveTimeline:
         return out
 
     def path(self, instant: Instant) -> str:
-        return f"{METAFOLDER}/{instant.file_name}"
+        return layout.timeline_file(instant.file_name)
 
     def read(self, instant: Instant) -> bytes:
         try:
@@ -241,7 +241,7 @@ class ActiveTimeline:
 
     def _other_instant_at(self, inst: Instant) -> bool:
         mine = inst.file_name
-        for info in self.storage.list(METAFOLDER):
+        for info in self.storage.list(layout.METAFOLDER):
             if info.is_dir or info.name == mine or not info.name.startswith(inst.time):
                 continue
             other = Instant.parse(info.name)

@@ -27,7 +27,7 @@ from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, Co
                               LockTimeoutError, RecordKeyError, SchemaError, TimelineError,
                               UnsupportedTableError, WriteError)
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
-from lakehouse.file_group.naming import PARTITION_METAFILE, join, partition_metadata_content
+from lakehouse.file_group.naming import join, partition_metadata_content
 from lakehouse.file_group.view import FileSystemView, list_data_files
 from lakehouse.properties import read_table_config
 from lakehouse.columns import DELETE, PARTITION
@@ -53,6 +53,7 @@ from lakehouse.keygen import KeyGenerator
 from lakehouse.io.markers import Markers, delete_stale_markers
 from lakehouse.write.prepare import Operation, Prepared, prepare
 from lakehouse.write.validate import check_table_options
+from lakehouse import layout
 
 
 CONCURRENCY_OPTION_KEYS = option_keys(ConcurrencyConfig)
@@ -512,7 +513,7 @@ class WriteClient:
     def ensure_partitions(self, partitions: set[str], instant_time: str) -> None:
         """Java Hudi only treats a folder holding ``.hoodie_partition_metadata`` as a partition."""
         for p in partitions:
-            path = join(p, PARTITION_METAFILE)
+            path = join(p, layout.PARTITION_METAFILE)
             if self.storage.exists(path):
                 continue
             depth = len(p.split("/")) if p else 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -106,3 +107,39 @@ def test_no_import_inside_a_function_but_optional_dependencies():
                 if not all(x.split(".")[0] in OPTIONAL for x in names):
                     misused.append(f"{path.relative_to(ROOT)}:{n.lineno} {lines[n.lineno - 1].strip()}")
     assert not misused, "lazy imports of required modules:\n" + "\n".join(misused)
+
+
+# A path under the meta folder, or one of its folders' names: the table's layout, which
+# lakehouse.layout alone spells (Hudi's names on HoodieTableMetaClient).
+_LAYOUT = re.compile(r"(?<![\w.])\.hoodie(?!\w)|(^|/)\.(aux|temp|schema|locks)(/|$)")
+
+
+def layout_spellings(package: Path) -> list[str]:
+    """Strings (docstrings aside) that spell a part of the table's layout, outside
+    ``lakehouse/layout.py``."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path == package / "layout.py":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        found += [f"{path.relative_to(package.parent)}:{n.lineno}: {n.value!r}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+                  and _LAYOUT.search(n.value)]
+    return found
+
+
+def test_the_table_layout_is_spelled_in_one_module():
+    assert not layout_spellings(PACKAGE), "\n".join(layout_spellings(PACKAGE))
+
+
+def test_a_layout_name_spelled_elsewhere_is_found(tmp_path):
+    shutil.copytree(PACKAGE, tmp_path / "lakehouse", ignore=shutil.ignore_patterns("__pycache__"))
+    markers = tmp_path / "lakehouse" / "io" / "markers.py"
+    markers.write_text(markers.read_text() + '\nOLD_TEMP = ".hoodie/.temp"\n')
+    clean = tmp_path / "lakehouse" / "services" / "clean.py"
+    clean.write_text(clean.read_text() + '\nAUX_NAME = ".aux"\n')
+    assert [f.split(":")[0] for f in layout_spellings(tmp_path / "lakehouse")] == [
+        "lakehouse/io/markers.py", "lakehouse/services/clean.py"]

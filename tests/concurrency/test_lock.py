@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from lakehouse.concurrency.lock import LOCK_DIR, StorageLockProvider
+from lakehouse.layout import LOCKS as LOCK_DIR
+from lakehouse.concurrency.lock import StorageLockProvider
 from lakehouse.errors import LockError, LockLostError, LockTimeoutError
 from lakehouse.storage import get_storage
 

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
-from lakehouse.properties import SAVED_PROPERTIES, parse_properties
+from lakehouse.layout import SAVED_PROPERTIES
+from lakehouse.properties import parse_properties
 from tests.interop.hudi_oracle import hudi_read
 from tests.judges.environment import find
 from tests.judges.session import JavaSession, check

@@ -10,9 +10,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from lakehouse.layout import METAFOLDER
 from lakehouse.errors import CorruptFileError, InstantNotFoundError, TimelineError
 from lakehouse.storage import LocalStorage
-from lakehouse.timeline.active import METAFOLDER, ActiveTimeline, Timeline
+from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import Action, Instant, State
 from lakehouse.timeline.instant_time import InstantTimeGenerator

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakehouse.layout import METAFOLDER
 from lakehouse.storage import LocalStorage
-from lakehouse.timeline.active import METAFOLDER, ActiveTimeline
+from lakehouse.timeline.active import ActiveTimeline
 from lakehouse.timeline.instant import Action, Instant
 from lakehouse.timeline.instant_time import (InstantTimeGenerator, format_instant_time,
                                              parse_instant_time)

@@ -12,12 +12,10 @@ import json
 from lakehouse.errors import CorruptFileError
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.commit_metadata import WriteStat
-
-AUX = ".hoodie/.aux"
-
+from lakehouse import layout
 
 def results_path(instant_time: str) -> str:
-    return f"{AUX}/{instant_time}.compaction.results.json"
+    return layout.compaction_results(instant_time)
 
 
 def write_results(storage: Storage, instant_time: str, stats: list[WriteStat], failures: list[dict]) -> None:

@@ -40,10 +40,10 @@ from lakehouse.storage import get_storage
 from lakehouse.table import open_table
 from lakehouse.timeline.tags import parse_tags
 from lakehouse.write.validate import data_schema
+from lakehouse import layout
 
 NEEDS_SESSION = True
 APP = "stream"
-STREAMS = ".hoodie/.aux/lakehouse/streams"
 _SPARK_FORMAT = {"parquet": "parquet", "jsonl": "json", "csv": "csv"}
 _GLOB = {"parquet": "*.parquet", "jsonl": "*.json*", "csv": "*.csv"}
 
@@ -92,7 +92,7 @@ def checkpoint_location(table_path: str, given: str | None, identifier: str) -> 
     if "://" in path:
         raise ConfigError(f"{table_path} is not on local storage: Spark's checkpoint cannot default to it",
                           help="pass --checkpoint with a folder Spark's checkpoint manager can write")
-    return os.path.join(path, STREAMS, identifier)
+    return os.path.join(path, layout.STREAMS, identifier)
 
 
 def source_files(checkpoint: str) -> dict[int, list[str]]:
