@@ -17,19 +17,19 @@ venv: $(STAMP)
 # Airflow on this machine (SQLite, local Spark, a sample table under var/ fed by the demo source):
 # starts it, runs a first ingest/compaction/clean cycle, prints the URL and login.
 run: $(STAMP)
-	$(PY) -m lakehouse.airflow.platform start
+	$(PY) -m deploy.platform start
 
 stop:
-	@if [ -x $(PY) ]; then $(PY) -m lakehouse.airflow.platform stop; else echo "not running"; fi
+	@if [ -x $(PY) ]; then $(PY) -m deploy.platform stop; else echo "not running"; fi
 
 status: $(STAMP)
-	$(PY) -m lakehouse.airflow.platform status
+	$(PY) -m deploy.platform status
 
 # docker-compose.yml's platform as processes on 127.0.0.1 (Postgres, Airflow, a Spark master and two
 # workers, an S3 API server; the tables of deploy/tables.yaml on s3://), then a first cycle.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo "sudo -n")
 cluster: $(STAMP) postgresql
-	$(PY) -m lakehouse.airflow.cluster start
+	$(PY) -m deploy.cluster start
 
 # Debian's PostgreSQL server, for make cluster (Airflow's metadata and the Iceberg catalog).
 postgresql:
@@ -38,16 +38,16 @@ postgresql:
 		|| { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q postgresql >/dev/null; }
 
 cluster-stop:
-	@if [ -x $(PY) ]; then $(PY) -m lakehouse.airflow.cluster stop; else echo "not running"; fi
+	@if [ -x $(PY) ]; then $(PY) -m deploy.cluster stop; else echo "not running"; fi
 
 # A streaming query (format("lakehouse")) writes trips_live while Airflow's compaction DAG compacts
 # it; starts the platform of `make run` if it is not running, and leaves it running.
 demo: $(STAMP)
-	$(PY) -m lakehouse.airflow.stream_demo
+	$(PY) -m deploy.stream_demo
 
 # The Python API walk-through (no Airflow) on a local table under ./demo-tables.
 demo-api: $(STAMP)
-	$(PY) -m lakehouse.demo
+	$(PY) -m deploy.demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not cluster and not long and not judges"

@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 import lakehouse
-from lakehouse import cli, demo
+from deploy import demo
+from lakehouse import cli
 from lakehouse.config import FLINK_KEYS
 from lakehouse.errors import CommitConflictError, CommitOutcomeUnknownError
 from lakehouse.table import Table, open_table

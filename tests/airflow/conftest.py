@@ -81,7 +81,7 @@ def platform(spark_submit_ready, tmp_path_factory):
     """`make run`'s platform, started once per session on a free port with a registry of its own
     (a demo MOR table ingested in batches, one streamed) and its first cycle run; stopped by its process group at the end."""
     _require_airflow()
-    from lakehouse.airflow import platform as plat
+    from deploy import platform as plat
     work = tmp_path_factory.mktemp("platform")
     reg = work / "tables.yaml"
     reg.write_text(DEMO_REGISTRY.format())

@@ -1,5 +1,5 @@
 """`make cluster`: docker-compose.yml's platform as processes on 127.0.0.1 (lakehouse/airflow/
-compose.py plans them from the compose file, lakehouse/airflow/cluster.py runs them)."""
+compose.py plans them from the compose file, deploy/cluster.py runs them)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.servers import free_port
 
 pytest.importorskip("yaml", reason="the compose file is YAML (pip install '.[airflow]')")
 
-from lakehouse.airflow import compose  # noqa: E402
+from deploy import compose  # noqa: E402
 
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 HOSTS = set(COMPOSE["services"]) | {s["hostname"] for s in COMPOSE["services"].values() if s.get("hostname")}
@@ -92,7 +92,7 @@ def test_the_plan_follows_the_compose_file(tmp_path):
 
 def _postgres_or_skip() -> None:
     try:
-        compose_pg = __import__("lakehouse.airflow.cluster", fromlist=["_pg_bin"])._pg_bin()
+        compose_pg = __import__("deploy.cluster", fromlist=["_pg_bin"])._pg_bin()
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"PostgreSQL's server is not installed ({e}); .ci/run installs Debian's postgresql")
     if os.geteuid() == 0 and shutil.which("runuser") is None:
@@ -104,7 +104,7 @@ def _postgres_or_skip() -> None:
 def cluster(spark_submit_ready, tmp_path_factory):
     pytest.importorskip("psycopg2", reason="Airflow on PostgreSQL needs psycopg2 (pip install -e '.[dev]')")
     _postgres_or_skip()
-    from lakehouse.airflow import cluster as cl
+    from deploy import cluster as cl
     var = tmp_path_factory.mktemp("cluster")
     layout = compose.Layout(REPO, port=free_port(), var=var)
     try:
@@ -124,14 +124,14 @@ def cluster(spark_submit_ready, tmp_path_factory):
 
 
 def _api(layout, started):
-    from lakehouse.airflow import platform as plat
+    from deploy import platform as plat
     return plat.Api(plat.Layout(REPO, layout.port, var=layout.home), pw=started["password"])
 
 
 def _applied_files(table, t) -> dict[str, list[str]]:
     """instant -> the landed files it applied: from the streaming query's checkpoint, or the
     batch ingest's ``lakehouse.ingest.files`` commit metadata."""
-    from lakehouse.airflow.stream_demo import stream_files
+    from deploy.stream_demo import stream_files
     if t.source.mode == "stream":
         return stream_files(table, t.source.checkpoint)
     files = {}
@@ -176,7 +176,7 @@ def test_make_cluster_runs_both_tables_on_postgres_two_spark_workers_and_s3(clus
     by hudi-rs, listed by the Lakehouse view; every server on 127.0.0.1."""
     import lakehouse
     from lakehouse.airflow import registry as registry_mod
-    from lakehouse.airflow.stream_demo import replay_model
+    from deploy.stream_demo import replay_model
     from tests.interop.hudi_oracle import canonical
 
     layout, started, pids = cluster
@@ -243,7 +243,7 @@ def test_make_cluster_runs_both_tables_on_postgres_two_spark_workers_and_s3(clus
         assert len(one["history"]["points"]) == len(lakehouse.open_table(t.path).timeline.completed_writes().instants)
     # Every listening socket of the cluster's processes is on loopback.
     groups = set(pids.values())
-    from lakehouse.airflow.cluster import postmaster_pid
+    from deploy.cluster import postmaster_pid
     groups.add(os.getpgid(postmaster_pid(layout)))
     sockets = set()
     for pid in os.listdir("/proc"):
@@ -336,9 +336,9 @@ def test_the_scheduler_runs_the_services_on_their_crons_through_a_lost_worker_an
     resumes from the timeline): every landed batch is applied exactly once, each table equals its
     history replayed with the Python API and hudi-rs reads it identically."""
     import lakehouse
-    from lakehouse.airflow import cluster as cl
+    from deploy import cluster as cl
     from lakehouse.airflow import registry as registry_mod
-    from lakehouse.airflow.stream_demo import replay_model
+    from deploy.stream_demo import replay_model
     from lakehouse.errors import TableNotFoundError
     from lakehouse.timeline.instant import Action
     from tests.interop.hudi_oracle import canonical

@@ -31,7 +31,7 @@ def test_first_cycle_completes_and_leaves_its_instants(platform):
 
 
 def test_components_run_in_one_process_group_bound_to_loopback(platform):
-    from lakehouse.airflow import platform as plat
+    from deploy import platform as plat
     layout, started, _ = platform
     pgid = plat.running_pgid(layout)
     assert pgid == started["pgid"]
@@ -59,7 +59,7 @@ def test_components_run_in_one_process_group_bound_to_loopback(platform):
 
 
 def test_a_second_start_is_refused_while_running(platform):
-    from lakehouse.airflow import platform as plat
+    from deploy import platform as plat
     layout, _, _ = platform
     with pytest.raises(plat.PlatformError, match="already running"):
         plat.start(layout, cycle=False)
@@ -70,7 +70,7 @@ def test_the_registrys_catalog_finds_the_table_by_name_behind_airflows_login(pla
     Iceberg's REST protocol: DuckDB attaches it with an Airflow token and reads the table by name
     as lakehouse's read-optimized read does; without a token the catalog answers 401."""
     import httpx
-    from lakehouse.airflow import platform as plat
+    from deploy import platform as plat
     from tests.iceberg.duckdb_judge import attach
     layout, _, work = platform
     endpoint = f"{layout.url}/lakehouse-catalog"
@@ -89,7 +89,7 @@ def test_make_demo_streams_while_the_compaction_dag_compacts(platform):
     streamed table while the compaction DAG, scheduled by Airflow from the Asset events of its
     commits, compacts it; the table equals its history replayed with the Python API and hudi-rs
     reads it identically."""
-    from lakehouse.airflow import stream_demo
+    from deploy import stream_demo
     layout, _, work = platform
     lines: list[str] = []
     r = stream_demo.run(layout, seconds=45, every=3, echo=lines.append)

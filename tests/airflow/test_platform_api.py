@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 
-from lakehouse.airflow import platform as plat
+from deploy import platform as plat
 
 
 class FakeAirflow:

@@ -143,3 +143,35 @@ def test_a_layout_name_spelled_elsewhere_is_found(tmp_path):
     clean.write_text(clean.read_text() + '\nAUX_NAME = ".aux"\n')
     assert [f.split(":")[0] for f in layout_spellings(tmp_path / "lakehouse")] == [
         "lakehouse/io/markers.py", "lakehouse/services/clean.py"]
+
+
+_LAUNCH_MODULES = {"subprocess", "multiprocessing", "pty", "concurrent.futures.process"}
+_LAUNCH_CALLS = re.compile(r"^os\.(fork|forkpty|exec\w*|spawn\w*|posix_spawn\w*|system|popen)$")
+
+
+def launchers(package: Path) -> list[str]:
+    """Places in the library that start a process: an import of a process-starting module, or
+    a call of ``os.fork``/``exec*``/``spawn*``/``system``/``popen``. Processes are started by the
+    development platform (``deploy/``) and by the engines themselves (Spark, Airflow)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(package.parent)
+        for n in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in n.names] if isinstance(n, ast.Import)
+                     else [n.module or ""] if isinstance(n, ast.ImportFrom) else [])
+            found += [f"{where}:{n.lineno} imports {m}" for m in names
+                      if m in _LAUNCH_MODULES or m.split(".")[0] in _LAUNCH_MODULES]
+            if isinstance(n, ast.Call) and _LAUNCH_CALLS.match(ast.unparse(n.func)):
+                found.append(f"{where}:{n.lineno} calls {ast.unparse(n.func)}")
+    return found
+
+
+def test_the_library_starts_no_process():
+    assert not launchers(PACKAGE), "\n".join(launchers(PACKAGE))
+
+
+def test_a_process_started_in_the_library_is_found(tmp_path):
+    shutil.copytree(PACKAGE, tmp_path / "lakehouse", ignore=shutil.ignore_patterns("__pycache__"))
+    submit = tmp_path / "lakehouse" / "spark" / "submit.py"
+    submit.write_text(submit.read_text() + "\nimport subprocess\n\ndef go(argv):\n    os.execvp(argv[0], argv)\n")
+    assert sorted(f.split(" ", 1)[1] for f in launchers(tmp_path / "lakehouse")) == ["calls os.execvp", "imports subprocess"]

@@ -213,7 +213,7 @@ def test_a_pending_compaction_and_clean_show_their_plans(view):
 def test_every_endpoint_needs_an_airflow_user(platform):
     import httpx
 
-    from lakehouse.airflow import platform as plat
+    from deploy import platform as plat
     layout, _, _ = platform
     base = f"{layout.url}/lakehouse"
     gets = ["/", "/tables/trips", "/tables/trips/timeline.svg", "/api/tables", "/api/tables/trips",
@@ -244,7 +244,7 @@ def test_every_endpoint_needs_an_airflow_user(platform):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_task_instances_link_to_their_table(platform):
-    from lakehouse.airflow import platform as plat
+    from deploy import platform as plat
     layout, _, _ = platform
     api = plat.Api(layout)
     run = api.get("/dags/trips_ingest/dagRuns", order_by="-run_after", limit=1)["dag_runs"][0]

@@ -87,7 +87,7 @@ def _open_from_browse_menu(page, item: str, pattern: str, attempts: int = 3) -> 
 
 
 def test_the_view_in_light_and_dark_charts_instants_and_services(platform, browser, tmp_path):
-    from lakehouse.airflow import platform as plat
+    from deploy import platform as plat
     layout, started, _ = platform
     api = plat.Api(layout)
     page = browser.new_page(viewport={"width": 1400, "height": 1100})

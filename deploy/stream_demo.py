@@ -15,7 +15,7 @@ cycle), for the registry's first table whose source is in ``mode: stream``:
    micro-batch's files as Spark's checkpoint lists them, the compactions where they fell: every
    landed file applied once) and, where hudi-rs is installed, read identically by it. The platform keeps running (``make stop``).
 
-    python -m lakehouse.airflow.stream_demo [--seconds 90] [--every 4] [--table NAME]
+    python -m deploy.stream_demo [--seconds 90] [--every 4] [--table NAME]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import click
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakehouse.airflow import platform as plat
+from deploy import platform as plat
 from lakehouse.airflow import registry as registry_mod
 from lakehouse.airflow.dags import commits_asset, stream_args
 from lakehouse.errors import LakehouseError, TableNotFoundError

@@ -1,4 +1,4 @@
-"""A walk-through of lakehouse on local files: ``python -m lakehouse.demo [--dir DIR]``.
+"""A walk-through of lakehouse on local files: ``python -m deploy.demo [--dir DIR]``.
 
 It drives the real ``lakehouse`` command in-process, printing each command line before its output,
 so every step can be repeated by hand in a shell. The story: a Merge-On-Read table of taxi trips,
@@ -120,7 +120,7 @@ def prepare_dir(base: Path) -> None:
                          "empty folder")
     shutil.rmtree(base, ignore_errors=True)
     (base / "input").mkdir(parents=True)
-    (base / MARKER).write_text("made by python -m lakehouse.demo; safe to delete\n")
+    (base / MARKER).write_text("made by python -m deploy.demo; safe to delete\n")
 
 
 def run_demo(base: Path, seed: int = 7) -> DemoResult:
@@ -241,7 +241,7 @@ def summarize(res: DemoResult, elapsed: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lakehouse.demo", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m deploy.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default="demo-tables", type=Path,
                     help="folder for the demo table and its input files (recreated each run)")
     args = ap.parse_args(argv)

@@ -1,5 +1,5 @@
 """``make cluster`` / ``make cluster-stop``: the platform of docker-compose.yml as processes on
-127.0.0.1 (:mod:`lakehouse.airflow.compose` turns the compose file into them).
+127.0.0.1 (:mod:`deploy.compose` turns the compose file into them).
 
 ``start`` runs the services in the compose file's dependency order, each in a process group of
 its own (Debian's PostgreSQL through ``pg_ctl``), waits for their health checks and for both Spark
@@ -7,9 +7,9 @@ workers to register, unpauses the DAGs of the registry, runs a first ingest → 
 cycle of every table (side by side) through Airflow's REST API, and prints where to look.
 ``stop`` ends every process it started, newest first, and leaves none behind.
 
-    python -m lakehouse.airflow.cluster start [--port 8080] [--no-cycle]
-    python -m lakehouse.airflow.cluster stop
-    python -m lakehouse.airflow.cluster status
+    python -m deploy.cluster start [--port 8080] [--no-cycle]
+    python -m deploy.cluster stop
+    python -m deploy.cluster status
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import click
 import httpx
 import yaml
 
-from lakehouse.airflow import platform as plat
+from deploy import platform as plat
 from lakehouse.airflow import registry as registry_mod
-from lakehouse.airflow.compose import LOOPBACK, ClusterError, Layout, Plan, Service, plan
+from deploy.compose import LOOPBACK, ClusterError, Layout, Plan, Service, plan
 from lakehouse.errors import LakehouseError
 
 def _pg_bin() -> Path:
@@ -230,7 +230,7 @@ def kill(layout: Layout, name: str) -> None:
     """SIGKILL a service and everything it started (a machine lost, for the fault tests)."""
     pid = _state(layout).get("pids", {}).get(name)
     if pid is None or not _alive(pid):
-        raise ClusterError(f"{name} is not running", help="`python -m lakehouse.airflow.cluster status` lists them")
+        raise ClusterError(f"{name} is not running", help="`python -m deploy.cluster status` lists them")
     os.killpg(pid, signal.SIGKILL)
     _gone(pid, 30)
 

@@ -8,8 +8,8 @@ API is healthy and the DAGs are parsed, unpauses the lakehouse DAGs, runs a firs
 ingests, a forced compaction, clean) through the REST API as a user would, and prints the URL and login.
 ``stop`` ends the process group; ``status`` says whether it runs.
 
-    python -m lakehouse.airflow.platform start [--port 8080] [--no-cycle]
-    python -m lakehouse.airflow.platform stop
+    python -m deploy.platform start [--port 8080] [--no-cycle]
+    python -m deploy.platform stop
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_
 from lakehouse.airflow import registry as registry_mod
 from lakehouse.errors import LakehouseError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 COMPONENTS = {
     "api-server": ["api-server", "--host", "127.0.0.1", "--port", "{port}"],
     "scheduler": ["scheduler", "--skip-serve-logs"],

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import yaml
 
-from lakehouse.airflow import platform as plat
+from deploy import platform as plat
 from lakehouse.errors import LakehouseError
 
 COMPOSE = plat.ROOT / "docker-compose.yml"
