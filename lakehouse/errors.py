@@ -127,3 +127,9 @@ class LockLostError(LockError):
 class StorageOutcomeUnknownError(StorageError):
     """A storage request may or may not have taken effect (the answer was lost): check the file
     before acting as if it had or had not."""
+
+
+class IcebergSyncError(LakehouseError):
+    """The table (or its Iceberg metadata) is in a state the Iceberg publisher cannot map to
+    Iceberg: a column type changed in a way Iceberg's schema evolution refuses, field ids a commit
+    recorded unreadable, metadata naming files outside the table."""

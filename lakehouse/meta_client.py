@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from typing import Any, ContextManager, Mapping
+import threading
+from typing import Any, Callable, ContextManager, Mapping
 
 from lakehouse.concurrency.heartbeat import Heartbeats
 from lakehouse.concurrency.transaction import TransactionManager, loadable
@@ -63,6 +64,11 @@ class TableMetaClient:
                 help="open it without overriding hoodie.write.concurrency.mode")
         self._txn: TransactionManager | None = None
         self._heartbeats: Heartbeats | None = None
+        # Called as hook(meta, completed_instants) after each commit through this client, beside
+        # the meta sync tools its options turn on (lakehouse.commit, lakehouse.meta_sync).
+        self.post_commit_hooks: list[Callable[..., None]] = []
+        # Per thread: the instants completed in a lakehouse.commit.hooks_deferred block.
+        self.deferred_hooks = threading.local()
         if self.concurrency.multi_writer:
             self.active.allocation_guard = self.transactions.lock
             self.active.allocation_exclusive = True
@@ -109,6 +115,10 @@ class TableMetaClient:
             return contextlib.nullcontext()
         return self.transactions.lock()
 
+    def holds_lock(self) -> bool:
+        """Whether this thread holds the table lock (in an :meth:`exclusive` block that took one)."""
+        return self._lock_config is not None and self._txn is not None and self._txn.lease is not None
+
     def check_lock(self) -> None:
         """Called right before an irreversible step under :meth:`exclusive` (a publish, an
         instant, a delete): raise :class:`~lakehouse.errors.LockLostError` unless this thread
@@ -149,7 +159,9 @@ class TableMetaClient:
     def fresh(self) -> "TableMetaClient":
         """Another meta client of the same table and settings, with its own lock holder and
         heartbeats: for work another thread does beside this one's (an async clean)."""
-        return TableMetaClient(self.storage, self.config, self.open_options, restored=self.restored)
+        fresh = TableMetaClient(self.storage, self.config, self.open_options, restored=self.restored)
+        fresh.post_commit_hooks = list(self.post_commit_hooks)
+        return fresh
 
     def adopt(self, config: TableConfig) -> None:
         """Work with ``config`` from now on (hoodie.properties rewritten: the bucket count a

@@ -10,7 +10,7 @@ from typing import Any, ContextManager, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.commit import hooks_deferred
+from lakehouse import commit
 from lakehouse.concurrency.heartbeat import Heartbeats
 from lakehouse.concurrency.transaction import TransactionManager
 from lakehouse.config import (KEY_VALUE_FORMAT, SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS, WRITE_OPTION_KEYS,
@@ -109,7 +109,7 @@ class Table:
         return self.meta_client.heartbeats
 
     def exclusive(self) -> ContextManager[Any]:
-        return self.meta_client.exclusive()
+        return commit.exclusive(self.meta_client)
 
     def check_lock(self) -> None:
         self.meta_client.check_lock()
@@ -196,7 +196,7 @@ class Table:
         """Roll back a pending write, or the latest completed one (the default)."""
         # Other writers decide what to do from the timeline under the lock: a rollback between
         # their look and their commit is what conflict detection then sees.
-        with hooks_deferred(self.meta_client), self.exclusive():
+        with commit.exclusive(self.meta_client):
             return self._rollback(instant_time)
 
     def _rollback(self, instant_time: str | None):
@@ -279,7 +279,7 @@ class Table:
     def restore(self, savepoint: "str | Savepoint"):
         """Roll back every write after a savepoint (its instant time, or the savepoint as
         :meth:`create_savepoint` returns it), newest first."""
-        with hooks_deferred(self.meta_client), self.exclusive():
+        with commit.exclusive(self.meta_client):
             return restore(self.meta_client, _savepoint_time(savepoint))
 
     def archive(self, options: Mapping[str, Any] | None = None):

@@ -7,7 +7,7 @@ Copy-On-Write table the full snapshot). The metadata lives under ``<table>/.hood
 which view it is.
 """
 
-from lakehouse.iceberg.errors import IcebergSyncError
+from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg.publish import SyncResult, sync_iceberg
 from lakehouse.iceberg.store import ICEBERG_ROOT, METADATA_DIR, VERSION_HINT
 

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from lakehouse.file_group.naming import BaseFileName
-from lakehouse.iceberg.errors import IcebergSyncError
+from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg.manifest import (ADDED, DELETED, EXISTING, DataFile, Entry, ManifestFile,
                                         read_manifest, read_manifest_list, write_manifest,
                                         write_manifest_list)
 from lakehouse.iceberg.partition import PartitionSpec
 from lakehouse.iceberg.replay import BaseFileWrite
-from lakehouse.iceberg.schema import Schema
+from lakehouse.field_schema import Schema
 from lakehouse.iceberg.store import MetadataStore
 
 # A partition gathering more appended manifests than this gets them merged on its next change.

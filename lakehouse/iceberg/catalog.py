@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from lakehouse.config import IcebergConfig
 from lakehouse.config.services import catalog_url_problem
-from lakehouse.iceberg.errors import IcebergSyncError
+from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg.store import METADATA_DIR
 
 log = logging.getLogger("lakehouse.iceberg")

@@ -1,4 +1,4 @@
-"""Iceberg metadata after every completed instant, as a post-commit step.
+"""Iceberg metadata after every completed instant: the table's meta sync tool (lakehouse.meta_sync).
 
 The instant is durable before this runs, so publishing never fails it: an error is logged and
 the next commit (or ``lakehouse iceberg-sync``) catches up, since :func:`sync_iceberg` publishes
@@ -12,12 +12,15 @@ import logging
 from typing import TYPE_CHECKING, Sequence
 
 from lakehouse.config import IcebergConfig
+from lakehouse.errors import CorruptFileError
 from lakehouse.faults import InjectedFault, fault_point
-from lakehouse.iceberg.errors import IcebergSyncError
+from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg import catalog, publish
+from lakehouse.iceberg.store import MetadataStore
 from lakehouse.timeline.instant import Instant
 
 if TYPE_CHECKING:
+    from lakehouse.field_schema import Schema
     from lakehouse.meta_client import TableMetaClient
 
 log = logging.getLogger("lakehouse.iceberg")
@@ -30,7 +33,7 @@ def _config(meta: "TableMetaClient") -> IcebergConfig:
 def after_commit(meta: "TableMetaClient", instants: Sequence[Instant] = ()) -> None:
     """Bring the Iceberg metadata up to date with every instant completed so far (so
     ``instants``, the ones just completed, need no separate treatment); never raises (but for
-    injected faults). A post-commit hook of lakehouse.commit."""
+    injected faults)."""
     config = _config(meta)
     if not config.enabled:
         return
@@ -55,3 +58,18 @@ def after_commit(meta: "TableMetaClient", instants: Sequence[Instant] = ()) -> N
     except Exception:  # noqa: BLE001 - the commit is durable; the next publish moves the pointer
         log.warning("%s: registering the table in the Iceberg catalog failed; the next commit "
                     "retries", meta.storage.uri(), exc_info=True)
+
+
+class IcebergSync:
+    """The Iceberg publisher as a meta sync tool (lakehouse.meta_sync.ICEBERG names it)."""
+
+    def after_commit(self, meta: "TableMetaClient", instants: Sequence[Instant]) -> None:
+        after_commit(meta, instants)
+
+    def published_schema(self, meta: "TableMetaClient") -> "tuple[Schema, int] | None":
+        """The current schema of the published metadata and its last column id."""
+        try:
+            md = MetadataStore(meta.storage).load()[1]
+        except CorruptFileError:
+            return None  # unreadable metadata gets published afresh: numbering starts over too
+        return (md.schema(), md.last_column_id) if md is not None else None

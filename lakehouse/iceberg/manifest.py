@@ -20,7 +20,7 @@ import fastavro
 
 from lakehouse.errors import CorruptFileError
 from lakehouse.iceberg.partition import PartitionSpec, avro_type, from_avro_value, to_bytes
-from lakehouse.iceberg.schema import IcebergType, Schema, schema_to_json
+from lakehouse.field_schema import IcebergType, Schema, schema_to_json
 from lakehouse.storage.base import Storage
 
 EXISTING, ADDED, DELETED = 0, 1, 2

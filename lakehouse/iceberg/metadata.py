@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from lakehouse.errors import CorruptFileError
 from lakehouse.iceberg.partition import FIRST_PARTITION_FIELD_ID, PartitionSpec
-from lakehouse.iceberg.schema import Schema, schema_from_json, schema_to_json
+from lakehouse.field_schema import Schema, schema_from_json, schema_to_json
 
 FORMAT_VERSION = 2
 MAIN_BRANCH = "main"

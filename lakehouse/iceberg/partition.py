@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.config import KeyGeneratorType, TableConfig
-from lakehouse.iceberg.schema import IcebergType, Schema
+from lakehouse.field_schema import IcebergType, Schema
 from lakehouse.keygen import DEFAULT_PARTITION
 
 FIRST_PARTITION_FIELD_ID = 1000

@@ -41,15 +41,15 @@ from lakehouse.config import TableConfig
 from lakehouse.faults import fault_point
 from lakehouse.errors import FileAlreadyExistsError
 from lakehouse.iceberg.builder import PartitionChange, SnapshotStats, SnapshotWriter, partition_key
-from lakehouse.iceberg.errors import IcebergSyncError
+from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg.manifest import DataFile
 from lakehouse.iceberg.metadata import INSTANT_KEY, LogEntry, Snapshot, TableMetadata
 from lakehouse.iceberg.partition import PartitionMapper, PartitionSpec, choose_spec
 from lakehouse.iceberg.replay import (BaseFileWrite, InstantChanges, archived_base_files,
                                       existing_data_files, instant_changes, read_footer,
                                       removal_fingerprint, rolled_back)
-from lakehouse.iceberg import field_ids
-from lakehouse.iceberg.schema import Schema, arrow_to_iceberg, check_evolution, name_mapping
+from lakehouse import field_ids
+from lakehouse.field_schema import Schema, arrow_to_iceberg, check_evolution, name_mapping
 from lakehouse.iceberg.store import MetadataStore, metadata_file
 from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.instant import Instant
@@ -142,7 +142,8 @@ class _Attempt:
         self._described: dict[str, tuple[int, DataFile]] = {}
         self.writer = SnapshotWriter(store, self.specs, metadata.schema() if metadata else None,
                                      self._describe)
-        self.known_ids = field_ids.known(meta, timeline, published=lambda: metadata)
+        self.known_ids = field_ids.known(
+            meta, timeline, published=lambda: (metadata.schema(), metadata.last_column_id) if metadata else None)
 
     @property
     def written(self) -> list[str]:

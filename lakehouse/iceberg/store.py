@@ -23,7 +23,7 @@ import re
 import uuid
 
 from lakehouse.errors import CorruptFileError, StorageError
-from lakehouse.iceberg.errors import IcebergSyncError
+from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg.metadata import TableMetadata
 from lakehouse.storage.base import Storage
 from lakehouse import layout

@@ -1,7 +1,7 @@
 """Parquet field ids on the columns of a base file (``PARQUET:field_id`` on Arrow fields).
 
 Iceberg readers find a parquet column by its field id; some (Daft) do not fall back to the name
-mapping for files without ids. The ids come from the writer (``lakehouse.iceberg.field_ids``),
+mapping for files without ids. The ids come from the writer (``lakehouse.field_ids``),
 by column path: a list's element is ``element``, a map's entries ``key`` and ``value``.
 """
 

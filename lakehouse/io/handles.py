@@ -51,7 +51,7 @@ class HandleContext:
     key_fields: tuple[str, ...] = ()
     # Merges of this write keep both versions of a key (see merge_base_file's ``concat``).
     concat_inserts: bool = False
-    # The Iceberg field id of each column path (lakehouse.iceberg.field_ids), put on the base
+    # The Iceberg field id of each column path (lakehouse.field_ids), put on the base
     # files' columns so that Iceberg readers without name mapping find them.
     field_ids: Mapping[tuple[str, ...], int] | None = None
     # A write in bounded memory (lakehouse.write.spill): base files keep their bloom filter

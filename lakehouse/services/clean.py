@@ -40,7 +40,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.config import CleanConfig
-from lakehouse.commit import complete
+from lakehouse.commit import complete, exclusive, request, start
 from lakehouse.engine import Engine, default_engine
 from lakehouse.errors import InstantNotFoundError
 from lakehouse.faults import fault_point
@@ -386,7 +386,7 @@ def plan_clean(meta: "TableMetaClient", config: CleanConfig | None = None, *,
                         **({SAVEPOINTED_TIMESTAMPS: ",".join(savepoints)} if savepoints else {})})
     instant = None
     if not dry_run:
-        instant = active.create_requested(Action.CLEAN, plan.to_bytes()).time
+        instant = request(meta, Action.CLEAN, plan.to_bytes()).time
         fault_point("clean.after_plan")
     return CleanPlanResult(instant, plan, files=tuple(p for p, _ in files),
                            bytes=sum(s for _, s in files), scanned_partitions=tuple(sorted(partitions)),
@@ -416,7 +416,7 @@ def _delete_partitions(meta: "TableMetaClient", partitions: tuple[str, ...]) -> 
         return ()
     storage = meta.storage
     deleted = []
-    with meta.exclusive():
+    with exclusive(meta):
         if meta.active.load().pending().filter(actions=WRITE_ACTIONS).instants:
             return ()
         for partition in partitions:
@@ -440,7 +440,7 @@ def _run(meta: "TableMetaClient", inst: Instant, engine: Engine | None) -> Clean
     if inst.is_inflight:
         inflight = inst
     else:  # Hudi repeats the plan, byte for byte, in the inflight file
-        inflight = active.transition(inst, State.INFLIGHT, active.read(inst.with_state(State.REQUESTED)))
+        inflight = start(meta, inst, active.read(inst.with_state(State.REQUESTED)))
     tasks: list[tuple[str, str]] = []
     for p, infos in plan.file_paths_to_be_deleted_per_partition.items():
         # The plan holds full URIs; the partition and the file name locate the file whatever the

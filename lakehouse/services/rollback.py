@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.columns import COMMIT_TIME
-from lakehouse.commit import complete, hooks_deferred
+from lakehouse.commit import complete, exclusive, request, start
 from lakehouse.errors import CorruptFileError, TimelineError
 from lakehouse.faults import fault_point
 from lakehouse.file_group.naming import BaseFileName, LogFileName
@@ -306,12 +306,11 @@ def rollback_instant(meta: "TableMetaClient", target: Instant, timeline: Timelin
         plan = RollbackPlan(instant_to_rollback=InstantInfo(commit_time=target.time,
                                                             action=str(Action.COMPACTION)),
                             rollback_requests=plan.rollback_requests)
-    # A commit step may have taken the lock from a recovery that stalled past its lease and
-    # published the write this would delete.
-    meta.check_lock()
-    requested = active.create_requested(Action.ROLLBACK, plan.to_bytes())
+    # request() checks the lease: a commit step may have taken the lock from a recovery that
+    # stalled past it and published the write this would delete.
+    requested = request(meta, Action.ROLLBACK, plan.to_bytes())
     fault_point("rollback.after_plan")
-    inflight = active.transition(requested, State.INFLIGHT)
+    inflight = start(meta, requested)
     return _finish(meta, inflight, plan, started)
 
 
@@ -328,7 +327,7 @@ def resume_pending_rollbacks(meta: "TableMetaClient", timeline: Timeline) -> lis
     for inst in timeline.pending().filter(actions=[Action.ROLLBACK]):
         started = time.time()
         plan = pending_rollback_plan(active, inst)
-        inflight = inst if inst.is_inflight else active.transition(inst, State.INFLIGHT)
+        inflight = inst if inst.is_inflight else start(meta, inst)
         out.append(_finish(meta, inflight, plan, started))
     return out
 
@@ -359,7 +358,7 @@ def rollback_expired_writes(meta: "TableMetaClient", timeline: Timeline | None =
     rollbacks = timeline.pending().filter(actions=[Action.ROLLBACK]).instants
     if not rollbacks and not any(beats.is_expired(t) for t in writes):
         return timeline
-    with hooks_deferred(meta), meta.transactions.lock():
+    with exclusive(meta):
         timeline = active.load()
         live = {i.time for i in timeline.pending() if not beats.is_expired(i.time)}
         done = rollback_failed_writes(meta, timeline, keep=live)

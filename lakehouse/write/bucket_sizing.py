@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from lakehouse.config import IndexType, TableConfig, WriteConfig
 from lakehouse.properties import read_table_config, rewrite_table_config
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action
+from lakehouse.commit import exclusive
 
 if TYPE_CHECKING:
     from lakehouse.timeline.active import ActiveTimeline
@@ -61,7 +62,7 @@ def settle(client: "WriteClient", prepared: "Prepared") -> None:
     """Fix the table's bucket count before ``prepared`` is written, if it is still provisional."""
     if not is_provisional(client.config):
         return
-    with client.meta.exclusive():  # several writers: one of them decides, the others read it
+    with exclusive(client.meta):  # several writers: one of them decides, the others read it
         stored = read_table_config(client.storage)
         if is_provisional(stored):
             count = stored.bucket_num if has_writes(client.active) else buckets_for(

@@ -20,7 +20,7 @@ from lakehouse.config import (SERVICE_CONFIGS, TABLE_OPTION_KEYS, BucketEngine, 
                               TableConfig, WriteConfig, option_keys)
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.concurrency.conflict import START_KEY, start_marker
-from lakehouse.commit import hooks_deferred
+from lakehouse.commit import exclusive, request, start
 from lakehouse.concurrency.retry import retry_policy
 from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, ConfigError, CorruptFileError,
                               FileAlreadyExistsError, LockError,
@@ -45,8 +45,8 @@ from lakehouse.write.source import BatchSource, as_source
 from lakehouse.write.commit_phase import BUCKETS_KEY, RESULTS_KEY, phase_one_problem
 from lakehouse.write.assign import Target
 from lakehouse.io.handles import HandleContext, schema_json, writes_bloom
-from lakehouse.iceberg import field_ids
-from lakehouse.iceberg.field_ids import FieldIds
+from lakehouse import field_ids
+from lakehouse.field_ids import FieldIds
 from lakehouse.write.index import tag_location
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_PARTITION
 from lakehouse.keygen import KeyGenerator
@@ -198,12 +198,12 @@ class WriteClient:
         # Under the table lock (one writer too): a commit step of the write rolled back here,
         # running in another process, either lands first (and it is not rolled back) or finds
         # the write gone; a compaction is planned either before our instant or not at all.
-        with hooks_deferred(self.meta), self.meta.exclusive():
+        with exclusive(self.meta):
             timeline = self.rollback_failed_writes(self.active.load())
             delete_stale_markers(self.storage, timeline.completed_write_times)
-            self.meta.check_lock()  # what recovery found holds only while the lock does
-            instant = self.active.create_requested(
-                action, requested_content,
+            # request() checks the lease: what recovery found holds only while the lock does.
+            instant = request(
+                self.meta, action, requested_content,
                 before_create=self._heartbeat_starter() if self.concurrency.multi_writer else None)
         # A compaction planned before our instant must shape this write: its logs go to the
         # slice the compaction creates.
@@ -232,7 +232,7 @@ class WriteClient:
         return rollback_expired_writes(self.meta, timeline)
 
     def assign_field_ids(self, data_schema: pa.Schema, timeline) -> FieldIds:
-        """The Iceberg field ids of ``data_schema``'s columns (lakehouse.iceberg.field_ids)."""
+        """The Iceberg field ids of ``data_schema``'s columns (lakehouse.field_ids)."""
         return field_ids.assign(field_ids.known(self.meta, timeline), with_meta_fields(data_schema))
 
     def base_metadata(self, prepared: Prepared, timeline,
@@ -278,7 +278,7 @@ class WriteClient:
         fault_point("write.after_requested")
         ids = self.instant_field_ids[t] = self.assign_field_ids(prepared.data_schema, timeline)
         base_meta = self.base_metadata(prepared, timeline, extra_metadata, ids)
-        inflight = self.active.transition(instant, State.INFLIGHT, base_meta.to_bytes())
+        inflight = start(self.meta, instant, base_meta.to_bytes())
         write_files = files or (lambda t, timeline: self._write_files(prepared, t, timeline))
         try:
             stats, replaced = write_files(t, timeline)
@@ -340,7 +340,7 @@ class WriteClient:
     def rollback_own(self, inflight) -> None:
         """Roll back this client's failed instant (best effort: else the next writer does)."""
         try:
-            with hooks_deferred(self.meta), self.meta.exclusive():
+            with exclusive(self.meta):
                 rollback_instant(self.meta, inflight)
         except Exception:  # noqa: BLE001 - the next writer rolls it back
             pass

@@ -9,11 +9,11 @@ import dataclasses
 
 from typing import TYPE_CHECKING, Mapping
 
-from lakehouse.commit import complete, hooks_deferred
+from lakehouse.commit import complete, exclusive, hooks_deferred
 from lakehouse.concurrency.conflict import START_KEY, check_conflicts
 from lakehouse.errors import CommitConflictError, TimelineError, WriteError
-from lakehouse.iceberg import field_ids
-from lakehouse.iceberg.field_ids import FieldIds
+from lakehouse import field_ids
+from lakehouse.field_ids import FieldIds
 from lakehouse.io.markers import Markers
 from lakehouse.config import IndexType
 from lakehouse.faults import fault_point
@@ -109,7 +109,7 @@ def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: Comm
     instant_time = inst.time
     # Under the table lock (one writer too: the next write's recovery rolls back a write left
     # pending, and a commit step in another process must not publish what it is undoing).
-    with client.meta.exclusive():
+    with exclusive(client.meta):
         now = _still_ours(client, inst)
         if client.concurrency.multi_writer:
             try:
@@ -127,8 +127,7 @@ def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: Comm
         final = dataclasses.replace(final, extra_metadata=carry_forward(
             client.active, now, final.extra_metadata, client.write_config.meta_key_prefixes,
             in_order=not client.concurrency.multi_writer))
-        client.meta.check_lock()
-        complete(client.meta, inst, final.to_bytes())
+        complete(client.meta, inst, final.to_bytes())  # which checks the lease
     fault_point("commit.after_complete")
     Markers(client.storage, instant_time).delete_all()
     return final

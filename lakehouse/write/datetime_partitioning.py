@@ -23,6 +23,7 @@ from lakehouse.errors import WriteError
 from lakehouse.keygen import KEYGEN_AUTO_KEY, datetime_partitioning
 from lakehouse.properties import read_table_config, rewrite_table_config
 from lakehouse.write.bucket_sizing import has_writes
+from lakehouse.commit import exclusive
 
 if TYPE_CHECKING:
     from lakehouse.write.client import WriteClient
@@ -64,7 +65,7 @@ def persist(client: "WriteClient") -> None:
     ``hoodie.properties``, unless the table was decided meanwhile (by another writer)."""
     if not client.keygen_chosen:
         return
-    with client.meta.exclusive():
+    with exclusive(client.meta):
         stored = read_table_config(client.storage)
         if not undecided(stored):
             _check_same(stored, client)

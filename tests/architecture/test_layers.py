@@ -38,15 +38,45 @@ def test_the_layer_contracts_hold():
     assert "BROKEN" not in res.stdout and "KEPT" in res.stdout
 
 
-def test_an_upward_import_breaks_the_contracts(tmp_path):
-    """A service importing the Table facade (the circle the meta client broke) is refused."""
+def _planted(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess:
+    """lint-imports over a copy of the package where ``module`` gained ``line``."""
     shutil.copytree(PACKAGE, tmp_path / "lakehouse", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    clean = tmp_path / "lakehouse" / "services" / "clean.py"
-    clean.write_text(clean.read_text() + "\nfrom lakehouse.table import Table  # an upward import\n")
-    res = _lint_imports(tmp_path)
-    assert res.returncode != 0 and "BROKEN" in res.stdout, res.stdout[-4000:]
+    path = tmp_path.joinpath(*module.split(".")).with_suffix(".py")
+    path.write_text(path.read_text() + f"\n{line}\n")
+    return _lint_imports(tmp_path)
+
+
+def _broken(res: subprocess.CompletedProcess) -> list[str]:
+    return [line.removesuffix(" BROKEN").strip() for line in res.stdout.splitlines() if line.endswith(" BROKEN")]
+
+
+def test_an_upward_import_breaks_the_layers(tmp_path):
+    """A service importing the Table facade (the circle the meta client broke) is refused."""
+    res = _planted(tmp_path, "lakehouse.services.clean", "from lakehouse.table import Table")
+    assert _broken(res) == ["lakehouse layers"], res.stdout[-4000:]
     assert "lakehouse.services.clean -> lakehouse.table" in res.stdout
+
+
+def test_a_type_only_upward_import_breaks_the_layers_too(tmp_path):
+    res = _planted(tmp_path, "lakehouse.timeline.active",
+                   "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from lakehouse.write.client import WriteClient")
+    assert "lakehouse layers" in _broken(res), res.stdout[-4000:]
+
+
+def test_the_table_format_importing_an_integration_breaks_the_contract(tmp_path):
+    """The writer reaching for Iceberg publishing (it goes through lakehouse.meta_sync instead),
+    or any core module for Spark, Airflow or the CLI: the forbidden contract."""
+    res = _planted(tmp_path, "lakehouse.write.client", "from lakehouse.iceberg import publish")
+    assert any(b == "table format apart from its integrations" for b in _broken(res)), \
+        res.stdout[-4000:]
+    assert "lakehouse.write.client -> lakehouse.iceberg.publish" in res.stdout
+
+
+def test_the_cli_importing_airflow_breaks_their_independence(tmp_path):
+    res = _planted(tmp_path, "lakehouse.cli.common", "from lakehouse.airflow import registry")
+    assert any(b == "entry points independent" for b in _broken(res)), \
+        res.stdout[-4000:]
 
 
 def _modules():

@@ -85,7 +85,7 @@ def test_the_url_can_come_from_the_environment_and_a_taken_name_is_left_alone(tm
 
 def test_an_env_url_naming_a_rest_catalog_is_refused_where_it_is_resolved(monkeypatch):
     from lakehouse.iceberg.catalog import resolve_uri
-    from lakehouse.iceberg.errors import IcebergSyncError
+    from lakehouse.errors import IcebergSyncError
 
     monkeypatch.setenv("LAKEHOUSE_TEST_CATALOG", "http://127.0.0.1:8181")
     with pytest.raises(IcebergSyncError, match="REST or Hive catalog"):

@@ -26,7 +26,7 @@ from lakehouse.iceberg.manifest import (ADDED, DELETED, EXISTING, DataFile, Entr
                                         read_manifest_list, write_manifest, write_manifest_list)
 from lakehouse.iceberg.metadata import LogEntry, Snapshot, TableMetadata  # noqa: E402
 from lakehouse.iceberg.partition import PartitionField, PartitionSpec, to_bytes  # noqa: E402
-from lakehouse.iceberg.schema import arrow_to_iceberg, name_mapping, schema_to_json  # noqa: E402
+from lakehouse.field_schema import arrow_to_iceberg, name_mapping, schema_to_json  # noqa: E402
 from lakehouse.storage import LocalStorage  # noqa: E402
 
 NESTED = pa.schema([

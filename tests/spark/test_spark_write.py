@@ -190,7 +190,7 @@ def test_indexed_table_same_as_python_path(tmp_path, spark, table_type, index):
     keys = a.read(columns=["id"]).column("id")
     if index.startswith("GLOBAL"):
         assert len(keys) == len(set(keys.to_pylist()))  # moved, never stored twice
-    # The executors' base files carry the Iceberg field ids (lakehouse.iceberg.field_ids):
+    # The executors' base files carry the Iceberg field ids (lakehouse.field_ids):
     # Daft, which reads by field id only, reads the table as pyiceberg and lakehouse do.
     from tests.iceberg.iceberg_oracle import sync_and_compare
     sync_and_compare(a, f"Spark-written {table_type}/{index}")

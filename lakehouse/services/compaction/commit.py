@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.errors import TimelineError
 from lakehouse.faults import fault_point
-from lakehouse.commit import complete, hooks_deferred
-from lakehouse.iceberg import field_ids
+from lakehouse.commit import complete, exclusive
+from lakehouse import field_ids
 from lakehouse.services.compaction.execute import undo_execution
 from lakehouse.services.compaction.plan import read_plan
 from lakehouse.services.compaction.results import delete_results, read_results
@@ -68,7 +68,7 @@ def commit_compaction(meta: "TableMetaClient", instant_time: str | None = None, 
     # Under the lock, what an undo changes is looked at again: an executor started again (an
     # Airflow retry of a task still running) undoes the execution under the lock, inflight file
     # first, and would otherwise delete the files of the compaction committed here.
-    with hooks_deferred(meta), meta.exclusive():
+    with exclusive(meta):
         inst = _inflight(meta.active.load(), t)
         if isinstance(inst, CommitResult):
             return inst
@@ -103,7 +103,7 @@ def _publish(meta: "TableMetaClient", inst: Instant, stats: list[WriteStat],
     timeline = meta.timeline
     schema = table_avro_schema(meta.active, meta.config, timeline)
     # Ids for the schema recorded: the columns the execution numbered its files with keep the
-    # ids the timeline knows them by (lakehouse.iceberg.field_ids).
+    # ids the timeline knows them by (lakehouse.field_ids).
     ids = field_ids.assign(field_ids.known(meta, timeline), arrow_schema_of(schema)).extra_metadata() \
         if schema else {}
     done = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in by_partition.items()},
@@ -114,9 +114,8 @@ def _publish(meta: "TableMetaClient", inst: Instant, stats: list[WriteStat],
     done = dataclasses.replace(done, extra_metadata=carry_forward(
         meta.active, timeline, done.extra_metadata, in_order=not meta.concurrency.multi_writer))
     fault_point("compaction.before_commit")
-    # An executor started again may have taken the lock from this step, stalled past its
-    # lease, and undone the execution: its files are gone.
-    meta.check_lock()
+    # complete() checks the lease: an executor started again may have taken the lock from this
+    # step, stalled past its lease, and undone the execution (its files are gone).
     # The results and markers go after the hooks ran; a crash before leaves garbage only.
     complete(meta, inst, done.to_bytes())
     Markers(meta.storage, t).delete_all()

@@ -30,9 +30,10 @@ from lakehouse.timeline.avro_files import CompactionOperation
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.timeline.instant import Action, Instant, State
 from lakehouse.timeline.schema_resolver import table_schema
-from lakehouse.iceberg import field_ids
+from lakehouse import field_ids
 from lakehouse.io.handles import HandleContext, schema_json, write_compacted_base_file, writes_bloom
 from lakehouse.io.markers import Markers
+from lakehouse.commit import exclusive, start
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
@@ -77,7 +78,7 @@ class _Task:
     # Bytes the committed write stats record for this operation's log files: a log file found
     # shorter lost committed blocks, maybe cut at a block boundary (which reads cannot tell).
     committed_log_sizes: tuple[tuple[str, int], ...] = ()
-    # The Iceberg field id of each column path (lakehouse.iceberg.field_ids).
+    # The Iceberg field id of each column path (lakehouse.field_ids).
     field_ids: tuple[tuple[tuple[str, ...], int], ...] = ()
 
     def is_visible(self, instant: str) -> bool:
@@ -167,7 +168,7 @@ def undo_execution(meta: "TableMetaClient", instant_time: str) -> bool:
     task that was still running) can no longer delete the files of a compaction committed in
     between. The files go after, outside the lock (many requests for a big plan); what a crash
     leaves of them, the next execution sweeps (:func:`_sweep`)."""
-    with meta.exclusive():
+    with exclusive(meta):
         timeline = meta.active.load()
         if timeline.is_completed(instant_time) and timeline.is_compaction(instant_time):
             return False
@@ -228,7 +229,7 @@ def execute_compaction(meta: "TableMetaClient", instant_time: str | None = None,
     if not redone and _leftovers(meta.storage, t):
         _sweep(meta, t)
     plan = read_plan(meta, t)
-    meta.active.transition(Instant(t, Action.COMPACTION, State.REQUESTED), State.INFLIGHT)
+    start(meta, Instant(t, Action.COMPACTION, State.REQUESTED))
     committed = frozenset(meta.timeline.completed_write_times)
     timeline = meta.timeline
     schema = table_schema(meta.active, meta.config, timeline)

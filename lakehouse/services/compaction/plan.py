@@ -21,6 +21,7 @@ from lakehouse.log.reader import iter_log_blocks
 from lakehouse.timeline.avro_files import CompactionOperation, CompactionPlan
 from lakehouse.timeline.instant import Action, Instant, State
 from lakehouse.timeline.instant_time import parse_instant_time
+from lakehouse.commit import exclusive, request
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
@@ -114,7 +115,7 @@ def schedule_compaction(meta: "TableMetaClient", config: CompactionConfig | None
     # The check "no earlier write pending" and the plan's instant must be one step, or a writer
     # could take its instant in between, miss the plan and write logs the plan misses (one
     # writer too: the writer and the planner are different processes).
-    with meta.exclusive():
+    with exclusive(meta):
         return _schedule(meta, cfg, now, force, extra_metadata)
 
 
@@ -157,8 +158,8 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
         extra_metadata={**(extra_metadata or {}),
                         "lakehouse.trigger": trig.reason if trig.fire else f"forced ({trig.reason})"},
         preserve_hoodie_metadata=True)
-    meta.check_lock()  # "no write pending" holds only while the lock does
-    inst = meta.active.create_requested(Action.COMPACTION, plan.to_bytes())
+    # request() checks the lease: "no write pending" holds only while the lock does.
+    inst = request(meta, Action.COMPACTION, plan.to_bytes())
     # Seed 000's rule: nothing may have completed at or after the compaction instant.
     later = [i for i in meta.timeline.completed() if i.time >= inst.time]
     if later:

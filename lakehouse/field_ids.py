@@ -26,12 +26,10 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 import pyarrow as pa
 
-from lakehouse.errors import CorruptFileError
-from lakehouse.iceberg.errors import IcebergSyncError
-from lakehouse.iceberg.metadata import TableMetadata
-from lakehouse.iceberg.schema import (IcebergType, Path, Schema, arrow_to_iceberg, known_ids, path_ids,
+from lakehouse.errors import IcebergSyncError
+from lakehouse.field_schema import (IcebergType, Path, Schema, arrow_to_iceberg, known_ids, path_ids,
                                       schema_from_json, schema_to_json)
-from lakehouse.iceberg.store import MetadataStore
+from lakehouse.meta_sync import published_schema
 from lakehouse.timeline.commit_metadata import CommitMetadata
 
 if TYPE_CHECKING:
@@ -80,10 +78,10 @@ class Known:
 
 
 def known(meta: "TableMetaClient", timeline,
-          published: Callable[[], TableMetadata | None] | None = None) -> Known:
+          published: Callable[[], tuple[Schema, int] | None] | None = None) -> Known:
     """The ids of every column the completed writes of ``timeline`` recorded (a newer commit's
-    win); without any, those of the published Iceberg metadata (``published``, default: read
-    from the table's metadata folder)."""
+    win); without any, those of the schema published before (``published``, default: what the
+    table's meta sync tools published: lakehouse.meta_sync)."""
     ids: dict[Path, tuple[int, IcebergType]] = {}
     last = 0
     found = False
@@ -94,9 +92,9 @@ def known(meta: "TableMetaClient", timeline,
             last = max(last, f.last_column_id)
             found = True
     if not found:
-        md = published() if published is not None else _published(meta)
-        if md is not None:
-            ids, last = known_ids(md.schema()), md.last_column_id
+        found = published() if published is not None else published_schema(meta)
+        if found is not None:
+            ids, last = known_ids(found[0]), found[1]
     return Known(ids, last)
 
 
@@ -115,13 +113,6 @@ def stored_as_of(meta: "TableMetaClient", timeline, t: str) -> Stored | None:
             ids = FieldIds.of_commit(cm, f"instant {inst.time}")
             return Stored(inst.time, ids) if ids is not None else None
     return None
-
-
-def _published(meta: "TableMetaClient") -> TableMetadata | None:
-    try:
-        return MetadataStore(meta.storage).load()[1]
-    except CorruptFileError:
-        return None  # unreadable metadata gets published afresh: numbering starts over too
 
 
 def assign(known_now: Known, arrow: pa.Schema) -> FieldIds:

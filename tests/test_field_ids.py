@@ -1,4 +1,4 @@
-"""Parquet field ids in base files (lakehouse.iceberg.field_ids): every base file carries the ids
+"""Parquet field ids in base files (lakehouse.field_ids): every base file carries the ids
 of the Iceberg schema it is published under, so Daft (which reads by field id only, no name
 mapping) reads what lakehouse's read-optimized read reads; ids survive schema evolution, a table
 published before ids existed keeps its numbering, and two writers adding columns at once never
@@ -16,9 +16,10 @@ import pytest
 
 import lakehouse
 from lakehouse.errors import CommitConflictError
-from lakehouse.iceberg import field_ids, sync_iceberg
-from lakehouse.iceberg.errors import IcebergSyncError
-from lakehouse.iceberg.schema import Field, Schema, check_evolution
+from lakehouse import field_ids
+from lakehouse.iceberg import sync_iceberg
+from lakehouse.errors import IcebergSyncError
+from lakehouse.field_schema import Field, Schema, check_evolution
 from lakehouse.io.field_ids import FIELD_ID
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from tests.iceberg.iceberg_oracle import MANUAL_SYNC, daft_read, assert_same_table, static_table, sync_and_compare

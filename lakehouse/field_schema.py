@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Union
 
 import pyarrow as pa
 
-from lakehouse.iceberg.errors import IcebergSyncError
+from lakehouse.errors import IcebergSyncError
 from lakehouse import layout
 
 # Iceberg primitive types are their JSON strings ("long", "decimal(10, 2)", "fixed[16]").
