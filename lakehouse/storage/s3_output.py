@@ -10,12 +10,26 @@ storage, where ``open_output`` refuses an existing file.
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable, Protocol
 
+from lakehouse.storage.s3_client import S3Clients
 from lakehouse.storage.s3_conditional import TOKEN_METADATA_KEY, new_token
 
-if TYPE_CHECKING:
-    from lakehouse.storage.s3 import S3Storage
+
+class S3Target(Protocol):
+    """What an upload needs of the store it writes to (lakehouse.storage.s3.S3Storage)."""
+
+    bucket: str
+    clients: S3Clients
+
+    def key(self, path: str) -> str: ...
+
+    def boto_errors(self) -> tuple[type[BaseException], ...]: ...
+
+    def error(self, e: BaseException, path: str) -> Exception: ...
+
+    def put_new(self, path: str, data: bytes | None, *, token: str,
+                complete: Callable[..., Any] | None = None) -> None: ...
 
 # S3 wants parts of 5 MiB or more (all but the last); 8 MiB keeps the buffer small and the part
 # count of a 1 GiB file far below the 10,000 part limit.
@@ -23,7 +37,7 @@ PART_SIZE = 8 * 1024 * 1024
 
 
 class S3Output(io.BufferedIOBase):
-    def __init__(self, storage: "S3Storage", path: str, *, part_size: int = PART_SIZE) -> None:
+    def __init__(self, storage: S3Target, path: str, *, part_size: int = PART_SIZE) -> None:
         super().__init__()
         self._storage = storage
         self._path = path
