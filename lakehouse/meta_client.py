@@ -15,6 +15,8 @@ import functools
 import threading
 from typing import Any, Callable, ContextManager, Mapping
 
+import pyarrow as pa
+
 from lakehouse.concurrency.heartbeat import Heartbeats
 from lakehouse.concurrency.transaction import TransactionManager, loadable
 from lakehouse.config import (STORAGE_LOCK_PROVIDER, ConcurrencyConfig, MemoryConfig, TableConfig,
@@ -23,6 +25,7 @@ from lakehouse.errors import ConfigError
 from lakehouse.properties import load_table_config
 from lakehouse.storage import Storage, get_storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
+from lakehouse.timeline.schema_resolver import table_schema
 
 CONCURRENCY_KEYS = option_keys(ConcurrencyConfig)
 OPEN_KEYS = CONCURRENCY_KEYS | option_keys(MemoryConfig)
@@ -149,6 +152,13 @@ class TableMetaClient:
     @property
     def timeline(self) -> Timeline:
         return self.active.load()
+
+    def schema(self, as_of: str | None = None, timeline: Timeline | None = None) -> pa.Schema:
+        """The table's schema (meta fields first) at ``as_of`` (default: the latest) on ``timeline``
+        (default: the current one): the schema the last completed write at or before it recorded,
+        else the one the table was created with (lakehouse.timeline.schema_resolver), as Hudi's
+        TableSchemaResolver works on the meta client."""
+        return table_schema(self.active, self.config, timeline if timeline is not None else self.timeline, as_of)
 
     def options(self, given: Mapping[str, Any] | None, where: str) -> dict[str, str]:
         """The options of one call (a write, a service run, a reader): those stored with the

@@ -33,7 +33,7 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -51,10 +51,10 @@ from lakehouse.iceberg.replay import (BaseFileWrite, InstantChanges, archived_ba
 from lakehouse import field_ids
 from lakehouse.field_schema import Schema, arrow_to_iceberg, check_evolution, name_mapping
 from lakehouse.iceberg.store import MetadataStore, metadata_file
+from lakehouse.meta_client import meta_client_of
 from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.instant import Instant
 from lakehouse.timeline.instant_time import parse_instant_time
-from lakehouse.timeline.schema_resolver import table_schema
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
@@ -152,7 +152,7 @@ class _Attempt:
     # --- schemas, specs, files -------------------------------------------------------------
 
     def _use_schema_as_of(self, t: str) -> Schema:
-        arrow = table_schema(self.meta.active, self.meta.config, self.timeline, t)
+        arrow = self.meta.schema(t, self.timeline)
         latest = next((s for s in self.schemas if s.schema_id == self.schema_id), None)
         next_id = max((s.schema_id for s in self.schemas), default=-1) + 1
         known = self.known_ids
@@ -437,8 +437,10 @@ def _moved(metadata: TableMetadata, meta: "TableMetaClient") -> bool:
     return metadata.location.rstrip("/") != meta.storage.uri().rstrip("/")
 
 
-def sync_iceberg(meta: "TableMetaClient") -> SyncResult:
-    """Publish Iceberg metadata for every completed instant of ``table`` not yet published."""
+def sync_iceberg(meta: "TableMetaClient | Any") -> SyncResult:
+    """Publish Iceberg metadata for every completed instant of ``meta`` (a meta client, or a
+    table over one) not yet published."""
+    meta = meta_client_of(meta)
     _check_supported(meta.config)
     store = MetadataStore(meta.storage)
     for attempt in range(MAX_ATTEMPTS):

@@ -29,7 +29,6 @@ from lakehouse.storage.base import Storage
 from lakehouse.timeline.avro_files import CompactionOperation
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.timeline.instant import Action, Instant, State
-from lakehouse.timeline.schema_resolver import table_schema
 from lakehouse import field_ids
 from lakehouse.io.handles import HandleContext, schema_json, write_compacted_base_file, writes_bloom
 from lakehouse.io.markers import Markers
@@ -232,7 +231,7 @@ def execute_compaction(meta: "TableMetaClient", instant_time: str | None = None,
     start(meta, Instant(t, Action.COMPACTION, State.REQUESTED))
     committed = frozenset(meta.timeline.completed_write_times)
     timeline = meta.timeline
-    schema = table_schema(meta.active, meta.config, timeline)
+    schema = meta.schema(timeline=timeline)
     first = timeline.first
     sizes = _committed_log_sizes(meta, timeline, plan.operations, t)
     ids = tuple(field_ids.assign(field_ids.known(meta, timeline), schema).paths.items())

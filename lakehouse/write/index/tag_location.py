@@ -61,7 +61,7 @@ def merged_keys(client: "WriteClient", timeline, read_slices: dict, ordering: st
     """Stored keys (and ordering values) of Merge-On-Read file slices, logs merged."""
     reader = TableReader(client.storage, client.config, client.active, timeline, memory=client.meta.memory)
     cols = [RECORD_KEY] + ([ordering] if ordering else [])
-    ctx = reader.slice_read_context(reader.schema(), set(timeline.completed_write_times), cols, None,
+    ctx = reader.slice_read_context(client.meta.schema(timeline=timeline), set(timeline.completed_write_times), cols, None,
                                     read_logs=True)
 
     def read(files: list[BaseFile], wanted: pa.Array | None = None) -> pa.Table:
