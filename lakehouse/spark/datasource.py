@@ -67,7 +67,8 @@ from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.carried import SINK_CHECKPOINT_KEY, believable, origins, sink_map, values
 from lakehouse.write.client import WriteClient
 from lakehouse.write.source import BatchSource, ParquetSource, TableSource
-from lakehouse.write.prepare import Operation, committed_partition_depth
+from lakehouse.write.operation import Operation
+from lakehouse.write.prepare import committed_partition_depth
 from lakehouse import layout
 
 try:  # the Python Data Source API: pyspark >= 4.0, an optional dependency

@@ -23,11 +23,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import lakehouse
 from lakehouse.config import IndexType
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
 from lakehouse.columns import KEY, PARTITION
-from lakehouse.write.client import WriteClient
+from lakehouse.meta_client import TableMetaClient
+from lakehouse.storage import Storage, get_storage
+from lakehouse.write.context import WriteContext
 from lakehouse.write.index import tag_location
 from lakehouse.write.index.lookup import (LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION, base_file_keys,
                                           read_footer)
@@ -44,17 +45,23 @@ class IndexJob:
     """What the lookup tasks need; pickled into them."""
 
     path: str
-    options: dict
+    context: WriteContext  # the write's: the table's config, no table opened on the executors
     files: list[BaseFile]
     ordering: str | None  # stored ordering values are needed (global index, event time)
     merged: bool  # keys of merged file slices (MOR: a key deleted in a log is gone)
     slices: dict[tuple[str, str], FileSlice]
 
+    def storage(self) -> Storage:
+        return get_storage(self.path)
+
     def source(self):
-        client = WriteClient(lakehouse.open_table(self.path), self.options)
+        storage = self.storage()
         if self.merged:
-            return tag_location.merged_keys(client, client.active.load(), self.slices, self.ordering)
-        return base_file_keys(client.storage, self.ordering)
+            # A meta client over the store and the write's table config: no hoodie.properties
+            # read; the timeline is the store's now, as a reader's would be.
+            meta = TableMetaClient(storage, self.context.config)
+            return tag_location.merged_keys(meta, self.context, meta.active.load(), self.slices, self.ordering)
+        return base_file_keys(storage, self.ordering)
 
 
 def _loc_schema(job: IndexJob, ordering_type) -> str:
@@ -92,7 +99,7 @@ def _stored_keys(spark, job: IndexJob, ordering_spark, ordering_arrow) -> "DataF
 def _key_ranges(spark, job: IndexJob) -> list[tuple[str | None, str | None]]:
     """Each candidate file's (min, max) record key from its footer, read on the executors."""
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = lakehouse.open_table(job.path).storage
+        storage = job.storage()
         for b in batches:
             idx = b.column(0).to_pylist()
             footers = [read_footer(storage, job.files[i]) for i in idx]
@@ -143,7 +150,7 @@ def _bloom_matches(keyed: "DataFrame", job: IndexJob, global_: bool, ordering_sp
         t = pa.Table.from_batches(list(batches), schema=pa.schema([(KEY, pa.string()), (_FILE, pa.int32())]))
         if t.num_rows == 0:
             return
-        storage = lakehouse.open_table(job.path).storage
+        storage = job.storage()
         source = job.source()
         t = t.sort_by(_FILE)
         files = t.column(_FILE).to_numpy()

@@ -23,7 +23,9 @@ the Python writer does with a batch larger than the budget (:mod:`lakehouse.writ
 insert_overwrite (whose replaced file groups depend on the whole batch) falls back to
 ``df.toArrow()`` on the driver and :meth:`Table.write`: correct, but the batch must fit there.
 
-Executors reopen the table from ``table.path``: that location must be reachable from them.
+Executors get the write's context (lakehouse.write.context: table and write config, key generator,
+column ids) with the task, and open the store at ``table.path``: that location must be reachable
+from them.
 A Python exception on an executor comes back as a value (as in :mod:`lakehouse.spark.engine`),
 so Spark does not retry a task that would fail again; the driver rolls the instant back.
 """
@@ -31,6 +33,7 @@ so Spark does not retry a task that would fail again; the driver rolls the insta
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import math
 import pickle
@@ -41,7 +44,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import lakehouse
 from lakehouse.config import IndexType
 from lakehouse.errors import RecordKeyError
 from lakehouse.faults import fault_point
@@ -56,7 +58,11 @@ from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.write import assign, bucket_sizing, spill
 from lakehouse.write.memory import bounded_allocator, release_unused
 from lakehouse.write.spill_store import Spill
-from lakehouse.write.client import ExtraMetadata, Operation, WriteClient
+from lakehouse.io.partition_metafile import ensure_partitions
+from lakehouse.storage import Storage, get_storage
+from lakehouse.write.client import ExtraMetadata, WriteClient
+from lakehouse.write.context import WriteContext
+from lakehouse.write.operation import Operation, TargetKind
 from lakehouse.bucket_identifier import record_buckets
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
 from lakehouse.partition_path import check_paths
@@ -103,7 +109,7 @@ def write_dataframe(table: "Table", df: "DataFrame", operation: str = "upsert", 
     # the same reconciled schema and the same typed errors, before anything is written.
     # Its tasks key rows with the stored key generator: this write chooses none.
     prepared = client.prepare(arrow_schema(df.schema).empty_table(), op, choose_keygen=False)
-    job = _Job(table.path, dict(options or {}), op, prepared.data_schema)
+    job = _Job(table.path, dict(options or {}), op, prepared.data_schema, client.context)
     counts = _check(df, job, client)
     if bucket_sizing.is_provisional(client.config) and op is not Operation.DELETE:
         prepared = dataclasses.replace(prepared,
@@ -114,6 +120,14 @@ def write_dataframe(table: "Table", df: "DataFrame", operation: str = "upsert", 
                       commit=commit)
 
 
+class Routing(enum.StrEnum):
+    """How a write task finds the file groups of its rows."""
+
+    BUCKET = "bucket"  # by the bucket of each key (the BUCKET index)
+    BULK = "bulk"  # new file groups of its sorted run (a bulk insert without a bucket index)
+    INDEXED = "indexed"  # as the index located each key and the driver planned the inserts
+
+
 @dataclass
 class _Job:
     """What executors need to turn Arrow batches into rows and files; small, and pickled."""
@@ -122,18 +136,20 @@ class _Job:
     options: dict
     op: Operation
     data_schema: pa.Schema
+    # The write's context (with the instant's column ids once phase 1 has them): what the tasks
+    # key, route and write with, no table opened.
+    context: WriteContext
     instant: str = ""
     latest: dict = field(default_factory=dict)
     pending: dict = field(default_factory=dict)
-    mode: str = "bucket"  # "bucket" | "bulk" | "indexed": how a write task finds its targets
+    mode: Routing = Routing.BUCKET
     avg_size: int = 1
     plan: dict = field(default_factory=dict)  # partition -> [(file id, inserts, small)]
-    field_ids: dict = field(default_factory=dict)  # column path -> Iceberg field id
 
-    def client(self) -> WriteClient:
-        return WriteClient(lakehouse.open_table(self.path), self.options)
+    def storage(self) -> Storage:
+        return get_storage(self.path)
 
-    def rows(self, client: WriteClient, batch: pa.Table, subset: bool = False) -> pa.Table:
+    def rows(self, batch: pa.Table, subset: bool = False) -> pa.Table:
         """``batch`` conformed as WriteClient.prepare conforms it (without helper columns);
         ``subset``: only to the columns the batch has (the check reads just a few)."""
         schema = self.data_schema
@@ -144,9 +160,9 @@ class _Job:
             schema = pa.schema([f for f in schema if f.name in batch.column_names])
         return conform(batch, schema)
 
-    def check_ordering(self, client: WriteClient, rows: pa.Table) -> None:
-        ordering = client.config.ordering_field
-        if client.spec.uses_ordering and self.op is not Operation.DELETE and rows.column(ordering).null_count:
+    def check_ordering(self, rows: pa.Table) -> None:
+        ordering = self.context.config.ordering_field
+        if self.context.spec.uses_ordering and self.op is not Operation.DELETE and rows.column(ordering).null_count:
             raise RecordKeyError(f"ordering field {ordering!r} has "
                                  f"{rows.column(ordering).null_count} null value(s)",
                                  help="give every record an ordering value")
@@ -181,16 +197,16 @@ def _check(df: "DataFrame", job: _Job, client: WriteClient) -> dict[str, int]:
     only on the columns they need (Spark prunes the rest); returns the rows per partition path
     (which size the shuffles)."""
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        client = job.client()
+        keygen = job.context.keygen
         seen: dict[str, int] = {}
 
         def one(b: pa.RecordBatch) -> None:
-            rows = job.rows(client, pa.Table.from_batches([b]), subset=True)
-            client.keygen.record_keys(rows)
-            counts = pc.value_counts(client.keygen.partition_paths(rows, row_offset=None).combine_chunks())
+            rows = job.rows(pa.Table.from_batches([b]), subset=True)
+            keygen.record_keys(rows)
+            counts = pc.value_counts(keygen.partition_paths(rows, row_offset=None).combine_chunks())
             for v, c in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
                 seen[v] = seen.get(v, 0) + c
-            job.check_ordering(client, rows)
+            job.check_ordering(rows)
 
         for b in batches:
             err = _failure_bytes(one, b)
@@ -224,22 +240,21 @@ def _keyed(df: "DataFrame", job: _Job) -> "DataFrame":
 
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext  # noqa: PLC0415
-        client = job.client()
-        cfg = client.config
+        cfg, keygen = job.context.config, job.context.keygen
         offset = TaskContext.get().partitionId() << _SEQ_SHIFT
         for b in batches:
             n = b.num_rows
             box: dict = {}
 
             def one(b=b):
-                rows = job.rows(client, pa.Table.from_batches([b]))
-                keys = client.keygen.record_keys(rows)
+                rows = job.rows(pa.Table.from_batches([b]))
+                keys = keygen.record_keys(rows)
                 delete = pa.repeat(True, n) if job.op is Operation.DELETE else \
                     delete_flags(rows).combine_chunks() if n else pa.array([], pa.bool_())
-                box.update({KEY: keys, PARTITION: client.keygen.partition_paths(rows, row_offset=None),
+                box.update({KEY: keys, PARTITION: keygen.partition_paths(rows, row_offset=None),
                             SEQ: pa.array(np.arange(offset + 1, offset + n + 1, dtype=np.int64)),
                             DELETE: delete, UNCONDITIONAL: pa.repeat(job.op is Operation.DELETE, n),
-                            BUCKET: pa.array(record_buckets(rows, keys, cfg) if n and job.mode == "bucket"
+                            BUCKET: pa.array(record_buckets(rows, keys, cfg) if n and job.mode is Routing.BUCKET
                                              else np.zeros(n, np.int32))})
 
             err = _failure_bytes(one)
@@ -266,10 +281,10 @@ _HELPER_TYPES = {KEY: pa.string(), PARTITION: pa.string(), SEQ: pa.int64(), DELE
                  UNCONDITIONAL: pa.bool_(), BUCKET: pa.int32()}
 
 
-def _targets(client: WriteClient, job: _Job, rows: pa.Table) -> list:
+def _targets(job: _Job, rows: pa.Table) -> list:
     """This task's file groups and their rows (sorted by SEQ, precombined where needed)."""
-    op = job.op
-    if job.mode == "indexed":
+    op, context = job.op, job.context
+    if job.mode is Routing.INDEXED:
         out = []
         new = {(p, f) for p, slots in job.plan.items() for f, _, small in slots if not small}
         small = {(p, f) for p, slots in job.plan.items() for f, _, s in slots if s}
@@ -279,29 +294,29 @@ def _targets(client: WriteClient, job: _Job, rows: pa.Table) -> list:
             part = part.drop_columns([assign.FID])
             if (partition, fid) in new:
                 part = part.filter(pc.invert(part.column(DELETE)))
-                tg = assign.new_target(partition, fid, None, None, "create")
+                tg = assign.new_target(partition, fid, None, None, TargetKind.CREATE)
                 tg.inserts = part.num_rows
             else:
-                tg = assign.update_target(client, partition, fid, job.latest, job.pending,
+                tg = assign.update_target(context, partition, fid, job.latest, job.pending,
                                           (partition, fid) in small)
             tg.rows.append(part)
             out.append(tg)
         return out
-    if job.mode == "bucket" and combines(client, op) and rows.num_rows > 1:
-        rows = precombine(client, rows)
+    if job.mode is Routing.BUCKET and combines(context, op) and rows.num_rows > 1:
+        rows = precombine(context, rows)
     if op is Operation.BULK_INSERT:
         rows = rows.filter(pc.invert(rows.column(DELETE))).sort_by([(KEY, "ascending")])
-        if job.mode == "bulk":
-            return assign.bulk_targets(rows, job.avg_size, client.write_config)
-    return assign.bucket_targets(client, rows, job.latest, job.pending)
+        if job.mode is Routing.BULK:
+            return assign.bulk_targets(rows, job.avg_size, context.write_config)
+    return assign.bucket_targets(context, rows, job.latest, job.pending)
 
 
-def _task_rows(client: WriteClient, job: _Job, table: pa.Table, keep: tuple[str, ...] = ()) -> pa.Table:
+def _task_rows(job: _Job, table: pa.Table, keep: tuple[str, ...] = ()) -> pa.Table:
     """A write task's rows as WriteClient.prepare makes them: data conformed, helper columns
     (and ``keep`` of the routing ones) after."""
     helpers = table.select([c for c in (KEY, PARTITION, SEQ, DELETE, UNCONDITIONAL, assign.FID, *keep)
                             if c in table.column_names])
-    data = job.rows(client, table.drop_columns(
+    data = job.rows(table.drop_columns(
         [c for c in table.column_names if c in _HELPER_TYPES or c in (ERROR, assign.FID)]))
     return pa.Table.from_arrays(data.columns + helpers.columns, names=data.column_names + helpers.column_names)
 
@@ -323,15 +338,13 @@ def _write_task(job: _Job):
         pid = tc.partitionId()
         rest = (b for b in batches if b.num_rows)
         held: list[pa.RecordBatch] = []
-        nbytes, client, refused, whole = 0, None, [], 0
+        nbytes, refused = 0, []
+        whole = job.context.write_config.task_max_bytes // _WHOLE_SHARE
         for b in rest:
             bad = _refusal(b)
             if bad is not None:
                 yield pa.record_batch({"stat": pa.nulls(1, pa.string()), ERROR: bad})
                 return
-            if client is None:
-                client = job.client()
-                whole = client.write_config.task_max_bytes // _WHOLE_SHARE
             held.append(b)
             nbytes += b.nbytes
             if nbytes > whole:
@@ -340,20 +353,19 @@ def _write_task(job: _Job):
             return
 
         def run() -> list[str]:
-            ctx = client.handle_context(job.data_schema, job.instant, stage=tc.stageId(),
-                                        attempt=tc.attemptNumber(), op=job.op,
-                                        field_ids=job.field_ids)
+            ctx = job.context.handle_context(job.storage(), job.data_schema, job.instant,
+                                             stage=tc.stageId(), attempt=tc.attemptNumber(), op=job.op)
             if nbytes > whole:
                 with bounded_allocator():  # as the Python writer's (lakehouse.write.memory)
-                    stats = _write_spilled(client, job, ctx, pid, held, rest, refused)
+                    stats = _write_spilled(job, ctx, pid, held, rest, refused)
             else:
-                rows = _task_rows(client, job, pa.Table.from_batches(held)).sort_by(SEQ)
+                rows = _task_rows(job, pa.Table.from_batches(held)).sort_by(SEQ)
                 stats = []
                 # Several file groups can share a task; the task number keeps their write tokens
                 # and sequence numbers apart, as the Python path's per-target numbering does.
-                for i, tg in enumerate(_targets(client, job, rows)):
+                for i, tg in enumerate(_targets(job, rows)):
                     part = assign.materialize(tg.rows)
-                    stats += assign.run_target(client, ctx, tg, part, pid * _TASK_STRIDE + i)
+                    stats += assign.run_target(ctx, tg, part, pid * _TASK_STRIDE + i)
             # A task lost here (executor gone) is retried by Spark: its new attempt writes files
             # under another write token, and phase 2 removes the lost attempt's.
             fault_point("spark.write_task.after_files")
@@ -370,7 +382,7 @@ def _write_task(job: _Job):
     return per_task
 
 
-def _write_spilled(client: WriteClient, job: _Job, ctx, pid: int, held: list[pa.RecordBatch],
+def _write_spilled(job: _Job, ctx, pid: int, held: list[pa.RecordBatch],
                    rest: Iterator[pa.RecordBatch], refused: list) -> list[WriteStat]:
     """A write task's rows larger than an eighth of ``write.task.max.size``: spilled by the group each goes
     to (its file group, its bucket, or for a bulk insert a run of an eighth of the budget, in
@@ -382,9 +394,9 @@ def _write_spilled(client: WriteClient, job: _Job, ctx, pid: int, held: list[pa.
     # buffers; the first task's imports): the spill works to half the budget (measured: a
     # Copy-On-Write task spilling to the whole budget peaked at 2.0-2.6x it, 2x the Python
     # writer's peak on the same rows).
-    budget = client.write_config.task_max_bytes // 2
-    route = {"bucket": ([PARTITION, BUCKET], "bucket"), "indexed": ([PARTITION, assign.FID], "fg"),
-             "bulk": ([PARTITION, _RUN], "new")}
+    budget = job.context.write_config.task_max_bytes // 2
+    route = {Routing.BUCKET: ([PARTITION, BUCKET], "bucket"), Routing.INDEXED: ([PARTITION, assign.FID], "fg"),
+             Routing.BULK: ([PARTITION, _RUN], "new")}
     by, kind = route[job.mode]
     run_bytes = max(1, budget // 8)
     with Spill(budget) as sp:
@@ -394,7 +406,7 @@ def _write_spilled(client: WriteClient, job: _Job, ctx, pid: int, held: list[pa.
             if bad is not None:
                 refused.append(bad)
                 return []
-            rows = _task_rows(client, job, pa.Table.from_batches([b]), keep=(BUCKET,) if kind == "bucket" else ())
+            rows = _task_rows(job, pa.Table.from_batches([b]), keep=(BUCKET,) if kind == "bucket" else ())
             if kind == "fg":  # deletes of keys the table does not hold: nothing to write
                 rows = rows.filter(pc.is_valid(rows.column(assign.FID)))
             elif kind == "new":
@@ -407,7 +419,7 @@ def _write_spilled(client: WriteClient, job: _Job, ctx, pid: int, held: list[pa.
         sp.finish()
         created = frozenset((p, f) for p, slots in job.plan.items() for f, _, small in slots if not small)
         small = frozenset((p, f) for p, slots in job.plan.items() for f, _, s in slots if s)
-        return spill.write_groups(client, job.op, dataclasses.replace(ctx, packed_bloom=True), sp, job.latest,
+        return spill.write_groups(job.context, job.op, dataclasses.replace(ctx, packed_bloom=True), sp, job.latest,
                                   job.pending, job.avg_size, budget, first_task=pid * _TASK_STRIDE,
                                   parallelism=1, created=created, small=small, by_seq=True)
 
@@ -430,8 +442,7 @@ def _precombine_task(job: _Job):
         if table.column(ERROR).null_count < table.num_rows:
             yield from table.filter(pc.is_valid(table.column(ERROR))).to_batches()
             return
-        client = job.client()
-        out = precombine(client, table.sort_by(SEQ)) if table.num_rows > 1 else table
+        out = precombine(job.context, table.sort_by(SEQ)) if table.num_rows > 1 else table
         yield from out.select(table.column_names).cast(table.schema).to_batches()
     return per_task
 
@@ -439,13 +450,12 @@ def _precombine_task(job: _Job):
 def _route_task(job: _Job):
     """Tagged records to their file groups (FID; null for inserts), partition moves included."""
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        client = job.client()
         for b in batches:
             t = pa.Table.from_batches([b])
             loc_cols = [c for c in (LOC_PARTITION, LOC_FILE_ID, LOC_ORDERING) if c in t.column_names]
             loc = t.select(loc_cols)
             rows = t.drop_columns(loc_cols + [c for c in (LOC_KEY,) if c in t.column_names])
-            yield from assign.route(client, rows, loc).to_batches()
+            yield from assign.route(job.context, rows, loc).to_batches()
     return per_task
 
 
@@ -481,7 +491,7 @@ def _pick_task(job: _Job):
 
 def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSystemView, timeline,
                  counts: dict[str, int]) -> list[WriteStat]:
-    cfg = client.config
+    cfg = job.context.config
     index = cfg.index_type
     partitions = set(counts)
     par = df.sparkSession.sparkContext.defaultParallelism
@@ -489,7 +499,7 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
     # every core busy (and no task with more than about one file's worth of rows to write).
     avg_size = client.avg_record_size(timeline)
     job.avg_size = avg_size
-    per_file = assign.records_per_file(avg_size, client.write_config)
+    per_file = assign.records_per_file(avg_size, job.context.write_config)
     rows = sum(counts.values())
     tasks = max(1, min(par * 4, math.ceil(rows / per_file)))
     global_ = index.is_global and index is not IndexType.BUCKET
@@ -497,18 +507,18 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
     job.latest = {(g.partition, g.file_id): g.slices[-1] for g in view.file_groups()
                   if global_ or g.partition in partitions}
     if index is IndexType.BUCKET:
-        job.mode = "bucket"
+        job.mode = Routing.BUCKET
         tasks = max(1, min(len(partitions) * cfg.bucket_num, par * 4))
         return _run_writes(_keyed(df, job).repartition(tasks, PARTITION, BUCKET), job)
     keyed = _keyed(df, job)
     op = job.op
-    if combines(client, op):
+    if combines(job.context, op):
         by = [KEY] if global_ else [PARTITION, KEY]
         keyed = keyed.repartition(tasks, *by).mapInArrow(_precombine_task(job), keyed.schema)
     if op is Operation.BULK_INSERT:
-        job.mode = "bulk"
+        job.mode = Routing.BULK
         return _run_writes(keyed.repartitionByRange(tasks, PARTITION, KEY), job)
-    job.mode = "indexed"
+    job.mode = Routing.INDEXED
     from pyspark.sql import functions as F  # noqa: PLC0415
     from pyspark.sql.types import StringType, StructField, StructType  # noqa: PLC0415
     if op is Operation.INSERT:  # inserts skip the index, as in Hudi
@@ -516,9 +526,9 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
     else:
         files = [g.latest_base_file for g in view.file_groups()
                  if g.latest_base_file is not None and (global_ or g.partition in partitions)]
-        ordering = cfg.ordering_field if global_ and client.spec.uses_ordering else None
+        ordering = cfg.ordering_field if global_ and job.context.spec.uses_ordering else None
     # On MOR the index sees merged keys (log deletes count), as WriteClient._assign does.
-    ijob = IndexJob(job.path, job.options, files, ordering, cfg.is_mor,
+    ijob = IndexJob(job.path, job.context, files, ordering, cfg.is_mor,
                     {(s.partition, s.file_id): s for s in view.latest_slices()} if cfg.is_mor else {})
     ordering_type = job.data_schema.field(ordering).type if ordering else None
     tagged = tag(keyed, ijob, index, ordering_type)
@@ -532,7 +542,7 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
         for r in counts:
             if r["err"] is not None:
                 _raise_failure(r["err"])
-        plan = assign.plan_inserts(client, {r[PARTITION]: r["n"] for r in counts}, job.latest,
+        plan = assign.plan_inserts(job.context, {r[PARTITION]: r["n"] for r in counts}, job.latest,
                                    job.pending, avg_size)
         job.plan = {p: [(s.file_id, s.count, s.small) for s in slots] for p, slots in plan.items()}
         picked = routed.mapInArrow(_pick_task(job), routed_schema)
@@ -553,14 +563,13 @@ def _run_writes(shuffled: "DataFrame", job: _Job) -> list[WriteStat]:
 def _file_writer(client: WriteClient, df: "DataFrame", job: _Job, counts: dict[str, int]):
     """Phase 1's data files, written by the executors (WriteClient.write_prepared runs the rest
     of phase 1, as for a batch written in this process)."""
-    def write_files(t: str, timeline) -> tuple[list[WriteStat], None]:
-        job.instant = t
-        job.field_ids = client.instant_field_ids[t].paths
+    def write_files(context: WriteContext, t: str, timeline) -> tuple[list[WriteStat], None]:
+        job.instant, job.context = t, context
         view, timeline = client.write_view(timeline)
         job.pending = client.pending_compaction_fgs(timeline)
         if not counts:
             return [], None
-        client.ensure_partitions(set(counts), t)
+        ensure_partitions(client.storage, set(counts), t)
         return _write_files(client, df, job, view, timeline, counts), None
     return write_files
 

@@ -29,9 +29,10 @@ from lakehouse.io.handles import HandleContext, append_log, create_base_file, me
 from lakehouse.bucket_identifier import record_buckets
 from lakehouse.write.index.bucket import existing_buckets
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
+from lakehouse.write.operation import TargetKind
 
 if TYPE_CHECKING:
-    from lakehouse.write.client import WriteClient
+    from lakehouse.write.context import WriteContext
 
 
 
@@ -44,12 +45,13 @@ class Target:
     file_id: str
     slice: FileSlice | None
     base_instant: str | None  # for log writes
-    kind: str  # "create" | "merge" | "append"
+    kind: TargetKind
     rows: list[pa.Table] = field(default_factory=list)
     inserts: int = 0
 
 
-def new_target(partition, file_id, slice_, base_instant, kind) -> "Target":
+def new_target(partition: str, file_id: str, slice_: FileSlice | None, base_instant: str | None,
+               kind: TargetKind) -> "Target":
     return Target(partition, file_id, slice_, base_instant, kind)
 
 
@@ -71,18 +73,18 @@ def bulk_targets(rows: pa.Table, avg_size: int, config: WriteConfig) -> list["Ta
         n = part.num_rows
         size = math.ceil(n / math.ceil(n / per_file))
         for off in range(0, n, size):
-            tg = new_target(partition, new_file_id(), None, None, "create")
+            tg = new_target(partition, new_file_id(), None, None, TargetKind.CREATE)
             tg.rows.append(part.slice(off, min(size, n - off)))
             tg.inserts = min(size, n - off)
             targets.append(tg)
     return targets
 
 
-def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending: dict, *,
+def bucket_targets(context: "WriteContext", rows: pa.Table, latest: dict, pending: dict, *,
                    sort_keys: bool = False) -> list["Target"]:
     """One target per (partition, bucket); ``sort_keys`` also orders each bucket's records by key
     (bulk insert's sort mode) in the same sort."""
-    cfg = client.config
+    cfg = context.config
     buckets = record_buckets(rows, rows.column(KEY), cfg)
     rows = rows.append_column(BUCKET, pa.array(buckets))
     existing = existing_buckets(list(latest.values()))
@@ -99,25 +101,25 @@ def bucket_targets(client: "WriteClient", rows: pa.Table, latest: dict, pending:
                 live = live.filter(pc.invert(live.column(DELETE)))
             if live.num_rows == 0:
                 continue
-            tg = bucket_target(client, partition, bucket, None, pending)
+            tg = bucket_target(context, partition, bucket, None, pending)
             tg.rows.append(live)
             tg.inserts = live.num_rows
         else:
-            tg = bucket_target(client, partition, bucket, fs, pending)
+            tg = bucket_target(context, partition, bucket, fs, pending)
             tg.rows.append(part)
         targets.append(tg)
     return targets
 
 
-def bucket_target(client: "WriteClient", partition: str, bucket: int, fs: FileSlice | None,
+def bucket_target(context: "WriteContext", partition: str, bucket: int, fs: FileSlice | None,
                   pending: dict) -> "Target":
     """The handle for a bucket's records: a new file group where the bucket has none, else an
     append (Merge-On-Read, to the slice a pending compaction starts) or a merge."""
     if fs is None:
-        return new_target(partition, bucket_file_id(bucket), None, None, "create")
-    if client.config.is_mor:
-        return new_target(partition, fs.file_id, fs, pending.get((partition, fs.file_id), fs.base_instant), "append")
-    return new_target(partition, fs.file_id, fs, None, "merge")
+        return new_target(partition, bucket_file_id(bucket), None, None, TargetKind.CREATE)
+    if context.config.is_mor:
+        return new_target(partition, fs.file_id, fs, pending.get((partition, fs.file_id), fs.base_instant), TargetKind.APPEND)
+    return new_target(partition, fs.file_id, fs, None, TargetKind.MERGE)
 
 
 def _group_codes(rows: pa.Table, by: list[str]) -> tuple[np.ndarray, list[pa.Array]]:
@@ -262,13 +264,13 @@ class InsertSlot:
     small: bool
 
 
-def route(client: "WriteClient", rows: pa.Table, loc: pa.Table) -> pa.Table:
+def route(context: "WriteContext", rows: pa.Table, loc: pa.Table) -> pa.Table:
     """``rows`` with FID, the file group each record updates (null: an insert), from the index's
     locations ``loc`` (aligned with ``rows``). A record whose key moved partition (global
     indexes) either stays in its old partition or, with update.partition.path, becomes a delete
     there (an extra row) and an insert in its new one. Row-local: it runs per batch anywhere."""
-    cfg = client.config
-    wc = client.write_config
+    cfg = context.config
+    wc = context.write_config
     loc_p = loc.column(LOC_PARTITION)
     loc_f = loc.column(LOC_FILE_ID)
     found = pc.is_valid(loc_f)
@@ -277,8 +279,8 @@ def route(client: "WriteClient", rows: pa.Table, loc: pa.Table) -> pa.Table:
     if pc.any(moved).as_py():
         update_path = (wc.bloom_update_partition_path if cfg.index_type.value.endswith("BLOOM")
                        else wc.simple_update_partition_path)
-        ordering = client.spec.ordering_field
-        if update_path and LOC_ORDERING in loc.column_names and client.spec.uses_ordering:
+        ordering = context.spec.ordering_field
+        if update_path and LOC_ORDERING in loc.column_names and context.spec.uses_ordering:
             # A stale version must not move the record: it stays an update of the stored record
             # in its old partition, where it loses the merge (Hudi merges before moving).
             stale = pc.fill_null(pc.less(rows.column(ordering), loc.column(LOC_ORDERING)), False)
@@ -307,7 +309,7 @@ def route(client: "WriteClient", rows: pa.Table, loc: pa.Table) -> pa.Table:
     return rows
 
 
-def plan_inserts(client: "WriteClient", counts: dict[str, int], latest: dict[tuple[str, str], FileSlice],
+def plan_inserts(context: "WriteContext", counts: dict[str, int], latest: dict[tuple[str, str], FileSlice],
                  pending: dict, avg_size: int) -> dict[str, list[InsertSlot]]:
     """Per partition, how its ``counts`` inserts are spread: small file groups first (smallest
     first, each up to hoodie.parquet.max.file.size), then new file groups of at most as many
@@ -315,13 +317,13 @@ def plan_inserts(client: "WriteClient", counts: dict[str, int], latest: dict[tup
     the ``hoodie.merge.small.file.group.candidates.limit`` smallest base files without logs take
     inserts (Hudi's SparkUpsertDeltaCommitPartitioner.getSmallFileCandidates for an index that
     cannot index logs: each candidate's base file is rewritten)."""
-    wc = client.write_config
+    wc = context.write_config
     per_file = records_per_file(avg_size, wc)
     plan: dict[str, list[InsertSlot]] = {}
     for partition, n in sorted(counts.items()):
         slots: list[InsertSlot] = []
         offset = 0
-        for file_id, room in small_file_room(client, partition, latest, pending, avg_size):
+        for file_id, room in small_file_room(context, partition, latest, pending, avg_size):
             if offset >= n:
                 break
             take = min(room, n - offset)
@@ -337,12 +339,12 @@ def plan_inserts(client: "WriteClient", counts: dict[str, int], latest: dict[tup
     return plan
 
 
-def small_file_room(client: "WriteClient", partition: str, latest: dict[tuple[str, str], FileSlice],
+def small_file_room(context: "WriteContext", partition: str, latest: dict[tuple[str, str], FileSlice],
                     pending: dict, avg_size: int) -> list[tuple[str, int]]:
     """The small file groups of ``partition`` that take inserts, in the order they are filled,
     each with how many records it takes (see :func:`plan_inserts`)."""
-    cfg = client.config
-    wc = client.write_config
+    cfg = context.config
+    wc = context.write_config
     small = [s for (p, f), s in latest.items()
              if p == partition and s.base_file is not None and (p, f) not in pending
              and s.base_file.size < wc.small_file_limit and (not cfg.is_mor or not s.log_files)]
@@ -357,31 +359,31 @@ def small_file_room(client: "WriteClient", partition: str, latest: dict[tuple[st
     return out
 
 
-def update_target(client: "WriteClient", partition: str, fid: str, latest: dict, pending: dict,
+def update_target(context: "WriteContext", partition: str, fid: str, latest: dict, pending: dict,
                   small: bool = False) -> "Target":
     """The handle for a file group that takes updates or deletes (and, if ``small``, inserts)."""
     fs = latest.get((partition, fid))
     if small and fs is not None:
-        return new_target(partition, fid, fs, None, "merge")
-    if client.config.is_mor:
+        return new_target(partition, fid, fs, None, TargetKind.MERGE)
+    if context.config.is_mor:
         return new_target(partition, fid, fs, pending.get((partition, fid), fs.base_instant if fs else None),
-                       "append")
-    return new_target(partition, fid, fs, None, "merge")
+                       TargetKind.APPEND)
+    return new_target(partition, fid, fs, None, TargetKind.MERGE)
 
 
-def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest: dict[tuple[str, str], FileSlice],
+def assign_targets(context: "WriteContext", rows: pa.Table, loc: pa.Table, latest: dict[tuple[str, str], FileSlice],
                    pending: dict, avg_size: int) -> list["Target"]:
-    rows = route(client, rows, loc)
+    rows = route(context, rows, loc)
     is_insert = pc.and_(pc.is_null(rows.column(FID)), pc.invert(rows.column(DELETE)))
     updates = rows.filter(pc.is_valid(rows.column(FID)))
     inserts = rows.filter(is_insert).drop_columns([FID])
     by_partition = dict(split_lazily(inserts, [PARTITION]))
-    plan = plan_inserts(client, {p: t.num_rows for p, t in by_partition.items()}, latest, pending, avg_size)
+    plan = plan_inserts(context, {p: t.num_rows for p, t in by_partition.items()}, latest, pending, avg_size)
     small = {(p, s.file_id) for p, slots in plan.items() for s in slots if s.small}
 
     targets: dict[tuple[str, str], "Target"] = {}
     for (partition, fid), part in split_lazily(updates, [PARTITION, FID]):
-        targets[(partition, fid)] = tg = update_target(client, partition, fid, latest, pending,
+        targets[(partition, fid)] = tg = update_target(context, partition, fid, latest, pending,
                                                        (partition, fid) in small)
         tg.rows.append(part.drop_columns([FID]))
     new_targets: list["Target"] = []
@@ -394,9 +396,9 @@ def assign_targets(client: "WriteClient", rows: pa.Table, loc: pa.Table, latest:
                 tg = targets.get((partition, slot.file_id))
                 if tg is None:
                     tg = targets[(partition, slot.file_id)] = update_target(
-                        client, partition, slot.file_id, latest, pending, True)
+                        context, partition, slot.file_id, latest, pending, True)
             else:
-                tg = new_target(partition, slot.file_id, None, None, "create")
+                tg = new_target(partition, slot.file_id, None, None, TargetKind.CREATE)
                 new_targets.append(tg)
             tg.rows.append(chunk)
             tg.inserts += slot.count
@@ -408,18 +410,18 @@ def data_columns(rows: pa.Table) -> list[str]:
     return [c for c in rows.column_names if c not in HELPER_COLUMNS and c not in (PARTITION, FID)]
 
 
-def run_target(client: "WriteClient", ctx: HandleContext, tg: "Target", rows: pa.Table,
+def run_target(ctx: HandleContext, tg: "Target", rows: pa.Table,
                task: int, *, min_log_version: int = 0, first_seqno: int = 0) -> list[WriteStat]:
     """Writes ``rows`` through ``tg``'s handle. An append in several parts passes each part
     the log version and sequence number the parts before it reached."""
     data_cols = data_columns(rows)
-    if tg.kind == "create":
+    if tg.kind is TargetKind.CREATE:
         live = rows.filter(pc.invert(rows.column(DELETE)))
         if live.num_rows == 0:
             return []
         return [create_base_file(ctx, partition=tg.partition, file_id=tg.file_id,
                                  records=live.select(data_cols), keys=live.column(KEY), task=task)]
-    if tg.kind == "merge":
+    if tg.kind is TargetKind.MERGE:
         if tg.slice is None or tg.slice.base_file is None:
             live = rows.filter(pc.invert(rows.column(DELETE)))
             if live.num_rows == 0:

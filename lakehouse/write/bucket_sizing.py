@@ -25,9 +25,8 @@ from lakehouse.timeline.instant import WRITE_ACTIONS, Action
 from lakehouse.commit import exclusive
 
 if TYPE_CHECKING:
+    from lakehouse.meta_client import TableMetaClient
     from lakehouse.timeline.active import ActiveTimeline
-    from lakehouse.write.client import WriteClient
-    from lakehouse.write.prepare import Prepared
 
 AUTO_KEY = "lakehouse.bucket.index.num.buckets.auto"
 
@@ -58,18 +57,21 @@ def is_provisional(config: TableConfig) -> bool:
     return config.index_type is IndexType.BUCKET and config.extra.get(AUTO_KEY) == "true"
 
 
-def settle(client: "WriteClient", prepared: "Prepared") -> None:
-    """Fix the table's bucket count before ``prepared`` is written, if it is still provisional."""
-    if not is_provisional(client.config):
-        return
-    with exclusive(client.meta):  # several writers: one of them decides, the others read it
-        stored = read_table_config(client.storage)
+def settle(meta: "TableMetaClient", config: TableConfig, write_config: WriteConfig,
+           largest_partition_bytes: int) -> TableConfig | None:
+    """Fix the table's bucket count before a write whose largest partition holds that many bytes
+    (in memory) is written, if it is still provisional in ``config``; returns the table's config
+    after that (None: nothing to settle), for the writer to adopt."""
+    if not is_provisional(config):
+        return None
+    with exclusive(meta):  # several writers: one of them decides, the others read it
+        stored = read_table_config(meta.storage)
         if is_provisional(stored):
-            count = stored.bucket_num if has_writes(client.active) else buckets_for(
-                stored, client.write_config, prepared.largest_partition_bytes)
+            count = stored.bucket_num if has_writes(meta.active) else buckets_for(
+                stored, write_config, largest_partition_bytes)
             extra = {k: v for k, v in stored.extra.items() if k != AUTO_KEY}
             stored = stored.replace(bucket_num=count, extra=extra)
-            client.meta.check_lock()  # another writer may have fixed the count meanwhile
-            rewrite_table_config(client.storage, stored,
+            meta.check_lock()  # another writer may have fixed the count meanwhile
+            rewrite_table_config(meta.storage, stored,
                                  may_change=("hoodie.bucket.index.num.buckets", AUTO_KEY))
-    client.adopt(stored)
+    return stored

@@ -35,14 +35,16 @@ from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName, LogFileName, bucket_file_id
 from lakehouse.columns import BUCKET, KEY, PARTITION
 from lakehouse.timeline.commit_metadata import WriteStat
+from lakehouse.io.partition_metafile import ensure_partitions
 from lakehouse.write.assign import Taken, materialize, new_target, run_target, split_lazily
 from lakehouse.bucket_identifier import record_buckets
 from lakehouse.write.index.bucket import existing_buckets
 from lakehouse.write.memory import release_unused
-from lakehouse.write.prepare import Operation, Prepared, combines, precombine
+from lakehouse.write.operation import Operation, TargetKind
+from lakehouse.write.prepare import Prepared, combines, precombine
 
 if TYPE_CHECKING:
-    from lakehouse.write.client import WriteClient
+    from lakehouse.write.context import WriteContext
     from lakehouse.io.handles import HandleContext
 
 Key = tuple[str, int]  # (partition, bucket)
@@ -174,9 +176,9 @@ class FlushedOrdering:
         self.seen: dict[Key, pa.Table] = {}
 
     @classmethod
-    def of(cls, client: "WriteClient", prepared: Prepared) -> "FlushedOrdering | None":
-        spec = client.spec
-        if (prepared.rows is not None or not combines(client, prepared.operation)
+    def of(cls, context: "WriteContext", prepared: Prepared) -> "FlushedOrdering | None":
+        spec = context.spec
+        if (prepared.rows is not None or not combines(context, prepared.operation)
                 or spec.mode is not MergeMode.COMMIT_TIME_ORDERING or not spec.ordering_field):
             return None  # taken whole (one flush per group), or the readers' order is the rule
         return cls(spec.ordering_field)
@@ -223,11 +225,11 @@ def default_parallelism() -> int:
     return min(os.cpu_count() or 1, 8)
 
 
-def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContext",
+def write_buffered(context: "WriteContext", prepared: Prepared, ctx: "HandleContext",
                    latest: dict[tuple[str, str], FileSlice], pending: dict) -> list[WriteStat]:
     """Write ``prepared`` (whole or chunk by chunk) through per-bucket buffers; returns the
     write results of every flush."""
-    cfg, wc = client.config, client.write_config
+    cfg, wc = context.config, context.write_config
     existing = existing_buckets(list(latest.values()))
     current: dict[Key, FileSlice] = {}  # slices this instant's flushes wrote to
     stats: list[WriteStat] = []
@@ -237,7 +239,7 @@ def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContex
     sort_keys = (prepared.operation is Operation.BULK_INSERT
                  and wc.bulk_insert_sort_mode is not BulkInsertSortMode.NONE)
 
-    across = FlushedOrdering.of(client, prepared)
+    across = FlushedOrdering.of(context, prepared)
 
     def flush(key: Key, parts: list[Any]) -> None:
         partition, bucket = key
@@ -248,8 +250,8 @@ def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContex
             # Else a key in two chunks lands twice in one base file, or a delete block written
             # after the data blocks undoes a later re-insert. Versions in different flushes go to
             # successive log files, which readers apply in order.
-            if combines(client, prepared.operation):
-                rows = precombine(client, rows)
+            if combines(context, prepared.operation):
+                rows = precombine(context, rows)
             if sort_keys:
                 rows = rows.sort_by(KEY)
         if across is not None:
@@ -257,7 +259,7 @@ def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContex
         with lock:
             task = next(tasks)
             if partition not in partitions_made:
-                client.ensure_partitions({partition}, ctx.instant_time)
+                ensure_partitions(ctx.storage, {partition}, ctx.instant_time)
                 partitions_made.add(partition)
         fs = current.get(key)
         if fs is None and key in existing:
@@ -266,15 +268,15 @@ def write_buffered(client: "WriteClient", prepared: Prepared, ctx: "HandleContex
         else:
             base_instant = fs.base_instant if fs is not None else None
         if fs is None:
-            tg = new_target(partition, bucket_file_id(bucket), None, None, "create")
+            tg = new_target(partition, bucket_file_id(bucket), None, None, TargetKind.CREATE)
         else:
-            tg = new_target(partition, fs.file_id, fs, base_instant, "append")
-        out = run_target(client, ctx, tg, rows, task)
+            tg = new_target(partition, fs.file_id, fs, base_instant, TargetKind.APPEND)
+        out = run_target(ctx, tg, rows, task)
         if not out:  # a new bucket given deletes only: nothing to write
             return
         with lock:
             stats.extend(out)
-        if tg.kind == "create":
+        if tg.kind is TargetKind.CREATE:
             current[key] = after_create(partition, tg.file_id, out[0])
         else:
             current[key] = after_append(fs, partition, tg.file_id, base_instant, out)

@@ -23,53 +23,53 @@ from lakehouse.concurrency.conflict import START_KEY, start_marker
 from lakehouse.commit import exclusive, request, start
 from lakehouse.concurrency.retry import retry_policy
 from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, ConfigError, CorruptFileError,
-                              FileAlreadyExistsError, LockError,
+                              LockError,
                               LockTimeoutError, RecordKeyError, SchemaError, TimelineError,
                               UnsupportedTableError, WriteError)
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
-from lakehouse.file_group.naming import join, partition_metadata_content
 from lakehouse.file_group.view import FileSystemView, list_data_files
 from lakehouse.properties import read_table_config
 from lakehouse.columns import DELETE, PARTITION
 from lakehouse.meta_client import TableMetaClient, meta_client_of
-from lakehouse.merge import MergeSpec
 from lakehouse.timeline.schema_resolver import recorded_schema, with_meta_fields
 from lakehouse.schema import arrow_to_avro_schema
-from lakehouse.services.rollback import rollback_expired_writes, rollback_failed_writes, rollback_instant
+from lakehouse.services.rollback import rollback_expired_writes, rollback_failed_writes
 from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
 from lakehouse.write import assign, bucket_sizing, buffer, commit_phase, datetime_partitioning, memory, spill
 from lakehouse.write.source import BatchSource, as_source
-from lakehouse.write.commit_phase import BUCKETS_KEY, RESULTS_KEY, phase_one_problem
+from lakehouse.write.commit_phase import BUCKETS_KEY, RESULTS_KEY, phase_one_problem, rollback_own
+from lakehouse.write.context import WriteContext
 from lakehouse.write.assign import Target
-from lakehouse.io.handles import HandleContext, schema_json, writes_bloom
+from lakehouse.io.handles import HandleContext, schema_json
+from lakehouse.io.partition_metafile import ensure_partitions
 from lakehouse import field_ids
 from lakehouse.field_ids import FieldIds
 from lakehouse.write.index import tag_location
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_PARTITION
 from lakehouse.keygen import KeyGenerator
-from lakehouse.io.markers import Markers, delete_stale_markers
-from lakehouse.write.prepare import Operation, Prepared, prepare
+from lakehouse.merge import MergeSpec
+from lakehouse.io.markers import delete_stale_markers
+from lakehouse.write.operation import Operation, TargetKind
+from lakehouse.write.prepare import Prepared, prepare
 from lakehouse.write.validate import check_table_options
-from lakehouse import layout
 
 
 CONCURRENCY_OPTION_KEYS = option_keys(ConcurrencyConfig)
 # A write's extra commit metadata, or what makes it once the batch has passed its checks (ingest
 # writes its manifest then: a refused batch leaves no file behind).
 ExtraMetadata = Mapping[str, str] | Callable[[], Mapping[str, str]]
-# Writes the data files of phase 1: (instant time, timeline) -> (write stats, replaced file ids
-# per partition for a replacecommit).
-FileWriter = Callable[[str, Timeline], "tuple[list[WriteStat], dict[str, tuple[str, ...]] | None]"]
+# Writes the data files of phase 1: (the write's context with its instant's column ids, instant
+# time, timeline) -> (write stats, replaced file ids per partition for a replacecommit).
+FileWriter = Callable[[WriteContext, str, Timeline], "tuple[list[WriteStat], dict[str, tuple[str, ...]] | None]"]
 __all__ = ["ExtraMetadata", "Operation", "PARTITION", "Prepared", "RESULTS_KEY", "WriteClient", "phase_one_problem"]
 
 
 class WriteClient:
     def __init__(self, meta: "TableMetaClient", options: Mapping[str, Any] | None = None) -> None:
         self.meta = meta = meta_client_of(meta)
-        self.config = meta.config
         if not meta.config.populate_meta_fields:
             raise UnsupportedTableError(
                 f"{meta.name} has hoodie.populate.meta.fields=false; lakehouse reads such tables "
@@ -91,7 +91,7 @@ class WriteClient:
                                    "open_table(path, options)")
         # Table-level defaults stored at creation, then this write's own options.
         merged = meta.options(options, "a write")
-        check_table_options(self.config, options or {})
+        check_table_options(meta.config, options or {})
         # Service options travel with a write for the services run with it (the Spark sink's
         # inline compaction): an ill-typed one fails here, before any file is written, as it
         # would at create_table or at the service itself.
@@ -100,15 +100,29 @@ class WriteClient:
             if any(k in keys for k in options or {}):
                 cls.from_options({k: v for k, v in merged.items() if k in keys})
         self.concurrency = meta.concurrency
-        self.write_config = WriteConfig.from_options(
-            {k: v for k, v in merged.items() if k not in TABLE_OPTION_KEYS})
-        self.spec = MergeSpec(self.config.merge_mode, self.config.ordering_field)
-        # The field ids of the instant whose phase 1 is writing its files (read by its writers).
-        self.instant_field_ids: dict[str, FieldIds] = {}
-        self.keygen = KeyGenerator(self.config)
+        # What preparation, assignment, the buffers and the file handles read (picklable: the
+        # Spark writer ships it to its executors).
+        self.context = WriteContext(meta.config, WriteConfig.from_options(
+            {k: v for k, v in merged.items() if k not in TABLE_OPTION_KEYS}))
         # A key generator chosen in memory by this client's first write, to be stored
         # (lakehouse.write.datetime_partitioning).
         self.keygen_chosen = False
+
+    @property
+    def config(self) -> TableConfig:
+        return self.context.config
+
+    @property
+    def write_config(self) -> WriteConfig:
+        return self.context.write_config
+
+    @property
+    def spec(self) -> MergeSpec:
+        return self.context.spec
+
+    @property
+    def keygen(self) -> KeyGenerator:
+        return self.context.keygen
 
     # --- phase 0: validation (lakehouse.write.prepare) ------------------------------------
 
@@ -117,18 +131,15 @@ class WriteClient:
         without a schema (lakehouse.write.datetime_partitioning); not where other processes key
         the rows with the stored one (the distributed Spark writer)."""
         if choose_keygen:
-            datetime_partitioning.choose(self, batch.schema)
+            chosen = datetime_partitioning.choose(self.config, self.active, batch.schema)
+            if chosen is not None:
+                self.adopt(chosen)
+                self.keygen_chosen = True
         budget = self.write_config.task_max_bytes
         # Chunks of a sixteenth of the budget where each is appended as it comes, an eighth
         # where each is looked up in the index and spilled (lakehouse.write.spill).
-        return prepare(self, batch, op, budget=budget,
-                       chunk_bytes=budget // 16 if self.buffered(op) else budget // 8)
-
-    def buffered(self, op: Operation) -> bool:
-        """Whether ``op`` is written through bounded write buffers (lakehouse.write.buffer): on
-        Merge-On-Read with the BUCKET index every record's file group is known from its key and
-        every write appends, so a batch can be taken in chunks."""
-        return self.config.is_mor and self.config.index_type is IndexType.BUCKET and not op.replaces
+        return prepare(self.context, self.active, batch, op, budget=budget,
+                       chunk_bytes=budget // 16 if self.context.buffered(op) else budget // 8)
 
     # --- phase 1 ---------------------------------------------------------------------------
 
@@ -252,8 +263,7 @@ class WriteClient:
         """Work with ``config`` from now on (the table's bucket count just fixed), as the table
         does."""
         self.meta.adopt(config)
-        self.config = config
-        self.keygen = KeyGenerator(config)
+        self.context = self.context.adopting(config)
 
     def write_prepared(self, prepared: Prepared, *, extra_metadata: ExtraMetadata | None = None,
                        files: FileWriter | None = None) -> str:
@@ -262,9 +272,18 @@ class WriteClient:
         time, timeline)`` (default: this process writes them), the results recorded. A failure
         rolls the instant back. Returns the instant time; :meth:`commit` is phase 2."""
         op = prepared.operation
-        datetime_partitioning.persist(self)
+        if self.keygen_chosen:
+            try:
+                datetime_partitioning.persist(self.meta, self.config)
+            except datetime_partitioning.ChosenElsewhere as e:
+                self.adopt(e.stored)
+                raise
+            self.keygen_chosen = False
         if not op.keys_only:
-            bucket_sizing.settle(self, prepared)
+            settled = bucket_sizing.settle(self.meta, self.config, self.write_config,
+                                           prepared.largest_partition_bytes)
+            if settled is not None:
+                self.adopt(settled)
         if op in (Operation.INSERT_OVERWRITE_TABLE, Operation.DELETE_PARTITION):
             self._check_no_pending_compaction(prepared)
         if callable(extra_metadata):
@@ -276,19 +295,17 @@ class WriteClient:
         instant, timeline = self.begin(action, requested_content)
         t = instant.time
         fault_point("write.after_requested")
-        ids = self.instant_field_ids[t] = self.assign_field_ids(prepared.data_schema, timeline)
+        ids = self.assign_field_ids(prepared.data_schema, timeline)
         base_meta = self.base_metadata(prepared, timeline, extra_metadata, ids)
         inflight = start(self.meta, instant, base_meta.to_bytes())
-        write_files = files or (lambda t, timeline: self._write_files(prepared, t, timeline))
+        write_files = files or (lambda context, t, timeline: self._write_files(prepared, context, t, timeline))
         try:
-            stats, replaced = write_files(t, timeline)
+            stats, replaced = write_files(self.context.for_instant(ids), t, timeline)
             fault_point("write.after_data_files")
         except InjectedFault:
             raise
         except Exception as e:
             self.abort(inflight, e)
-        finally:
-            self.instant_field_ids.pop(t, None)
         self.record_results(inflight, stats, base_meta,
                             replaced if action is Action.REPLACE_COMMIT else None)
         return t
@@ -339,13 +356,7 @@ class WriteClient:
 
     def rollback_own(self, inflight) -> None:
         """Roll back this client's failed instant (best effort: else the next writer does)."""
-        try:
-            with exclusive(self.meta):
-                rollback_instant(self.meta, inflight)
-        except Exception:  # noqa: BLE001 - the next writer rolls it back
-            pass
-        if self.concurrency.multi_writer:
-            self.meta.heartbeats.stop(inflight.time)
+        rollback_own(self.meta, inflight)
 
     def record_results(self, inflight, stats: list[WriteStat], base_meta: CommitMetadata,
                        replaced: dict | None = None) -> None:
@@ -370,7 +381,7 @@ class WriteClient:
 
     def commit(self, instant_time: str, *, extra_metadata: Mapping[str, str] | None = None) -> CommitMetadata:
         """Phase 2: the recorded results checked and the instant completed atomically."""
-        return commit_phase.commit(self, instant_time, extra_metadata)
+        return commit_phase.commit(self.meta, self.context, instant_time, extra_metadata)
 
     # --- file writing ----------------------------------------------------------------------
 
@@ -416,7 +427,8 @@ class WriteClient:
                             "its commits were cleaned or rolled back while it was listed)",
                             help="nothing of this write is visible; write the batch again")
 
-    def _write_files(self, prepared: Prepared, t: str, timeline) -> tuple[list[WriteStat], dict]:
+    def _write_files(self, prepared: Prepared, context: WriteContext, t: str,
+                     timeline) -> tuple[list[WriteStat], dict]:
         op = prepared.operation
         view, timeline = self.write_view(timeline)
         pending = self.pending_compaction_fgs(timeline)
@@ -427,11 +439,10 @@ class WriteClient:
             latest[(g.partition, g.file_id)] = g.slices[-1]
             if g.latest_base_file is not None:
                 base_files[(g.partition, g.file_id)] = g.latest_base_file
-        ids = self.instant_field_ids.get(t)
-        ctx = self.handle_context(prepared.data_schema, t, op=op, field_ids=ids.paths if ids else None)
+        ctx = context.handle_context(self.storage, prepared.data_schema, t, op=op)
         replaced: dict[str, tuple[str, ...]] = {}
-        if self.buffered(op):
-            return buffer.write_buffered(self, prepared, ctx, latest, pending), replaced
+        if context.buffered(op):
+            return buffer.write_buffered(context, prepared, ctx, latest, pending), replaced
         rows = prepared.rows
         if op.replaces:
             # Hudi's SparkInsertOverwrite(Table)CommitActionExecutor and
@@ -447,9 +458,9 @@ class WriteClient:
         if rows is None:  # larger than write.task.max.size: lakehouse.write.spill
             locate = None
             if op in (Operation.UPSERT, Operation.DELETE) and self.config.index_type is not IndexType.BUCKET:
-                locate = tag_location.locator(self, base_files, timeline,
+                locate = spill.locator(self.meta, context, base_files, timeline,
                                               {(s.partition, s.file_id): s for s in view.latest_slices()})
-            return spill.write_spilled(self, prepared, ctx, latest, pending, self.avg_record_size(timeline),
+            return spill.write_spilled(context, prepared, ctx, latest, pending, self.avg_record_size(timeline),
                                        locate, self.write_config.task_max_bytes), replaced
         if op in (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE):
             deletes = rows.column(DELETE)
@@ -458,32 +469,14 @@ class WriteClient:
             if self.config.index_type is IndexType.BUCKET:
                 # A bucket's records must land in the bucket's file group, or later lookups
                 # (a hash, nothing more) would miss them.
-                targets = assign.bucket_targets(self, live, keep, pending, sort_keys=self.write_config
+                targets = assign.bucket_targets(context, live, keep, pending, sort_keys=self.write_config
                                                 .bulk_insert_sort_mode is not BulkInsertSortMode.NONE)
             else:
                 targets = assign.bulk_targets(live, self.avg_record_size(timeline), self.write_config)
         else:
-            targets = self._assign(rows, op, latest, base_files, pending, timeline,
+            targets = self._assign(context, rows, op, latest, base_files, pending, timeline,
                                    {(s.partition, s.file_id): s for s in view.latest_slices()})
         return self._run(ctx, targets), replaced
-
-    def handle_context(self, data_schema: pa.Schema, instant_time: str, *, stage: int = 0,
-                       attempt: int = 0, op: Operation | None = None,
-                       field_ids: Mapping[tuple[str, ...], int] | None = None) -> HandleContext:
-        """What the file handles of ``instant_time`` share (``stage``/``attempt``: a Spark task's,
-        for its write token; ``op``: the write's operation; ``field_ids``: the Iceberg field id
-        of each column path, for base files)."""
-        avro = arrow_to_avro_schema(data_schema, self.config.name, with_meta_fields=True)
-        return HandleContext(storage=self.storage, markers=Markers(self.storage, instant_time),
-                             instant_time=instant_time, schema=with_meta_fields(data_schema),
-                             avro_schema=avro, avro_schema_json=schema_json(avro),
-                             config=self.write_config, spec=self.spec, stage=stage, attempt=attempt,
-                             bloom=writes_bloom(self.write_config, self.config.index_type),
-                             key_fields=self.config.record_key_fields,
-                             # Hudi's HoodieMergeHandleFactory: an operation that does not change
-                             # records (insert) with allow.duplicate.on.inserts gets a concat handle.
-                             concat_inserts=op is Operation.INSERT and self.write_config.allow_duplicates_on_insert,
-                             field_ids=field_ids)
 
     def avg_record_size(self, timeline) -> int:
         """Bytes per record from the newest commit big enough to tell (as Hudi estimates it)."""
@@ -498,35 +491,24 @@ class WriteClient:
                 return max(1, written // n)
         return wc.record_size_estimate
 
-    def _assign(self, rows, op, latest, base_files, pending, timeline, read_slices) -> list[Target]:
+    def _assign(self, context: WriteContext, rows, op, latest, base_files, pending, timeline,
+                read_slices) -> list[Target]:
         n = rows.num_rows
         if n == 0:
             return []
-        if self.config.index_type is IndexType.BUCKET:
-            return assign.bucket_targets(self, rows, latest, pending)
+        if context.config.index_type is IndexType.BUCKET:
+            return assign.bucket_targets(context, rows, latest, pending)
         if op is Operation.INSERT:
             loc = pa.table({LOC_PARTITION: pa.nulls(n, pa.string()), LOC_FILE_ID: pa.nulls(n, pa.string())})
         else:
-            rows, loc = tag_location.tag_location(self, rows, base_files, timeline, read_slices)
-        return assign.assign_targets(self, rows, loc, latest, pending, self.avg_record_size(timeline))
-
-    def ensure_partitions(self, partitions: set[str], instant_time: str) -> None:
-        """Java Hudi only treats a folder holding ``.hoodie_partition_metadata`` as a partition."""
-        for p in partitions:
-            path = join(p, layout.PARTITION_METAFILE)
-            if self.storage.exists(path):
-                continue
-            depth = len(p.split("/")) if p else 0
-            try:
-                self.storage.create(path, partition_metadata_content(instant_time, depth))
-            except FileAlreadyExistsError:
-                pass
+            rows, loc = tag_location.tag_location(self.meta, context, rows, base_files, timeline, read_slices)
+        return assign.assign_targets(context, rows, loc, latest, pending, self.avg_record_size(timeline))
 
     def _run(self, ctx: HandleContext, targets: list[Target]) -> list[WriteStat]:
-        self.ensure_partitions({tg.partition for tg in targets}, ctx.instant_time)
+        ensure_partitions(self.storage, {tg.partition for tg in targets}, ctx.instant_time)
         def run(item: tuple[int, Target]) -> list[WriteStat]:
             task, tg = item
-            return assign.run_target(self, ctx, tg, assign.materialize(tg.rows), task)
+            return assign.run_target(ctx, tg, assign.materialize(tg.rows), task)
 
         items = list(enumerate(targets))
         workers = min(len(items), os.cpu_count() or 1, 8)
@@ -546,6 +528,6 @@ def _task_bytes(tg) -> int:
     """A write task's work, roughly: its records, and a merge's base file (decoded, several
     times its size on disk) too."""
     rows = sum(r.nbytes for r in tg.rows)
-    if tg.kind == "merge" and tg.slice is not None and tg.slice.base_file is not None:
+    if tg.kind is TargetKind.MERGE and tg.slice is not None and tg.slice.base_file is not None:
         rows += 4 * tg.slice.base_file.size
     return rows

@@ -18,14 +18,14 @@ from lakehouse.io.markers import Markers
 from lakehouse.config import IndexType
 from lakehouse.faults import fault_point
 from lakehouse.properties import read_table_config
-from lakehouse.services.rollback import pending_rollback_plan
+from lakehouse.services.rollback import pending_rollback_plan, rollback_instant
 from lakehouse.timeline.carried import carry_forward
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import Action, State
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
-    from lakehouse.write.client import WriteClient
+    from lakehouse.write.context import WriteContext
 
 # Extra metadata phase 1 records on the inflight instant: its results are complete; the bucket
 # count it hashed keys with. Phase 2 removes both from the completed instant.
@@ -47,28 +47,28 @@ def phase_one_problem(meta: "TableMetaClient", instant_time: str) -> str:
     return ""
 
 
-def commit(client: "WriteClient", instant_time: str,
+def commit(meta: "TableMetaClient", context: "WriteContext", instant_time: str,
            extra_metadata: Mapping[str, str] | None = None) -> CommitMetadata:
     """Complete ``instant_time`` (already completed: its metadata, nothing done)."""
-    if not client.concurrency.multi_writer:
-        return _commit(client, instant_time, extra_metadata)
+    if not meta.concurrency.multi_writer:
+        return _commit(meta, context, instant_time, extra_metadata)
     # The commit may run in another process than phase 1 (the Airflow commit step): it shows
     # life again, so that nobody takes the waiting write for a dead one meanwhile.
-    beats = client.meta.heartbeats
+    beats = meta.heartbeats
     beats.start(instant_time)
     done = False
     try:
-        final = _commit(client, instant_time, extra_metadata)
+        final = _commit(meta, context, instant_time, extra_metadata)
         done = True
         return final
     finally:
-        gone = not done and client.active.load().get(instant_time) is None
+        gone = not done and meta.active.load().get(instant_time) is None
         beats.stop(instant_time, delete=done or gone)
 
 
-def _commit(client: "WriteClient", instant_time: str,
+def _commit(meta: "TableMetaClient", context: "WriteContext", instant_time: str,
             extra_metadata: Mapping[str, str] | None) -> CommitMetadata:
-    active, storage = client.active, client.storage
+    active, storage = meta.active, meta.storage
     timeline = active.load()
     inst = timeline.get(instant_time)
     if inst is None:
@@ -101,39 +101,40 @@ def _commit(client: "WriteClient", instant_time: str,
                            extra, recorded.partition_to_replace_file_ids)
     fault_point("commit.before_complete")
     # The post-commit hooks (Iceberg) run at the end, outside the table lock.
-    with hooks_deferred(client.meta):
-        return _complete(client, inst, recorded, final)
+    with hooks_deferred(meta):
+        return _complete(meta, context, inst, recorded, final)
 
 
-def _complete(client: "WriteClient", inst, recorded: CommitMetadata, final: CommitMetadata) -> CommitMetadata:
+def _complete(meta: "TableMetaClient", context: "WriteContext", inst, recorded: CommitMetadata,
+              final: CommitMetadata) -> CommitMetadata:
     instant_time = inst.time
     # Under the table lock (one writer too: the next write's recovery rolls back a write left
     # pending, and a commit step in another process must not publish what it is undoing).
-    with exclusive(client.meta):
-        now = _still_ours(client, inst)
-        if client.concurrency.multi_writer:
+    with exclusive(meta):
+        now = _still_ours(meta, inst)
+        if meta.concurrency.multi_writer:
             try:
-                _check_bucket_count(client, recorded, instant_time)
-                _check_field_ids(client, recorded, instant_time, now)
-                check_conflicts(client.active, now, instant_time, recorded,
-                                global_index=client.config.index_type.is_global)
+                _check_bucket_count(meta, recorded, instant_time)
+                _check_field_ids(meta, recorded, instant_time, now)
+                check_conflicts(meta.active, now, instant_time, recorded,
+                                global_index=context.config.index_type.is_global)
             except CommitConflictError:
-                client.rollback_own(inst)
+                rollback_own(meta, inst)
                 raise
         # One writer too: the next write's recovery, in another process, may have taken the
         # lock from a commit step that stalled past its lease and rolled this write back.
         # What sources and streaming queries applied rides on every commit (read under the
         # lock, so no other commit can land between the read and this one).
         final = dataclasses.replace(final, extra_metadata=carry_forward(
-            client.active, now, final.extra_metadata, client.write_config.meta_key_prefixes,
-            in_order=not client.concurrency.multi_writer))
-        complete(client.meta, inst, final.to_bytes())  # which checks the lease
+            meta.active, now, final.extra_metadata, context.write_config.meta_key_prefixes,
+            in_order=not meta.concurrency.multi_writer))
+        complete(meta, inst, final.to_bytes())  # which checks the lease
     fault_point("commit.after_complete")
-    Markers(client.storage, instant_time).delete_all()
+    Markers(meta.storage, instant_time).delete_all()
     return final
 
 
-def _check_bucket_count(client: "WriteClient", meta: CommitMetadata, instant_time: str) -> None:
+def _check_bucket_count(client: "TableMetaClient", meta: CommitMetadata, instant_time: str) -> None:
     """Under the table lock: the write hashed keys with the table's bucket count (a first write
     of another writer may have fixed it meanwhile; lakehouse.write.bucket_sizing)."""
     used = meta.extra_metadata.get(BUCKETS_KEY)
@@ -147,20 +148,20 @@ def _check_bucket_count(client: "WriteClient", meta: CommitMetadata, instant_tim
             help="nothing of it is visible; write the batch again (Table.write retries by itself)")
 
 
-def _check_field_ids(client: "WriteClient", meta: CommitMetadata, instant_time: str, timeline) -> None:
+def _check_field_ids(client: "TableMetaClient", meta: CommitMetadata, instant_time: str, timeline) -> None:
     """Under the table lock: the field ids this write numbered its new columns with are still
     free (another writer adding a column at the same time may have taken them)."""
     mine = FieldIds.of_commit(meta, f"instant {instant_time}")
     if mine is None:
         return
-    why = field_ids.conflict(field_ids.known(client.meta, timeline), mine)
+    why = field_ids.conflict(field_ids.known(client, timeline), mine)
     if why is not None:
         raise CommitConflictError(
             f"instant {instant_time}: {why} (two writers added columns at the same time)",
             help="nothing of it is visible; write the batch again (Table.write retries by itself)")
 
 
-def _still_ours(client: "WriteClient", inst):
+def _still_ours(client: "TableMetaClient", inst):
     """Under the table lock: the instant is still pending and nobody is rolling it back (writers
     roll back only under the lock, so then its files are all there)."""
     timeline = client.active.load()
@@ -179,3 +180,14 @@ def _still_ours(client: "WriteClient", inst):
             raise TimelineError(f"instant {inst.time} is being rolled back by {r.time}",
                                 help="nothing of it is visible; write the batch again")
     return timeline
+
+
+def rollback_own(meta: "TableMetaClient", inflight) -> None:
+    """Roll back a writer's own failed instant (best effort: else the next writer does)."""
+    try:
+        with exclusive(meta):
+            rollback_instant(meta, inflight)
+    except Exception:  # noqa: BLE001 - the next writer rolls it back
+        pass
+    if meta.concurrency.multi_writer:
+        meta.heartbeats.stop(inflight.time)

@@ -26,7 +26,8 @@ from lakehouse.write.bucket_sizing import has_writes
 from lakehouse.commit import exclusive
 
 if TYPE_CHECKING:
-    from lakehouse.write.client import WriteClient
+    from lakehouse.meta_client import TableMetaClient
+    from lakehouse.timeline.active import ActiveTimeline
 
 
 def undecided(config: TableConfig) -> bool:
@@ -41,42 +42,48 @@ def decided(stored: TableConfig, field_type: pa.DataType | None, written: bool) 
     return TableConfig.from_properties(props)
 
 
-def choose(client: "WriteClient", schema: pa.Schema) -> None:
-    """In memory: the key generator the table gets if this write is its first (``schema``: the
-    batch's); ``client.keygen_chosen`` says one was chosen. Nothing is written here."""
-    if not undecided(client.config):
-        return
-    field = client.config.partition_fields[0] if client.config.partition_fields else None
+def choose(config: TableConfig, active: "ActiveTimeline", schema: pa.Schema) -> TableConfig | None:
+    """In memory: the config with the key generator the table gets if this write is its first
+    (``schema``: the batch's), or None where the table has one or the write decides nothing.
+    Nothing is written here: :func:`persist` stores it."""
+    if not undecided(config):
+        return None
+    field = config.partition_fields[0] if config.partition_fields else None
     if field is None or field not in schema.names:
-        return  # a write without the column (a delete by key) decides nothing
-    client.adopt(decided(client.config, schema.field(field).type, has_writes(client.active)))
-    client.keygen_chosen = True
+        return None  # a write without the column (a delete by key) decides nothing
+    return decided(config, schema.field(field).type, has_writes(active))
 
 
-def _check_same(stored: TableConfig, client: "WriteClient") -> None:
-    if stored.key_generator_class != client.config.key_generator_class:
+class ChosenElsewhere(WriteError):
+    """The table's key generator was decided by another writer while this write chose one;
+    ``stored`` is the table's config now, which the writer adopts before writing again."""
+
+    def __init__(self, message: str, *, stored: TableConfig, help: str | None = None) -> None:
+        super().__init__(message, help=help)
+        self.stored = stored
+
+
+def _check_same(stored: TableConfig, config: TableConfig) -> None:
+    if stored.key_generator_class != config.key_generator_class:
         raise WriteError(f"the table's key generator was chosen meanwhile by another writer "
                          f"({stored.key_generator_class}); this write keyed its rows otherwise",
                          help="write the batch again")
 
 
-def persist(client: "WriteClient") -> None:
-    """Under the table lock, before the instant: the choice :func:`choose` made goes to
-    ``hoodie.properties``, unless the table was decided meanwhile (by another writer)."""
-    if not client.keygen_chosen:
-        return
-    with exclusive(client.meta):
-        stored = read_table_config(client.storage)
+def persist(meta: "TableMetaClient", config: TableConfig) -> None:
+    """Under the table lock, before the instant: the choice :func:`choose` made (``config``) goes
+    to ``hoodie.properties``, unless the table was decided meanwhile (by another writer)."""
+    with exclusive(meta):
+        stored = read_table_config(meta.storage)
         if not undecided(stored):
-            _check_same(stored, client)
+            _check_same(stored, config)
             return
-        if has_writes(client.active) and client.config.key_generator_class != stored.key_generator_class:
-            client.adopt(decided(stored, None, True))
-            raise WriteError("another writer wrote into the table while this write chose its key "
-                             "generator; the table keeps the one it has", help="write the batch again")
+        if has_writes(meta.active) and config.key_generator_class != stored.key_generator_class:
+            raise ChosenElsewhere("another writer wrote into the table while this write chose its key "
+                                  "generator; the table keeps the one it has", help="write the batch again",
+                                  stored=decided(stored, None, True))
         before = stored.to_properties()
-        changed = [k for k, v in client.config.to_properties().items() if before.get(k) != v]
-        client.meta.check_lock()
-        rewrite_table_config(client.storage, client.config, may_change=(KEYGEN_AUTO_KEY, *changed),
+        changed = [k for k, v in config.to_properties().items() if before.get(k) != v]
+        meta.check_lock()
+        rewrite_table_config(meta.storage, config, may_change=(KEYGEN_AUTO_KEY, *changed),
                              before_data=True)
-    client.keygen_chosen = False

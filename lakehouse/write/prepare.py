@@ -13,7 +13,6 @@ smaller batch is prepared whole: the write then holds about its size again, with
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -30,37 +29,15 @@ from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.timeline.schema_resolver import recorded_schema
 from lakehouse.write import bucket_sizing
 from lakehouse.write.memory import release_unused
+from lakehouse.write.operation import Operation
 from lakehouse.write.source import as_source
 from lakehouse.write.validate import check_missing_columns, conform, reconcile
 from lakehouse.write.validate import data_schema as data_schema_of
 
 if TYPE_CHECKING:
-    from lakehouse.write.client import WriteClient
+    from lakehouse.timeline.active import ActiveTimeline
+    from lakehouse.write.context import WriteContext
 
-
-
-class Operation(enum.StrEnum):
-    INSERT = "insert"
-    UPSERT = "upsert"
-    BULK_INSERT = "bulk_insert"
-    DELETE = "delete"
-    INSERT_OVERWRITE = "insert_overwrite"  # the batch's partitions: replaced by it
-    INSERT_OVERWRITE_TABLE = "insert_overwrite_table"  # every partition: the table becomes the batch
-    DELETE_PARTITION = "delete_partition"  # the batch's partitions (only its keys matter): dropped
-
-    @property
-    def operation_type(self) -> str:
-        return self.name
-
-    @property
-    def replaces(self) -> bool:
-        """A replacecommit: file groups replaced as a whole (Hudi's WriteOperationType)."""
-        return self in (Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE, Operation.DELETE_PARTITION)
-
-    @property
-    def keys_only(self) -> bool:
-        """Only the batch's key and partition columns matter."""
-        return self in (Operation.DELETE, Operation.DELETE_PARTITION)
 
 
 @dataclass
@@ -96,22 +73,22 @@ class Prepared:
             yield from self.chunks()
 
 
-def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None = None,
-            chunk_bytes: int | None = None) -> Prepared:
+def prepare(context: "WriteContext", active: "ActiveTimeline", batch, op: Operation, *,
+            budget: int | None = None, chunk_bytes: int | None = None) -> Prepared:
     """``batch`` (a table, an Arrow stream or a :class:`~lakehouse.write.source.BatchSource`)
-    checked and keyed for ``op``. ``budget`` (bytes): a batch larger than it is prepared in chunks
+    checked and keyed for ``op`` against the table's schema on ``active``. ``budget`` (bytes): a batch larger than it is prepared in chunks
     of ``chunk_bytes`` (default a sixteenth of it), as the writer takes them, and is never held
     whole."""
     source = as_source(batch)
     schema = source.schema
-    keygen = client.keygen
+    keygen = context.keygen
     for col, what in [*((c, "record key") for c in keygen.record_key_fields),
                       *((c, "partition") for c in keygen.partition_fields)]:
         if col not in schema.names:
             raise RecordKeyError(f"{what} column {col!r} is missing from the batch",
                                  help=f"add the column; every record needs its {what} value")
-    timeline = client.active.load()
-    table_schema = recorded_schema(client.active, client.config, timeline)
+    timeline = active.load()
+    table_schema = recorded_schema(active, context.config, timeline)
     keep = None
     if op.keys_only:
         # Deleting from a table without data commits an empty instant, as Hudi does.
@@ -124,26 +101,26 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
         data_schema = reconcile(schema, table_schema)
         changed = table_schema is None or data_schema != table_schema
         if changed:
-            arrow_to_avro_schema(data_schema, client.config.name, with_meta_fields=True)
+            arrow_to_avro_schema(data_schema, context.config.name, with_meta_fields=True)
     record_schema = table_schema is not None or not op.keys_only
 
-    depth = [committed_partition_depth(client.active, timeline)]
+    depth = [committed_partition_depth(active, timeline)]
 
     def rows_of(chunk: pa.Table, offset: int) -> pa.Table:
         if keep is not None:
             chunk = chunk.select(keep)
-        rows = _keyed_rows(client, chunk, op, data_schema, offset)
+        rows = _keyed_rows(context, chunk, op, data_schema, offset)
         # One depth for every partition path of the table, this batch's chunks included.
         depth[0] = check_paths(rows.column(PARTITION), depth=depth[0], row_offset=offset) or depth[0]
         return rows
 
-    measure = bucket_sizing.is_provisional(client.config) and not op.keys_only
+    measure = bucket_sizing.is_provisional(context.config) and not op.keys_only
     row_bytes = source.nbytes / max(1, source.num_rows)
     if budget is None or source.nbytes <= budget:
         rows = rows_of(source.whole(), 0)
         if not op.keys_only:
             # Last: a batch's own errors (keys, types, ordering values) first.
-            check_missing_columns(schema.empty_table(), table_schema, client.write_config, client.spec)
+            check_missing_columns(schema.empty_table(), table_schema, context.write_config, context.spec)
         largest = int(_largest_partition(rows, {}) * row_bytes) if measure else 0
         return Prepared(op, rows, data_schema, changed, record_schema, largest_partition_bytes=largest)
 
@@ -160,7 +137,7 @@ def prepare(client: "WriteClient", batch, op: Operation, *, budget: int | None =
     for rows in chunks():  # every chunk's errors before any file is written
         _largest_partition(rows, counts)
     if not op.keys_only:
-        check_missing_columns(schema.empty_table(), table_schema, client.write_config, client.spec)
+        check_missing_columns(schema.empty_table(), table_schema, context.write_config, context.spec)
     largest = int(max(counts.values(), default=0) * row_bytes) if measure else 0
     return Prepared(op, None, data_schema, changed, record_schema, chunks=chunks,
                     largest_partition_bytes=largest, partition_rows=counts,
@@ -187,19 +164,19 @@ def _largest_partition(rows: pa.Table, counts: dict[str, int]) -> int:
     return max(counts.values(), default=0)
 
 
-def _keyed_rows(client: "WriteClient", batch: pa.Table, op: Operation, data_schema: pa.Schema,
+def _keyed_rows(context: "WriteContext", batch: pa.Table, op: Operation, data_schema: pa.Schema,
                 offset: int) -> pa.Table:
     """``batch`` conformed to ``data_schema`` with the helper columns; SEQ counts from
     ``offset`` + 1 (the position in the whole batch)."""
     rows = conform(batch, data_schema)
     n = rows.num_rows
-    keys = client.keygen.record_keys(rows)
-    partitions = client.keygen.partition_paths(rows, row_offset=offset)
-    ordering = client.config.ordering_field
-    if client.spec.uses_ordering and not op.keys_only and ordering not in rows.column_names:
+    keys = context.keygen.record_keys(rows)
+    partitions = context.keygen.partition_paths(rows, row_offset=offset)
+    ordering = context.config.ordering_field
+    if context.spec.uses_ordering and not op.keys_only and ordering not in rows.column_names:
         raise RecordKeyError(f"ordering field {ordering!r} is missing from the batch",
                              help="add the column; event-time merging needs it on every record")
-    if client.spec.uses_ordering and not op.keys_only and rows.column(ordering).null_count:
+    if context.spec.uses_ordering and not op.keys_only and rows.column(ordering).null_count:
         raise RecordKeyError(f"ordering field {ordering!r} has "
                              f"{rows.column(ordering).null_count} null value(s)",
                              help="give every record an ordering value")
@@ -212,16 +189,16 @@ def _keyed_rows(client: "WriteClient", batch: pa.Table, op: Operation, data_sche
     rows = (rows.append_column(KEY, keys).append_column(PARTITION, partitions)
             .append_column(SEQ, pa.array(np.arange(offset + 1, offset + n + 1, dtype=np.int64)))
             .append_column(DELETE, is_delete).append_column(UNCONDITIONAL, uncond))
-    if combines(client, op) and n > 1:
-        rows = precombine(client, rows)
+    if combines(context, op) and n > 1:
+        rows = precombine(context, rows)
     return rows
 
 
-def combines(client: "WriteClient", op: Operation) -> bool:
+def combines(context: "WriteContext", op: Operation) -> bool:
     """Whether ``op`` reduces duplicate keys in a batch first (hoodie.combine.before.*;
     a delete always does)."""
-    return {Operation.UPSERT: client.write_config.combine_before_upsert,
-            Operation.DELETE: True}.get(op, client.write_config.combine_before_insert)
+    return {Operation.UPSERT: context.write_config.combine_before_upsert,
+            Operation.DELETE: True}.get(op, context.write_config.combine_before_insert)
 
 
 def precombine_spec(spec: MergeSpec, rows: pa.Table) -> MergeSpec:
@@ -235,11 +212,11 @@ def precombine_spec(spec: MergeSpec, rows: pa.Table) -> MergeSpec:
     return spec
 
 
-def precombine(client: "WriteClient", rows: pa.Table) -> pa.Table:
+def precombine(context: "WriteContext", rows: pa.Table) -> pa.Table:
     # Distinct keys are distinct (partition, key) pairs too: the common case needs no joined key.
     if pc.count_distinct(rows.column(KEY)).as_py() == rows.num_rows:
         return rows
-    global_ = client.config.index_type.is_global
+    global_ = context.config.index_type.is_global
     dedup_key = rows.column(KEY) if global_ else pc.binary_join_element_wise(
         rows.column(PARTITION), rows.column(KEY), "\x00")
     if pc.count_distinct(dedup_key).as_py() == rows.num_rows:
@@ -247,6 +224,6 @@ def precombine(client: "WriteClient", rows: pa.Table) -> pa.Table:
     original_key = rows.column(KEY)
     tmp = rows.set_column(rows.schema.get_field_index(KEY), KEY, dedup_key).append_column(
         "__lh_orig_key", original_key)
-    out = resolve(tmp, precombine_spec(client.spec, rows), keep_deletes=True)
+    out = resolve(tmp, precombine_spec(context.spec, rows), keep_deletes=True)
     out = out.set_column(out.schema.get_field_index(KEY), KEY, out.column("__lh_orig_key"))
     return out.drop_columns(["__lh_orig_key"]).sort_by(SEQ)

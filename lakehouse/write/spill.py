@@ -54,17 +54,21 @@ from lakehouse.io.handles import (HandleContext, base_file_pieces, create_base_f
                                   with_meta)
 from lakehouse.io.markers import MarkerType
 from lakehouse.timeline.commit_metadata import WriteStat
+from lakehouse.io.partition_metafile import ensure_partitions
 from lakehouse.write.assign import (FID, Target, bucket_target, data_columns, new_target, records_per_file,
-                                   run_target, small_file_room, split_bounds, split_groups, update_target)
+                                   route, run_target, small_file_room, split_bounds, split_groups, update_target)
 from lakehouse.write.buffer import default_parallelism
 from lakehouse.write.memory import release_unused
+from lakehouse.write.index import tag_location
 from lakehouse.write.index.bucket import existing_buckets
-from lakehouse.write.prepare import Operation, Prepared, combines, precombine
+from lakehouse.write.operation import Operation, TargetKind
+from lakehouse.write.prepare import Prepared, combines, precombine
 
 from lakehouse.write.spill_store import Group, Spill
 
 if TYPE_CHECKING:
-    from lakehouse.write.client import WriteClient
+    from lakehouse.meta_client import TableMetaClient
+    from lakehouse.write.context import WriteContext
 
 
 def _hash_groups(keys: pa.ChunkedArray, n: np.ndarray | int) -> np.ndarray:
@@ -84,12 +88,23 @@ def hash_group_counts(prepared: Prepared, budget: int, global_: bool) -> dict[An
     return {p: max(1, math.ceil(n * per_row / target)) for p, n in (prepared.partition_rows or {}).items()}
 
 
-def route_chunk(client: "WriteClient", rows: pa.Table, op: Operation,
+def locator(meta: "TableMetaClient", context: "WriteContext", base_files: dict, timeline,
+            read_slices: dict) -> Callable[[pa.Table], pa.Table]:
+    """A chunk's rows with the file group each updates (FID; null: none), by the index as it
+    stood before the write (lakehouse.write.index.tag_location)."""
+    def locate(rows: pa.Table) -> pa.Table:
+        # One file's keys at a time: a bounded write looks every chunk up.
+        rows, loc = tag_location.tag_location(meta, context, rows, base_files, timeline, read_slices, per_read=1)
+        return route(context, rows, loc)
+    return locate
+
+
+def route_chunk(context: "WriteContext", rows: pa.Table, op: Operation,
                 locate: Callable[[pa.Table], pa.Table] | None, groups: dict[Any, int]) -> Iterator["Block"]:
     """A chunk's rows by the group each is spilled to, as blocks (rows in group order with each
     group's bounds; ``groups``: how many hash groups take the records no file group holds, per
     partition: :func:`hash_group_counts`)."""
-    cfg = client.config
+    cfg = context.config
     if cfg.index_type is IndexType.BUCKET:
         rows = rows.append_column("__lh_bucket", pa.array(record_buckets(rows, rows.column(KEY), cfg)))
         yield block(rows, [PARTITION, "__lh_bucket"], lambda k: ("bucket", k[0], k[1]))
@@ -130,33 +145,33 @@ def block(rows: pa.Table, by: list[str], group_of: Callable[[Any], Group]) -> Bl
     return ordered.drop_columns([by[-1]]), [group_of(k) for k in keys], starts, ends
 
 
-def write_spilled(client: "WriteClient", prepared: Prepared, ctx: HandleContext, latest: dict,
+def write_spilled(context: "WriteContext", prepared: Prepared, ctx: HandleContext, latest: dict,
                   pending: dict, avg_size: int, locate: Callable[[pa.Table], pa.Table] | None,
                   budget: int) -> list[WriteStat]:
     """Writes ``prepared`` (in chunks) by the two passes above; returns the write results."""
     op = prepared.operation
-    groups = hash_group_counts(prepared, budget, client.config.index_type.is_global)
+    groups = hash_group_counts(prepared, budget, context.config.index_type.is_global)
     ctx = dataclasses.replace(ctx, packed_bloom=True)
     with Spill(budget) as spill:
         for rows in prepared.iter_rows():
             if rows.num_rows:
                 per_row = rows.nbytes / rows.num_rows
-                for blk in route_chunk(client, rows, op, locate, groups):
+                for blk in route_chunk(context, rows, op, locate, groups):
                     spill.add_block(*blk, nbytes=int(blk[0].num_rows * per_row))
             del rows
             release_unused()
         spill.finish()
-        client.ensure_partitions({g[1] for g in spill.groups if g[1] is not None}, ctx.instant_time)
-        return write_groups(client, op, ctx, spill, latest, pending, avg_size, budget)
+        ensure_partitions(ctx.storage, {g[1] for g in spill.groups if g[1] is not None}, ctx.instant_time)
+        return write_groups(context, op, ctx, spill, latest, pending, avg_size, budget)
 
 
-def _reduced(client: "WriteClient", op: Operation, rows: pa.Table, by_seq: bool = False) -> pa.Table:
+def _reduced(context: "WriteContext", op: Operation, rows: pa.Table, by_seq: bool = False) -> pa.Table:
     """A group's versions reduced across the chunks they came in, as the whole batch's would be
     (``by_seq``: put in the batch's order first, for rows that came in another)."""
     if by_seq and rows.num_rows > 1:
         rows = rows.sort_by(SEQ)
-    if combines(client, op) and rows.num_rows > 1:
-        rows = precombine(client, rows)
+    if combines(context, op) and rows.num_rows > 1:
+        rows = precombine(context, rows)
     if op in _DROPS_DELETES and pc.any(rows.column(DELETE)).as_py():
         rows = rows.filter(pc.invert(rows.column(DELETE)))
     return rows
@@ -167,7 +182,7 @@ def _reduced(client: "WriteClient", op: Operation, rows: pa.Table, by_seq: bool 
 _DROPS_DELETES = (Operation.BULK_INSERT, Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE)
 
 
-def write_groups(client: "WriteClient", op: Operation, ctx: HandleContext, spill: Spill, latest: dict,
+def write_groups(context: "WriteContext", op: Operation, ctx: HandleContext, spill: Spill, latest: dict,
                  pending: dict, avg_size: int, budget: int, *, first_task: int = 0,
                  parallelism: int | None = None, created: frozenset = frozenset(), small: frozenset = frozenset(),
                  by_seq: bool = False) -> list[WriteStat]:
@@ -177,7 +192,7 @@ def write_groups(client: "WriteClient", op: Operation, ctx: HandleContext, spill
     ``created``/``small``: the (partition, file id) of file groups planned new / small (their
     groups create the file group / merge inserts into it), ``by_seq``: rows in another order
     than the batch's."""
-    cfg, wc = client.config, client.write_config
+    cfg, wc = context.config, context.write_config
     sort_keys = op is Operation.BULK_INSERT and wc.bulk_insert_sort_mode is not BulkInsertSortMode.NONE
     # Bulk inserts and the replace operations write new file groups only, as Hudi's do.
     fills_small = op in (Operation.INSERT, Operation.UPSERT)
@@ -192,7 +207,7 @@ def write_groups(client: "WriteClient", op: Operation, ctx: HandleContext, spill
     tasks = []
     for partition, groups in new_by_partition.items():
         def work(task: int, groups=groups) -> list[WriteStat]:
-            writer = _NewRecords(client, op, ctx, spill, latest, pending, avg_size, per_file, sort_keys,
+            writer = _NewRecords(context, op, ctx, spill, latest, pending, avg_size, per_file, sort_keys,
                                  fills_small, first_task + task, lock, budget, by_seq)
             out = writer.run(groups)
             with lock:
@@ -210,20 +225,20 @@ def write_groups(client: "WriteClient", op: Operation, ctx: HandleContext, spill
 
         def work(task: int, group=group, kind=kind, partition=partition, which=which) -> list[WriteStat]:
             if kind == "fg" and (partition, which) in created:
-                tg = new_target(partition, which, None, None, "create")
+                tg = new_target(partition, which, None, None, TargetKind.CREATE)
             elif kind == "fg":
-                tg = update_target(client, partition, which, latest, pending, (partition, which) in small_filled)
+                tg = update_target(context, partition, which, latest, pending, (partition, which) in small_filled)
             else:
-                tg = bucket_target(client, partition, which, existing.get((partition, which)), pending)
+                tg = bucket_target(context, partition, which, existing.get((partition, which)), pending)
             if _splits(spill.sizes[group], budget, tg, ctx):
-                stats = _write_split(client, op, ctx, tg, spill, group, first + task, budget, by_seq,
+                stats = _write_split(context, op, ctx, tg, spill, group, first + task, budget, by_seq,
                                      sort_keys and kind != "fg")
                 if stats is not None:
                     return stats
-            rows = _reduced(client, op, spill.read(group), by_seq)
+            rows = _reduced(context, op, spill.read(group), by_seq)
             if kind != "fg" and sort_keys:
                 rows = rows.sort_by(KEY)
-            return run_target(client, ctx, tg, rows, first + task)
+            return run_target(ctx, tg, rows, first + task)
         size = spill.sizes[group]
         tasks.append((_held(size, budget) if size <= _split_above(budget) else budget, work))
     return stats + _run_bounded(tasks, budget, parallelism)
@@ -240,14 +255,14 @@ def _splits(size: int, budget: int, tg: Target, ctx: HandleContext) -> bool:
     new base file (by key; a log append's parts to log files of their own)."""
     if size <= _split_above(budget):
         return False
-    if tg.kind in ("append", "create") or _creates(tg):
+    if tg.kind in (TargetKind.APPEND, TargetKind.CREATE) or _creates(tg):
         return True
-    return tg.kind == "merge" and not ctx.concat_inserts
+    return tg.kind is TargetKind.MERGE and not ctx.concat_inserts
 
 
 def _creates(tg: Target) -> bool:
     """A merge into a file group with no base file yet writes a new one."""
-    return tg.kind == "merge" and (tg.slice is None or tg.slice.base_file is None)
+    return tg.kind is TargetKind.MERGE and (tg.slice is None or tg.slice.base_file is None)
 
 
 class _Pieces:
@@ -273,7 +288,7 @@ class _Pieces:
                 yield out
 
 
-def _write_split(client, op: Operation, ctx: HandleContext, tg: Target, spill: Spill, group: Group, task: int,
+def _write_split(context: "WriteContext", op: Operation, ctx: HandleContext, tg: Target, spill: Spill, group: Group, task: int,
                  budget: int, by_seq: bool = False, sort_keys: bool = False) -> list[WriteStat] | None:
     """A group too large to hold, written in parts that each hold all versions of their keys
     (so each part reduces as the whole group would): a merge's records by the piece of the old
@@ -283,7 +298,7 @@ def _write_split(client, op: Operation, ctx: HandleContext, tg: Target, spill: S
     group, as when a log file rolls over); a new base file's by key too, each part added to the
     one file. None: not split (a base file with a key twice)."""
     size = spill.sizes[group]
-    merges = tg.kind == "merge" and not _creates(tg)
+    merges = tg.kind is TargetKind.MERGE and not _creates(tg)
     if merges:
         keys = pa.concat_arrays([b.column(0) for b in spill.batches(group, [KEY])])
         pieces = base_file_pieces(ctx, tg.slice.base_file.path, keys)
@@ -311,13 +326,13 @@ def _write_split(client, op: Operation, ctx: HandleContext, tg: Target, spill: S
         part_ids = sorted(g[1] for g in sub.groups)
         if merges:
             def prepare(rows: pa.Table) -> pa.Table:
-                rows = _reduced(client, op, rows, by_seq)
+                rows = _reduced(context, op, rows, by_seq)
                 return rows.select(data_columns(rows) + [KEY, SEQ, DELETE, UNCONDITIONAL])
             return [merge_base_file(ctx, base_slice=tg.slice, incoming=_Pieces(sub, prepare), task=task)]
-        if tg.kind != "append":
+        if tg.kind is not TargetKind.APPEND:
             def live_parts() -> Iterator[tuple[pa.Table, pa.ChunkedArray]]:
                 for part_id in part_ids:
-                    rows = _reduced(client, op, sub.read(("piece", part_id)), by_seq)
+                    rows = _reduced(context, op, sub.read(("piece", part_id)), by_seq)
                     rows = rows.filter(pc.invert(rows.column(DELETE)))
                     if sort_keys:
                         rows = rows.sort_by(KEY)
@@ -330,8 +345,8 @@ def _write_split(client, op: Operation, ctx: HandleContext, tg: Target, spill: S
         stats: list[WriteStat] = []
         version, seqno = 0, 0
         for part_id in part_ids:
-            rows = _reduced(client, op, sub.read(("piece", part_id)), by_seq)
-            out = run_target(client, ctx, tg, rows, task, min_log_version=version, first_seqno=seqno)
+            rows = _reduced(context, op, sub.read(("piece", part_id)), by_seq)
+            out = run_target(ctx, tg, rows, task, min_log_version=version, first_seqno=seqno)
             seqno += rows.num_rows
             version = max([version] + [s.log_version + 1 for s in out])
             stats += out
@@ -353,10 +368,10 @@ class _NewRecords:
     Hudi's UpsertPartitioner assigns them), then new file groups of at most ``per_file`` records
     each (a file rolled over when full). The groups of a global index span partitions."""
 
-    def __init__(self, client, op, ctx, spill, latest, pending, avg_size, per_file, sort_keys,
+    def __init__(self, context, op, ctx, spill, latest, pending, avg_size, per_file, sort_keys,
                  fills_small, task, lock, budget, by_seq=False) -> None:
         self.budget, self.by_seq = budget, by_seq
-        self.client, self.op, self.ctx, self.spill = client, op, ctx, spill
+        self.context, self.op, self.ctx, self.spill = context, op, ctx, spill
         self.latest, self.pending, self.avg_size = latest, pending, avg_size
         self.per_file, self.sort_keys, self.fills_small, self.task = per_file, sort_keys, fills_small, task
         self.lock = lock
@@ -369,7 +384,7 @@ class _NewRecords:
     def run(self, groups: list[Group]) -> list[WriteStat]:
         try:
             for group in groups:
-                rows = _reduced(self.client, self.op, self.spill.read(group), self.by_seq)
+                rows = _reduced(self.context, self.op, self.spill.read(group), self.by_seq)
                 deletes = rows.column(DELETE)
                 live = rows.filter(pc.invert(deletes)) if pc.any(deletes).as_py() else rows
                 if self.sort_keys:
@@ -396,7 +411,7 @@ class _NewRecords:
                 cap = max(1, int(self.budget // 8 // max(1.0, rows.nbytes / max(1, rows.num_rows))))
                 rooms = self.rooms[partition] = [
                     [fid, min(room, cap)] for fid, room in small_file_room(
-                        self.client, partition, self.latest, self.pending, self.avg_size)]
+                        self.context, partition, self.latest, self.pending, self.avg_size)]
             offset = 0
             while rooms and offset < rows.num_rows:
                 fid, room = rooms[0]

@@ -76,7 +76,7 @@ def test_a_bounded_write_packs_its_bloom_filter_and_writes_the_same_footer(tmp_p
     client = WriteClient(table.meta_client)
     footers = []
     for packed in (False, True):
-        ctx = dataclasses.replace(client.handle_context(batch.schema, "20260101000000000"), packed_bloom=packed)
+        ctx = dataclasses.replace(client.context.handle_context(client.storage, batch.schema, "20260101000000000"), packed_bloom=packed)
         w = BaseFileWriter(ctx, "x", f"{'ab'[packed]}0000000-0000-0000-0000-000000000000-0", 0, MarkerType.CREATE)
         assert (w._bloom._bits is None) == packed
         for off in range(0, n, 2_500):
@@ -119,7 +119,7 @@ def test_a_routed_merge_takes_the_new_keys_in_parts_and_writes_what_the_whole_me
     client = WriteClient(table.meta_client)
     out = {}
     for routed in (False, True):
-        ctx = client.handle_context(base.schema, f"2026010100000000{int(routed)}")
+        ctx = client.context.handle_context(client.storage, base.schema, f"2026010100000000{int(routed)}")
         if routed:
             at = base_file_pieces(ctx, slice_.base_file.path, incoming.column(KEY).combine_chunks())
             assert at is not None and at.max() > 2 and (at < 0).sum() == 9_000

@@ -3,7 +3,7 @@ incoming record's key lives in, from the stored keys of the table's file slices.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,32 +13,32 @@ from lakehouse.config import IndexType
 from lakehouse.file_group.file_slice import BaseFile
 from lakehouse.read.file_slice_reader import read_file_slice
 from lakehouse.read.reader import TableReader
-from lakehouse.write import assign
 from lakehouse.write.index.lookup import ROW, KeySource, base_file_keys, bloom_lookup, located, simple_lookup
 
 if TYPE_CHECKING:
-    from lakehouse.write.client import WriteClient
+    from lakehouse.meta_client import TableMetaClient
+    from lakehouse.write.context import WriteContext
 
 
-def tag_location(client: "WriteClient", rows: pa.Table, base_files: dict, timeline, read_slices: dict,
+def tag_location(meta: "TableMetaClient", context: "WriteContext", rows: pa.Table, base_files: dict, timeline, read_slices: dict,
                  per_read: int = 2) -> tuple[pa.Table, pa.Table]:
     """Where the SIMPLE or BLOOM index finds each record's key: (rows, one per location found,
     and their locations, aligned); stored keys read ``per_read`` files at a time."""
-    cfg = client.config
+    cfg = context.config
     index = cfg.index_type
     files = list(base_files.values())
-    ordering = cfg.ordering_field if index.is_global and client.spec.uses_ordering else None
+    ordering = cfg.ordering_field if index.is_global and context.spec.uses_ordering else None
     if cfg.is_mor:
         # A key deleted in a log is gone, although its base file still holds it. Java Hudi's
         # SIMPLE/BLOOM look at base files only, so after delete, insert (a new file group) and
         # upsert the key lands in both groups; merged keys avoid that duplicate.
-        source = merged_keys(client, timeline, read_slices, ordering)
+        source = merged_keys(meta, context, timeline, read_slices, ordering)
     else:
-        source = base_file_keys(client.storage, ordering)
+        source = base_file_keys(meta.storage, ordering)
     keys = rows.column(KEY).combine_chunks()
     partitions = rows.column(PARTITION).combine_chunks()
     if index in (IndexType.BLOOM, IndexType.GLOBAL_BLOOM):
-        loc = bloom_lookup(source, client.storage, files, keys, partitions, global_=index.is_global,
+        loc = bloom_lookup(source, meta.storage, files, keys, partitions, global_=index.is_global,
                            per_read=per_read)
     else:
         loc = simple_lookup(source, files, keys, partitions, global_=index.is_global, per_read=per_read)
@@ -47,21 +47,12 @@ def tag_location(client: "WriteClient", rows: pa.Table, base_files: dict, timeli
     return rows, loc.drop_columns([ROW])
 
 
-def locator(client: "WriteClient", base_files: dict, timeline, read_slices: dict) -> Callable[[pa.Table], pa.Table]:
-    """A chunk's rows with the file group each updates (assign.FID; null: none), by the index
-    as it stood before the write (lakehouse.write.spill)."""
-    def locate(rows: pa.Table) -> pa.Table:
-        # One file's keys at a time: a bounded write looks every chunk up.
-        rows, loc = tag_location(client, rows, base_files, timeline, read_slices, per_read=1)
-        return assign.route(client, rows, loc)
-    return locate
-
-
-def merged_keys(client: "WriteClient", timeline, read_slices: dict, ordering: str | None) -> KeySource:
+def merged_keys(meta: "TableMetaClient", context: "WriteContext", timeline, read_slices: dict,
+                ordering: str | None) -> KeySource:
     """Stored keys (and ordering values) of Merge-On-Read file slices, logs merged."""
-    reader = TableReader(client.storage, client.config, client.active, timeline, memory=client.meta.memory)
+    reader = TableReader(meta.storage, context.config, meta.active, timeline, memory=meta.memory)
     cols = [RECORD_KEY] + ([ordering] if ordering else [])
-    ctx = reader.slice_read_context(client.meta.schema(timeline=timeline), set(timeline.completed_write_times), cols, None,
+    ctx = reader.slice_read_context(meta.schema(timeline=timeline), set(timeline.completed_write_times), cols, None,
                                     read_logs=True)
 
     def read(files: list[BaseFile], wanted: pa.Array | None = None) -> pa.Table:
@@ -74,5 +65,5 @@ def merged_keys(client: "WriteClient", timeline, read_slices: dict, ordering: st
             if wanted is not None:
                 t = t.filter(pc.is_in(t.column(0), value_set=wanted))
             parts.append(located(t.column(0), s.partition, s.file_id, t.column(1) if ordering else None))
-        return pa.concat_tables(parts) if parts else base_file_keys(client.storage, ordering)([])
+        return pa.concat_tables(parts) if parts else base_file_keys(meta.storage, ordering)([])
     return read

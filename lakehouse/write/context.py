@@ -1,0 +1,77 @@
+"""What every step of one write reads: the table's config, the write's config, the key
+generator and merge rules that follow from them, and the column ids of its instant.
+
+As Hudi's action executors take narrow, fixed inputs (``BaseActionExecutor(context, config,
+table, instantTime)``) instead of calling back into the write client, preparation, assignment,
+the write buffers, the spill and the file handles take a :class:`WriteContext`. It is frozen (a
+change, like a table's first write fixing its bucket count, is a new context) and picklable: the
+Spark writer ships it to its executors, which then need no table opened to key, route and write
+their rows. I/O (the store, the timeline, the lock) stays with the meta client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import pyarrow as pa
+
+from lakehouse.config import IndexType, TableConfig, WriteConfig
+from lakehouse.field_ids import FieldIds
+from lakehouse.io.handles import HandleContext, schema_json, writes_bloom
+from lakehouse.io.markers import Markers
+from lakehouse.keygen import KeyGenerator
+from lakehouse.merge import MergeSpec
+from lakehouse.schema import arrow_to_avro_schema
+from lakehouse.storage.base import Storage
+from lakehouse.timeline.schema_resolver import with_meta_fields
+from lakehouse.write.operation import Operation
+
+
+@dataclass(frozen=True)
+class WriteContext:
+    config: TableConfig
+    write_config: WriteConfig
+    # The ids of the instant's columns (lakehouse.field_ids), put on its base files; None until
+    # the instant has them.
+    field_ids: FieldIds | None = None
+    # Derived from config: the table's key generator and partition spec, its merge rules.
+    keygen: KeyGenerator = field(init=False, repr=False, compare=False)
+    spec: MergeSpec = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keygen", KeyGenerator(self.config))
+        object.__setattr__(self, "spec", MergeSpec(self.config.merge_mode, self.config.ordering_field))
+
+    def adopting(self, config: TableConfig) -> "WriteContext":
+        """This context for the table's config ``config`` (its bucket count or key generator
+        just fixed by a first write)."""
+        return dataclasses.replace(self, config=config)
+
+    def for_instant(self, ids: FieldIds | None) -> "WriteContext":
+        """This context with the column ids of the instant being written."""
+        return dataclasses.replace(self, field_ids=ids)
+
+    def buffered(self, op: Operation) -> bool:
+        """Whether ``op`` is written through bounded write buffers (lakehouse.write.buffer): on
+        Merge-On-Read with the BUCKET index every record's file group is known from its key and
+        every write appends, so a batch can be taken in chunks."""
+        return self.config.is_mor and self.config.index_type is IndexType.BUCKET and not op.replaces
+
+    def handle_context(self, storage: Storage, data_schema: pa.Schema, instant_time: str, *,
+                       stage: int = 0, attempt: int = 0, op: Operation | None = None) -> HandleContext:
+        """What the file handles of ``instant_time`` share (``stage``/``attempt``: a Spark task's,
+        for its write token; ``op``: the write's operation)."""
+        avro = arrow_to_avro_schema(data_schema, self.config.name, with_meta_fields=True)
+        ids: Mapping[tuple[str, ...], int] | None = self.field_ids.paths if self.field_ids else None
+        return HandleContext(storage=storage, markers=Markers(storage, instant_time),
+                             instant_time=instant_time, schema=with_meta_fields(data_schema),
+                             avro_schema=avro, avro_schema_json=schema_json(avro),
+                             config=self.write_config, spec=self.spec, stage=stage, attempt=attempt,
+                             bloom=writes_bloom(self.write_config, self.config.index_type),
+                             key_fields=self.config.record_key_fields,
+                             # Hudi's HoodieMergeHandleFactory: an operation that does not change
+                             # records (insert) with allow.duplicate.on.inserts gets a concat handle.
+                             concat_inserts=op is Operation.INSERT and self.write_config.allow_duplicates_on_insert,
+                             field_ids=ids)
