@@ -12,7 +12,7 @@ import lakehouse
 import pytest
 
 from lakehouse import commit, meta_sync
-from lakehouse.errors import LockLostError
+from lakehouse.errors import ConfigError, LockLostError
 from lakehouse.meta_client import TableMetaClient
 from lakehouse.timeline.instant import Action
 
@@ -159,3 +159,10 @@ def test_hooks_of_what_completes_under_the_lock_run_once_it_is_released(tmp_path
         t.upsert(_batch(range(3), 3))
         raise RuntimeError("the block failed: its hooks are skipped, as a crash would")
     assert seen == [(False, 2)]
+
+
+def test_a_sync_tool_that_cannot_be_loaded_is_a_config_error_naming_it():
+    meta_sync.load.cache_clear()
+    with pytest.raises(ConfigError, match="lakehouse.nowhere:Tool") as e:
+        meta_sync.load("lakehouse.nowhere:Tool")
+    assert "hoodie.meta.sync.iceberg.enabled=false" in e.value.help
