@@ -268,8 +268,9 @@ class WriteClient:
     def write_prepared(self, prepared: Prepared, *, extra_metadata: ExtraMetadata | None = None,
                        files: FileWriter | None = None) -> str:
         """Phase 1 of a write of ``prepared``: the bucket count settled, failed writes rolled
-        back, the instant requested and inflight, the data files written by ``files(instant
-        time, timeline)`` (default: this process writes them), the results recorded. A failure
+        back, the instant requested and inflight, the data files written by ``files(context,
+        instant time, timeline)`` (``context``: the write's, with the instant's column ids;
+        default: this process writes them), the results recorded. A failure
         rolls the instant back. Returns the instant time; :meth:`commit` is phase 2."""
         op = prepared.operation
         if self.keygen_chosen:
