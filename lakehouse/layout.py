@@ -23,6 +23,7 @@ HEARTBEAT = f"{METAFOLDER}/.heartbeat"
 METADATA_TABLE = f"{METAFOLDER}/metadata"
 # hoodie.archivelog.folder's default: the archived timeline's folder under METAFOLDER.
 DEFAULT_ARCHIVE_FOLDER = "archived"
+ARCHIVED = f"{METAFOLDER}/{DEFAULT_ARCHIVE_FOLDER}"  # the archived timeline, by default
 # The folders a new table is created with (HoodieTableMetaClient.initTableAndGetMetaClient).
 CREATED_FOLDERS = (AUX, TEMP, SCHEMA)
 # Each partition folder's marker file (HoodiePartitionMetadata.HOODIE_PARTITION_METAFILE_PREFIX).

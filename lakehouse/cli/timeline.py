@@ -19,7 +19,7 @@ from lakehouse import layout
 
 @click.command()
 @click.argument("path")
-@click.option("--archived", is_flag=True, help=f"Also list the archived instants ({layout.archive_folder(layout.DEFAULT_ARCHIVE_FOLDER)}).")
+@click.option("--archived", is_flag=True, help=f"Also list the archived instants ({layout.ARCHIVED}).")
 @json_flag
 def timeline(path: str, archived: bool, as_json: bool) -> list[dict[str, Any]]:
     """List every instant, oldest first: action, state, when it started and completed (UTC, from

@@ -152,7 +152,7 @@ def ingested_names(table: "Table", source: str, state: IngestState | None = None
                 f"{_manifest_folder(source)}), but no commit, active or archived, records what was "
                 "taken: ingesting now would apply every file in it again",
                 help="if that is what you want, delete that folder and ingest again; else restore the "
-                     f"archived timeline ({layout.archive_folder(layout.DEFAULT_ARCHIVE_FOLDER)}) the records were in")
+                     f"archived timeline ({layout.ARCHIVED}) the records were in")
         return set()
     if not table.storage.exists(mark) or table.storage.read(mark).decode() != st.origin:
         table.storage.write(mark, st.origin.encode())

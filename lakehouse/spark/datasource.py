@@ -454,7 +454,7 @@ class Sink:
                 "archived, records its batches: going on "
                 "would apply replayed batches again",
                 help=f"if the table is meant to start over, delete {_sink_mark(self.identifier)}; else "
-                     f"restore the archived timeline ({layout.archive_folder(layout.DEFAULT_ARCHIVE_FOLDER)}) the records were in")
+                     f"restore the archived timeline ({layout.ARCHIVED}) the records were in")
         return None
 
 

@@ -134,13 +134,13 @@ def _complete(meta: "TableMetaClient", context: "WriteContext", inst, recorded: 
     return final
 
 
-def _check_bucket_count(client: "TableMetaClient", meta: CommitMetadata, instant_time: str) -> None:
+def _check_bucket_count(meta: "TableMetaClient", recorded: CommitMetadata, instant_time: str) -> None:
     """Under the table lock: the write hashed keys with the table's bucket count (a first write
     of another writer may have fixed it meanwhile; lakehouse.write.bucket_sizing)."""
-    used = meta.extra_metadata.get(BUCKETS_KEY)
+    used = recorded.extra_metadata.get(BUCKETS_KEY)
     if used is None:
         return
-    stored = read_table_config(client.storage)
+    stored = read_table_config(meta.storage)
     if stored.index_type is IndexType.BUCKET and str(stored.bucket_num) != used:
         raise CommitConflictError(
             f"instant {instant_time} hashed its keys into {used} buckets per partition, but "
@@ -148,35 +148,35 @@ def _check_bucket_count(client: "TableMetaClient", meta: CommitMetadata, instant
             help="nothing of it is visible; write the batch again (Table.write retries by itself)")
 
 
-def _check_field_ids(client: "TableMetaClient", meta: CommitMetadata, instant_time: str, timeline) -> None:
+def _check_field_ids(meta: "TableMetaClient", recorded: CommitMetadata, instant_time: str, timeline) -> None:
     """Under the table lock: the field ids this write numbered its new columns with are still
     free (another writer adding a column at the same time may have taken them)."""
-    mine = FieldIds.of_commit(meta, f"instant {instant_time}")
+    mine = FieldIds.of_commit(recorded, f"instant {instant_time}")
     if mine is None:
         return
-    why = field_ids.conflict(field_ids.known(client, timeline), mine)
+    why = field_ids.conflict(field_ids.known(meta, timeline), mine)
     if why is not None:
         raise CommitConflictError(
             f"instant {instant_time}: {why} (two writers added columns at the same time)",
             help="nothing of it is visible; write the batch again (Table.write retries by itself)")
 
 
-def _still_ours(client: "TableMetaClient", inst):
+def _still_ours(meta: "TableMetaClient", inst):
     """Under the table lock: the instant is still pending and nobody is rolling it back (writers
     roll back only under the lock, so then its files are all there)."""
-    timeline = client.active.load()
+    timeline = meta.active.load()
     cur = timeline.get(inst.time)
-    requested = client.active.path(inst.with_state(State.REQUESTED))
-    if cur is None or not cur.is_inflight or not client.storage.exists(requested):
+    requested = meta.active.path(inst.with_state(State.REQUESTED))
+    if cur is None or not cur.is_inflight or not meta.storage.exists(requested):
         why = ("its heartbeat had stopped for longer than hoodie.client.heartbeat.interval_in_ms "
-               "x (tolerable.misses + 1)" if client.concurrency.multi_writer else
+               "x (tolerable.misses + 1)" if meta.concurrency.multi_writer else
                "a new write started first: with one writer, a write left pending is a failed one")
         raise TimelineError(f"instant {inst.time} was rolled back while it waited to be "
                             f"committed ({why})",
                             help="nothing of it is visible; write the batch again (commit a "
                                  "write before the next one starts)")
     for r in timeline.pending().filter(actions=[Action.ROLLBACK]):
-        if pending_rollback_plan(client.active, r).instant_to_rollback.commit_time == inst.time:
+        if pending_rollback_plan(meta.active, r).instant_to_rollback.commit_time == inst.time:
             raise TimelineError(f"instant {inst.time} is being rolled back by {r.time}",
                                 help="nothing of it is visible; write the batch again")
     return timeline

@@ -38,12 +38,20 @@ def test_the_layer_contracts_hold():
     assert "BROKEN" not in res.stdout and "KEPT" in res.stdout
 
 
-def _planted(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess:
-    """lint-imports over a copy of the package where ``module`` gained ``line``."""
+def _copy_with(tmp_path: Path, appended: dict[str, str]) -> Path:
+    """A copy of the package (and pyproject.toml) under ``tmp_path`` where each module of
+    ``appended`` (dotted name) gained its text; returns the copy's package folder."""
     shutil.copytree(PACKAGE, tmp_path / "lakehouse", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    path = tmp_path.joinpath(*module.split(".")).with_suffix(".py")
-    path.write_text(path.read_text() + f"\n{line}\n")
+    for module, text in appended.items():
+        path = tmp_path.joinpath(*module.split(".")).with_suffix(".py")
+        path.write_text(path.read_text() + f"\n{text}\n")
+    return tmp_path / "lakehouse"
+
+
+def _planted(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess:
+    """lint-imports over a copy of the package where ``module`` gained ``line``."""
+    _copy_with(tmp_path, {module: line})
     return _lint_imports(tmp_path)
 
 
@@ -88,8 +96,8 @@ def test_the_cli_importing_airflow_breaks_their_independence(tmp_path):
         res.stdout[-4000:]
 
 
-def _modules():
-    for path in sorted(PACKAGE.rglob("*.py")):
+def _modules(package: Path = PACKAGE):
+    for path in sorted(package.rglob("*.py")):
         yield path, ast.parse(path.read_text(), str(path))
 
 
@@ -157,10 +165,9 @@ def layout_spellings(package: Path) -> list[str]:
     """Strings (docstrings aside) that spell a part of the table's layout, outside
     ``lakehouse/layout.py``."""
     found = []
-    for path in sorted(package.rglob("*.py")):
+    for path, tree in _modules(package):
         if path == package / "layout.py":
             continue
-        tree = ast.parse(path.read_text(), str(path))
         docs = {id(n.body[0].value) for n in ast.walk(tree)
                 if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                 and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
@@ -175,12 +182,9 @@ def test_the_table_layout_is_spelled_in_one_module():
 
 
 def test_a_layout_name_spelled_elsewhere_is_found(tmp_path):
-    shutil.copytree(PACKAGE, tmp_path / "lakehouse", ignore=shutil.ignore_patterns("__pycache__"))
-    markers = tmp_path / "lakehouse" / "io" / "markers.py"
-    markers.write_text(markers.read_text() + '\nOLD_TEMP = ".hoodie/.temp"\n')
-    clean = tmp_path / "lakehouse" / "services" / "clean.py"
-    clean.write_text(clean.read_text() + '\nAUX_NAME = ".aux"\n')
-    assert [f.split(":")[0] for f in layout_spellings(tmp_path / "lakehouse")] == [
+    package = _copy_with(tmp_path, {"lakehouse.io.markers": 'OLD_TEMP = ".hoodie/.temp"',
+                                    "lakehouse.services.clean": 'AUX_NAME = ".aux"'})
+    assert [f.split(":")[0] for f in layout_spellings(package)] == [
         "lakehouse/io/markers.py", "lakehouse/services/clean.py"]
 
 
@@ -193,9 +197,9 @@ def launchers(package: Path) -> list[str]:
     a call of ``os.fork``/``exec*``/``spawn*``/``system``/``popen``. Processes are started by the
     development platform (``deploy/``) and by the engines themselves (Spark, Airflow)."""
     found = []
-    for path in sorted(package.rglob("*.py")):
+    for path, tree in _modules(package):
         where = path.relative_to(package.parent)
-        for n in ast.walk(ast.parse(path.read_text(), str(path))):
+        for n in ast.walk(tree):
             names = ([a.name for a in n.names] if isinstance(n, ast.Import)
                      else [n.module or ""] if isinstance(n, ast.ImportFrom) else [])
             found += [f"{where}:{n.lineno} imports {m}" for m in names
@@ -210,7 +214,6 @@ def test_the_library_starts_no_process():
 
 
 def test_a_process_started_in_the_library_is_found(tmp_path):
-    shutil.copytree(PACKAGE, tmp_path / "lakehouse", ignore=shutil.ignore_patterns("__pycache__"))
-    submit = tmp_path / "lakehouse" / "spark" / "submit.py"
-    submit.write_text(submit.read_text() + "\nimport subprocess\n\ndef go(argv):\n    os.execvp(argv[0], argv)\n")
-    assert sorted(f.split(" ", 1)[1] for f in launchers(tmp_path / "lakehouse")) == ["calls os.execvp", "imports subprocess"]
+    package = _copy_with(tmp_path, {"lakehouse.spark.submit":
+                                    "import subprocess\n\ndef go(argv):\n    os.execvp(argv[0], argv)"})
+    assert sorted(f.split(" ", 1)[1] for f in launchers(package)) == ["calls os.execvp", "imports subprocess"]
