@@ -61,10 +61,12 @@ IcebergType = Union[Primitive, StructType, ListType, MapType]
 class Schema:
     schema_id: int
     fields: tuple[Field, ...]
+    # Iceberg's identifier-field-ids: the columns that identify a row (the record key).
+    identifier_field_ids: tuple[int, ...] = ()
 
     def same_columns(self, other: "Schema") -> bool:
         """Equal apart from the schema id."""
-        return self.fields == other.fields
+        return self.fields == other.fields and self.identifier_field_ids == other.identifier_field_ids
 
     def find(self, field_id: int) -> Field | None:
         return next((f for f in walk_fields(self.fields) if f.id == field_id), None)
@@ -96,7 +98,11 @@ def field_to_json(f: Field) -> dict[str, Any]:
 
 
 def schema_to_json(s: Schema) -> dict[str, Any]:
-    return {"type": "struct", "schema-id": s.schema_id, "fields": [field_to_json(f) for f in s.fields]}
+    out: dict[str, Any] = {"type": "struct", "schema-id": s.schema_id,
+                           "fields": [field_to_json(f) for f in s.fields]}
+    if s.identifier_field_ids:
+        out["identifier-field-ids"] = list(s.identifier_field_ids)
+    return out
 
 
 def type_from_json(d: Any) -> IcebergType:
@@ -118,7 +124,8 @@ def field_from_json(d: dict[str, Any]) -> Field:
 
 
 def schema_from_json(d: dict[str, Any]) -> Schema:
-    return Schema(int(d["schema-id"]), tuple(field_from_json(f) for f in d["fields"]))
+    return Schema(int(d["schema-id"]), tuple(field_from_json(f) for f in d["fields"]),
+                  tuple(int(i) for i in d.get("identifier-field-ids") or ()))
 
 
 # --- walking -------------------------------------------------------------------------------------

@@ -4,8 +4,10 @@ Both are Avro files whose schemas carry Iceberg's ``field-id`` (and ``element-id
 readers resolve fields by id, not by name. A manifest's key-value metadata names the table
 schema, partition spec and format version it was written with.
 
-Only data files are written (no delete files), and data files carry no column statistics: the
-required fields (path, format, partition tuple, record count, size) are all a reader needs.
+Only data files are written (no delete files). Each entry carries the file's column metrics
+(sizes, value and null counts, lower and upper bounds: :mod:`lakehouse.iceberg.metrics`) so
+engines skip files by value; entries written before lakehouse wrote metrics have none, which
+readers take as "might match".
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Iterable, Sequence
 import fastavro
 
 from lakehouse.errors import CorruptFileError
+from lakehouse.iceberg.metrics import Metrics
 from lakehouse.iceberg.partition import PartitionSpec, avro_type, from_avro_value, to_bytes
 from lakehouse.field_schema import IcebergType, Schema, schema_to_json
 from lakehouse.storage.base import Storage
@@ -33,6 +36,7 @@ class DataFile:
     partition: tuple[Any, ...]  # canonical values, in the spec's field order
     record_count: int
     file_size: int
+    metrics: Metrics | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,46 @@ def _partition_record(spec: PartitionSpec, schema: Schema) -> dict[str, Any]:
         for f, t in zip(spec.fields, spec.types(schema))]}
 
 
+def _int_map(name: str, field_id: int, key_id: int, value_id: int, value: str) -> dict[str, Any]:
+    """An Iceberg map with int keys in Avro: an array of key/value records, as Java writes it."""
+    record = {"type": "record", "name": f"k{key_id}_v{value_id}", "fields": [
+        {"name": "key", "type": "int", "field-id": key_id},
+        {"name": "value", "type": value, "field-id": value_id}]}
+    return {"name": name, "type": _opt({"type": "array", "logicalType": "map", "items": record}),
+            "default": None, "field-id": field_id}
+
+
+# The metric maps of a data_file struct (Iceberg spec, "Manifests"), in the order Java writes them.
+_METRIC_MAPS = (("column_sizes", 108, 117, 118, "long"), ("value_counts", 109, 119, 120, "long"),
+                ("null_value_counts", 110, 121, 122, "long"), ("nan_value_counts", 137, 138, 139, "long"),
+                ("lower_bounds", 125, 126, 127, "bytes"), ("upper_bounds", 128, 129, 130, "bytes"))
+
+
+def _metrics_record(m: Metrics | None) -> dict[str, Any]:
+    if m is None:
+        return {name: None for name, *_ in _METRIC_MAPS}
+    return {
+        "column_sizes": [{"key": k, "value": v} for k, v in m.column_sizes],
+        "value_counts": [{"key": k, "value": v} for k, v in m.value_counts],
+        "null_value_counts": [{"key": k, "value": v} for k, v in m.null_value_counts],
+        # Parquet footers do not count NaNs: left unknown rather than claimed to be zero.
+        "nan_value_counts": None,
+        "lower_bounds": [{"key": k, "value": v} for k, v in m.lower_bounds],
+        "upper_bounds": [{"key": k, "value": v} for k, v in m.upper_bounds],
+    }
+
+
+def _metrics_of(df: dict[str, Any]) -> Metrics | None:
+    if all(df.get(name) is None for name, *_ in _METRIC_MAPS):
+        return None
+
+    def pairs(name: str) -> dict[int, Any]:
+        return {int(r["key"]): r["value"] for r in df.get(name) or ()}
+
+    return Metrics.of(pairs("column_sizes"), pairs("value_counts"), pairs("null_value_counts"),
+                      pairs("lower_bounds"), pairs("upper_bounds"))
+
+
 def manifest_entry_schema(spec: PartitionSpec, schema: Schema) -> dict[str, Any]:
     data_file = {"type": "record", "name": "r2", "fields": [
         {"name": "content", "type": "int", "field-id": 134},
@@ -97,6 +141,7 @@ def manifest_entry_schema(spec: PartitionSpec, schema: Schema) -> dict[str, Any]
         {"name": "partition", "type": _partition_record(spec, schema), "field-id": 102},
         {"name": "record_count", "type": "long", "field-id": 103},
         {"name": "file_size_in_bytes", "type": "long", "field-id": 104},
+        *(_int_map(*m) for m in _METRIC_MAPS),
     ]}
     return {"type": "record", "name": "manifest_entry", "fields": [
         {"name": "status", "type": "int", "field-id": 0},
@@ -185,6 +230,7 @@ def write_manifest(storage: Storage, rel: str, entries: Sequence[Entry], *, spec
                 "content": CONTENT_DATA, "file_path": e.file.path, "file_format": "PARQUET",
                 "partition": {f.name: v for f, v in zip(spec.fields, e.file.partition)},
                 "record_count": e.file.record_count, "file_size_in_bytes": e.file.file_size,
+                **_metrics_record(e.file.metrics),
             }})
     data = _encode(manifest_entry_schema(spec, schema), records, {
         "schema": json.dumps(schema_to_json(schema), separators=(",", ":")),
@@ -233,7 +279,7 @@ def read_manifest(storage: Storage, rel: str, manifest: ManifestFile, *, spec: P
                 file_sequence_number=manifest.sequence_number if fseq is None and inherit else fseq,
                 file=DataFile(df["file_path"],
                               tuple(from_avro_value(t, part.get(f.name)) for f, t in zip(spec.fields, types)),
-                              int(df["record_count"]), int(df["file_size_in_bytes"]))))
+                              int(df["record_count"]), int(df["file_size_in_bytes"]), _metrics_of(df))))
     except (KeyError, TypeError, ValueError) as e:
         raise CorruptFileError(storage.uri(rel), f"manifest entry has an unexpected shape ({e!r})") from None
     return out

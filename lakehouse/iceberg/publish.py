@@ -43,6 +43,8 @@ from lakehouse.errors import FileAlreadyExistsError
 from lakehouse.iceberg.builder import PartitionChange, SnapshotStats, SnapshotWriter, partition_key
 from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg.manifest import DataFile
+from lakehouse.iceberg.identifier import identified
+from lakehouse.iceberg.metrics import from_footer, name_ids
 from lakehouse.iceberg.metadata import INSTANT_KEY, LogEntry, Snapshot, TableMetadata
 from lakehouse.iceberg.partition import PartitionMapper, PartitionSpec, choose_spec
 from lakehouse.iceberg.replay import (BaseFileWrite, InstantChanges, archived_base_files,
@@ -170,6 +172,7 @@ class _Attempt:
             # by the ids the timeline knows where the published schema lacks the column.
             candidate, last = arrow_to_iceberg(arrow, schema_id=next_id, previous=latest,
                                                last_column_id=floor, known=known.ids)
+        candidate = identified(candidate, self.config)
         schema = next((s for s in self.schemas if s.same_columns(candidate)), None)
         if schema is None:
             schema = candidate
@@ -203,6 +206,7 @@ class _Attempt:
         if w.path in self._described:
             return self._described[w.path]
         footer = read_footer(self.storage, w.path)
+        metrics = None
         if footer is None:
             # Gone already (cleaned before it was published): described from the write stats;
             # the snapshots holding it are found unreadable and left out.
@@ -211,11 +215,12 @@ class _Attempt:
         else:
             parquet, size = footer
             rows = parquet.num_rows
+            metrics = from_footer(parquet, self.writer.schema, name_ids(self.schemas))
         values = self.mapper.values(w.partition, parquet)
         spec = self.specs[self.default_spec_id]
         if values is None:
             spec, values = self._unpartitioned_spec(), ()
-        out = (spec.spec_id, DataFile(self.storage.uri(w.path), values, rows, size))
+        out = (spec.spec_id, DataFile(self.storage.uri(w.path), values, rows, size, metrics))
         self._described[w.path] = out
         return out
 
