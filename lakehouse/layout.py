@@ -32,6 +32,9 @@ PARTITION_METAFILE = ".hoodie_partition_metadata"
 # lakehouse's folders.
 LOCKS = f"{METAFOLDER}/.locks"  # the storage lock's leases (lakehouse.concurrency.lock)
 ICEBERG = f"{METAFOLDER}/iceberg"  # the Iceberg metadata published for every commit
+# The Iceberg data and position delete files of a Merge-On-Read table's snapshot view (the
+# rows its logs add over the base files): under the meta folder, where no Hudi reader lists.
+ICEBERG_DATA = f"{ICEBERG}/data"
 LAKEHOUSE_AUX = f"{AUX}/lakehouse"
 SAVED_PROPERTIES = f"{LAKEHOUSE_AUX}/hoodie.properties"  # lakehouse's copy (lakehouse.properties)
 INGEST_MANIFESTS = f"{LAKEHOUSE_AUX}/ingest"  # what a file source ingested (lakehouse.sources)

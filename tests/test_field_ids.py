@@ -20,7 +20,7 @@ from lakehouse import field_ids
 from lakehouse.iceberg import sync_iceberg
 from lakehouse.errors import IcebergSyncError
 from lakehouse.field_schema import Field, Schema, check_evolution
-from lakehouse.io.field_ids import FIELD_ID
+from lakehouse.field_schema import FIELD_ID
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from tests.iceberg.iceberg_oracle import MANUAL_SYNC, daft_read, assert_same_table, static_table, sync_and_compare
 from tests.interop.hudi_oracle import assert_same_rows, hudi_read

@@ -17,7 +17,7 @@ from lakehouse.config.concurrency import (LOCK_PROVIDER_ALIASES, STORAGE_LOCK_PR
                                           ConcurrencyMode, FailedWritesPolicy)
 from lakehouse.config.options import (FLINK_KEYS, KNOWN_OPTION_KEYS, PASSTHROUGH_KEYS, check_option_names, opt,
                                       option_fields, option_keys)
-from lakehouse.config.services import ArchivalConfig, CleanConfig, CompactionConfig, IcebergConfig, MemoryConfig
+from lakehouse.config.services import ArchivalConfig, CleanConfig, CompactionConfig, IcebergConfig, IcebergView, MemoryConfig
 from lakehouse.config.table import (KEY_VALUE_FORMAT, BucketEngine, IndexType, KeyGeneratorType, MergeMode,
                                     TableConfig, TableType, TABLE_OPTION_KEYS, table_checksum)
 from lakehouse.config.write import WRITE_OPTION_KEYS, BulkInsertSortMode, LogBlockFormat, WriteConfig
@@ -25,7 +25,7 @@ from lakehouse.errors import ConfigError
 
 __all__ = [
     "ArchivalConfig", "BucketEngine", "BulkInsertSortMode", "CleanConfig", "CompactionConfig", "ConcurrencyConfig",
-    "ConcurrencyMode", "FailedWritesPolicy", "FLINK_KEYS", "KEY_VALUE_FORMAT", "IcebergConfig", "IndexType", "KeyGeneratorType",
+    "ConcurrencyMode", "FailedWritesPolicy", "FLINK_KEYS", "KEY_VALUE_FORMAT", "IcebergConfig", "IcebergView", "IndexType", "KeyGeneratorType",
     "KNOWN_OPTION_KEYS", "LOCK_PROVIDER_ALIASES", "LogBlockFormat", "MemoryConfig", "MergeMode", "merged_options",
     "SERVICE_CONFIGS", "SERVICE_OPTION_KEYS", "STORAGE_LOCK_PROVIDER", "TABLE_OPTION_KEYS", "TableConfig",
     "TableType", "WRITE_OPTION_KEYS", "WriteConfig", "check_option_names", "opt", "option_docs", "option_keys", "table_checksum",

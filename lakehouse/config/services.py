@@ -6,7 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from lakehouse.config.options import opt, parse_bool, parse_int, parse_str, service_config
+import enum
+
+from lakehouse.config.options import opt, parse_bool, parse_enum, parse_int, parse_str, service_config
 from lakehouse.errors import ConfigError
 from lakehouse import layout
 
@@ -156,13 +158,26 @@ def _catalog_uri(key: str, v: Any) -> str:
     return s
 
 
+class IcebergView(enum.StrEnum):
+    """What a table's Iceberg metadata shows (published as the table property lakehouse.iceberg.view)."""
+
+    SNAPSHOT = "snapshot"  # every commit's rows, logs included (lakehouse.iceberg.snapshot_view)
+    READ_OPTIMIZED = "read_optimized"  # the base files only: a Merge-On-Read table as of its compactions
+
+
 @dataclass(frozen=True)
 class IcebergConfig:
     """Iceberg metadata published with every completed instant (seed 004)."""
 
     enabled: bool = opt("hoodie.meta.sync.iceberg.enabled", True, parse_bool,
-                        "publish Iceberg v2 metadata (the read-optimized view) under "
+                        "publish Iceberg v2 metadata under "
                         f"{layout.ICEBERG} after every commit, compaction, clean and rollback")
+    view: IcebergView = opt("hoodie.meta.sync.iceberg.view", IcebergView.READ_OPTIMIZED, parse_enum(IcebergView),
+                            "what Iceberg readers see of a Merge-On-Read table: snapshot (every "
+                            "commit's rows: its log records published as Iceberg data and position "
+                            "delete files, which costs each delta commit a key lookup in the file "
+                            "groups it touched) or read_optimized (its base files only, as of the "
+                            "last compaction); Copy-On-Write tables are the same either way")
     catalog_uri: str = opt("hoodie.meta.sync.iceberg.catalog.uri", "", _catalog_uri,
                            "register the table in an Iceberg SQL catalog (Iceberg's JDBC catalog "
                            "tables, as pyiceberg's SqlCatalog keeps them) at this SQLAlchemy URL "

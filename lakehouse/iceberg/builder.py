@@ -12,11 +12,15 @@ other manifest into the new manifest list as it is. In a touched partition:
   partition that collected many appended manifests is merged the same way.
 
 A DELETED entry only matters to the snapshot that wrote it; later merges drop it.
+
+The snapshot view of a Merge-On-Read table adds each file group's overlay (row files and
+position delete files, :mod:`lakehouse.iceberg.overlay`): a delta commit only adds overlay
+files (appended manifests again, a data one and a delete one), and a change that removes some
+(a compaction, a retired file group) merges the partition, dropping the files it names.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -24,6 +28,7 @@ from typing import Callable
 
 from lakehouse.file_group.naming import BaseFileName
 from lakehouse.errors import IcebergSyncError
+from lakehouse.iceberg import overlay
 from lakehouse.iceberg.manifest import (ADDED, DELETED, EXISTING, DataFile, Entry, ManifestFile,
                                         read_manifest, read_manifest_list, write_manifest,
                                         write_manifest_list)
@@ -37,10 +42,6 @@ MAX_MANIFESTS_PER_PARTITION = 8
 _MANIFEST_NAME = re.compile(r"^m-([0-9a-f]{16})-s(\d+)-")
 
 
-def partition_key(partition: str) -> str:
-    return hashlib.sha256(partition.encode("utf-8")).hexdigest()[:16]
-
-
 @dataclass
 class PartitionChange:
     """What one instant does to one Hudi partition's base files (by file id)."""
@@ -49,10 +50,34 @@ class PartitionChange:
     removes: set[str] = field(default_factory=set)
     # The partition's files become exactly ``adds`` (a rebuild from a listing).
     replace_all: bool = False
+    # The snapshot view's files (lakehouse.iceberg.overlay): added, and removed by URI.
+    overlay_adds: list[tuple[int, DataFile]] = field(default_factory=list)
+    overlay_removes: set[str] = field(default_factory=set)
 
     @property
     def only_new_groups(self) -> bool:
-        return not self.removes and not self.replace_all and all(w.new_group for w in self.adds.values())
+        """Nothing leaves the partition: its new entries can go in manifests of their own."""
+        return not self.removes and not self.replace_all and not self.overlay_removes \
+            and all(w.new_group for w in self.adds.values())
+
+
+@dataclass
+class GroupFiles:
+    """One file group's live files in a snapshot: its base file and its overlay."""
+
+    base: tuple[int, DataFile] | None = None
+    rows: list[tuple[int, DataFile]] = field(default_factory=list)
+    deletes: list[tuple[int, DataFile]] = field(default_factory=list)
+
+    @property
+    def overlay(self) -> list[tuple[int, DataFile]]:
+        return self.rows + self.deletes
+
+    @property
+    def data_files(self) -> list[tuple[int, DataFile]]:
+        """The files a position delete may target: the base file, then the row files in order."""
+        rows = sorted(self.rows, key=lambda r: r[1].path.rsplit("/", 1)[-1])
+        return ([self.base] if self.base else []) + rows
 
 
 @dataclass(frozen=True)
@@ -64,6 +89,10 @@ class SnapshotStats:
     deleted_records: int = 0
     deleted_size: int = 0
     changed_partitions: int = 0
+    added_delete_files: int = 0
+    added_position_deletes: int = 0
+    removed_delete_files: int = 0
+    removed_position_deletes: int = 0
 
 
 def _file_id(uri: str) -> tuple[str, str]:
@@ -105,6 +134,28 @@ class SnapshotWriter:
     def live_files(self, manifest_list: str) -> set[str]:
         return {e.file.path for m in self.manifests(manifest_list) for e in self.entries(m) if e.is_live}
 
+    def groups(self, manifests: list[ManifestFile], keys: set[str]) -> dict[tuple[str, str], GroupFiles]:
+        """The live files of every file group of the partitions ``keys`` (partition_key) names,
+        by (partition key, file id)."""
+        out: dict[tuple[str, str], GroupFiles] = defaultdict(GroupFiles)
+        for m in manifests:
+            key = self.key_of(m)
+            if key not in keys:
+                continue
+            for e in self.entries(m):
+                if not e.is_live:
+                    continue
+                name = overlay.parse(e.file.path)
+                if name is not None:
+                    g = out[name.group]
+                    (g.deletes if e.file.is_deletes else g.rows).append((m.spec_id, e.file))
+                    continue
+                fid, instant = _file_id(e.file.path)
+                g = out[(key, fid)]
+                if g.base is None or _file_id(g.base[1].path)[1] < instant:
+                    g.base = (m.spec_id, e.file)
+        return dict(out)
+
     @staticmethod
     def key_of(m: ManifestFile) -> str:
         match = _MANIFEST_NAME.match(m.path.rsplit("/", 1)[-1])
@@ -118,11 +169,12 @@ class SnapshotWriter:
 
     def _write_manifests(self, key: str, entries: list[tuple[int, Entry]], snapshot_id: int,
                          sequence_number: int) -> list[ManifestFile]:
-        by_spec: dict[int, list[Entry]] = defaultdict(list)
+        # One manifest per spec and content: data and delete files never share one.
+        by_spec: dict[tuple[int, int], list[Entry]] = defaultdict(list)
         for spec_id, e in entries:
-            by_spec[spec_id].append(e)
+            by_spec[(spec_id, e.file.content)].append(e)
         out = []
-        for spec_id, group in sorted(by_spec.items()):
+        for (spec_id, _), group in sorted(by_spec.items()):
             rel = self.store.new_manifest_path(key, spec_id)
             self.written.append(rel)
             m = write_manifest(self.store.storage, rel, group, spec=self.specs[spec_id], schema=self.schema,
@@ -139,9 +191,14 @@ class SnapshotWriter:
         """(kept, deleted, added) entries of a partition after ``change``."""
         live: dict[str, tuple[int, Entry, str]] = {}
         deleted: list[tuple[int, Entry]] = []
+        kept_overlay: list[tuple[int, Entry]] = []
         for m in manifests:
             for e in self.entries(m):
                 if not e.is_live:
+                    continue
+                if overlay.parse(e.file.path) is not None:
+                    gone = change.replace_all or e.file.path in change.overlay_removes
+                    (deleted if gone else kept_overlay).append((m.spec_id, e))
                     continue
                 fid, instant = _file_id(e.file.path)
                 cur = live.get(fid)
@@ -167,8 +224,8 @@ class SnapshotWriter:
             cur = live.pop(fid, None)
             if cur is not None:
                 deleted.append((cur[0], cur[1]))
-        kept = [(spec_id, e) for spec_id, e, _ in live.values()]
-        return kept, deleted, added
+        kept = [(spec_id, e) for spec_id, e, _ in live.values()] + kept_overlay
+        return kept, deleted, added + change.overlay_adds
 
     def write(self, *, parent_manifests: list[ManifestFile], changes: dict[str, PartitionChange],
               rebuild: bool, snapshot_id: int, parent_id: int | None,
@@ -182,14 +239,13 @@ class SnapshotWriter:
                 by_key[self.key_of(m)].append(m)
         touched = set(changes) | (set(by_key) if rebuild else set())
         out = [m for k, ms in by_key.items() if k not in touched for m in ms]
-        stats = dict(added_files=0, added_records=0, added_size=0, deleted_files=0,
-                     deleted_records=0, deleted_size=0, changed_partitions=0)
+        stats = {f: 0 for f in SnapshotStats.__dataclass_fields__}
         for key in sorted(touched):
             change = changes.get(key) or PartitionChange(replace_all=True)
             current = by_key.get(key, [])
             if change.only_new_groups and len(current) < MAX_MANIFESTS_PER_PARTITION:
                 kept, deleted = [], []
-                added = [self.describe(w) for w in change.adds.values()]
+                added = [self.describe(w) for w in change.adds.values()] + change.overlay_adds
                 out.extend(current)
             else:
                 kept, deleted, added = self._merge(key, current, change, snapshot_id)
@@ -204,12 +260,20 @@ class SnapshotWriter:
                        + [(s, Entry(ADDED, snapshot_id, None, None, f)) for s, f in added])
             out.extend(self._write_manifests(key, entries, snapshot_id, sequence_number))
             stats["changed_partitions"] += 1
-            stats["added_files"] += len(added)
-            stats["added_records"] += sum(f.record_count for _, f in added)
-            stats["added_size"] += sum(f.file_size for _, f in added)
-            stats["deleted_files"] += len(deleted)
-            stats["deleted_records"] += sum(e.file.record_count for _, e in deleted)
-            stats["deleted_size"] += sum(e.file.file_size for _, e in deleted)
+            data_in = [f for _, f in added if not f.is_deletes]
+            data_out = [e.file for _, e in deleted if not e.file.is_deletes]
+            stats["added_files"] += len(data_in)
+            stats["added_records"] += sum(f.record_count for f in data_in)
+            stats["added_size"] += sum(f.file_size for f in data_in)
+            stats["deleted_files"] += len(data_out)
+            stats["deleted_records"] += sum(f.record_count for f in data_out)
+            stats["deleted_size"] += sum(f.file_size for f in data_out)
+            deletes_in = [f for _, f in added if f.is_deletes]
+            deletes_out = [e.file for _, e in deleted if e.file.is_deletes]
+            stats["added_delete_files"] += len(deletes_in)
+            stats["added_position_deletes"] += sum(f.record_count for f in deletes_in)
+            stats["removed_delete_files"] += len(deletes_out)
+            stats["removed_position_deletes"] += sum(f.record_count for f in deletes_out)
         rel = self.store.new_manifest_list_path(snapshot_id)
         self.written.append(rel)
         write_manifest_list(self.store.storage, rel, out, snapshot_id=snapshot_id, parent_id=parent_id,

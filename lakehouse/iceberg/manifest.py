@@ -4,7 +4,8 @@ Both are Avro files whose schemas carry Iceberg's ``field-id`` (and ``element-id
 readers resolve fields by id, not by name. A manifest's key-value metadata names the table
 schema, partition spec and format version it was written with.
 
-Only data files are written (no delete files). Each entry carries the file's column metrics
+A manifest holds data files or position delete files (never both: the spec keeps them apart,
+and the manifest list says which, ``content`` 0 or 1). Each data file entry carries its column metrics
 (sizes, value and null counts, lower and upper bounds: :mod:`lakehouse.iceberg.metrics`) so
 engines skip files by value; entries written before lakehouse wrote metrics have none, which
 readers take as "might match".
@@ -27,7 +28,8 @@ from lakehouse.field_schema import IcebergType, Schema, schema_to_json
 from lakehouse.storage.base import Storage
 
 EXISTING, ADDED, DELETED = 0, 1, 2
-CONTENT_DATA = 0
+CONTENT_DATA, CONTENT_POSITION_DELETES = 0, 1
+_CONTENT_NAMES = {CONTENT_DATA: "data", CONTENT_POSITION_DELETES: "deletes"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,14 @@ class DataFile:
     record_count: int
     file_size: int
     metrics: Metrics | None = None
+    content: int = CONTENT_DATA
+    # A position delete file's one target data file (Iceberg's field 143; readers index the
+    # delete by it instead of matching it against every data file of its partition).
+    referenced_data_file: str | None = None
+
+    @property
+    def is_deletes(self) -> bool:
+        return self.content == CONTENT_POSITION_DELETES
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,7 @@ class ManifestFile:
     existing_rows: int
     deleted_rows: int
     partitions: tuple[FieldSummary, ...] | None
+    content: int = CONTENT_DATA
 
     @property
     def live_files(self) -> int:
@@ -142,6 +153,7 @@ def manifest_entry_schema(spec: PartitionSpec, schema: Schema) -> dict[str, Any]
         {"name": "record_count", "type": "long", "field-id": 103},
         {"name": "file_size_in_bytes", "type": "long", "field-id": 104},
         *(_int_map(*m) for m in _METRIC_MAPS),
+        {"name": "referenced_data_file", "type": _opt("string"), "default": None, "field-id": 143},
     ]}
     return {"type": "record", "name": "manifest_entry", "fields": [
         {"name": "status", "type": "int", "field-id": 0},
@@ -216,8 +228,13 @@ def write_manifest(storage: Storage, rel: str, entries: Sequence[Entry], *, spec
                    schema: Schema, snapshot_id: int, sequence_number: int) -> ManifestFile:
     """Write a manifest of the snapshot ``snapshot_id`` (which gets ``sequence_number``).
 
-    ADDED entries are written without sequence numbers, so they inherit the manifest's."""
+    ADDED entries are written without sequence numbers, so they inherit the manifest's. The
+    entries are all data files or all position delete files."""
     types = spec.types(schema)
+    kinds = {e.file.content for e in entries}
+    if len(kinds) > 1:
+        raise ValueError("a manifest holds data files or delete files, not both")
+    content = kinds.pop() if kinds else CONTENT_DATA
     records = []
     for e in entries:
         added = e.status == ADDED
@@ -227,10 +244,11 @@ def write_manifest(storage: Storage, rel: str, entries: Sequence[Entry], *, spec
             "sequence_number": None if added else e.sequence_number,
             "file_sequence_number": None if added else e.file_sequence_number,
             "data_file": {
-                "content": CONTENT_DATA, "file_path": e.file.path, "file_format": "PARQUET",
+                "content": e.file.content, "file_path": e.file.path, "file_format": "PARQUET",
                 "partition": {f.name: v for f, v in zip(spec.fields, e.file.partition)},
                 "record_count": e.file.record_count, "file_size_in_bytes": e.file.file_size,
                 **_metrics_record(e.file.metrics),
+                "referenced_data_file": e.file.referenced_data_file,
             }})
     data = _encode(manifest_entry_schema(spec, schema), records, {
         "schema": json.dumps(schema_to_json(schema), separators=(",", ":")),
@@ -238,7 +256,7 @@ def write_manifest(storage: Storage, rel: str, entries: Sequence[Entry], *, spec
         "partition-spec": json.dumps(spec.fields_json(), separators=(",", ":")),
         "partition-spec-id": str(spec.spec_id),
         "format-version": "2",
-        "content": "data",
+        "content": _CONTENT_NAMES[content],
     })
     storage.create(rel, data)
 
@@ -255,7 +273,7 @@ def write_manifest(storage: Storage, rel: str, entries: Sequence[Entry], *, spec
         min_sequence_number=min((s for s in live_seqs if s is not None), default=sequence_number),
         added_snapshot_id=snapshot_id, added_files=af, existing_files=ef, deleted_files=df,
         added_rows=ar, existing_rows=er, deleted_rows=dr,
-        partitions=_summaries(entries, types))
+        partitions=_summaries(entries, types), content=content)
 
 
 def read_manifest(storage: Storage, rel: str, manifest: ManifestFile, *, spec: PartitionSpec,
@@ -279,7 +297,8 @@ def read_manifest(storage: Storage, rel: str, manifest: ManifestFile, *, spec: P
                 file_sequence_number=manifest.sequence_number if fseq is None and inherit else fseq,
                 file=DataFile(df["file_path"],
                               tuple(from_avro_value(t, part.get(f.name)) for f, t in zip(spec.fields, types)),
-                              int(df["record_count"]), int(df["file_size_in_bytes"]), _metrics_of(df))))
+                              int(df["record_count"]), int(df["file_size_in_bytes"]), _metrics_of(df),
+                              int(df.get("content") or CONTENT_DATA), df.get("referenced_data_file"))))
     except (KeyError, TypeError, ValueError) as e:
         raise CorruptFileError(storage.uri(rel), f"manifest entry has an unexpected shape ({e!r})") from None
     return out
@@ -289,7 +308,7 @@ def write_manifest_list(storage: Storage, rel: str, manifests: Sequence[Manifest
                         snapshot_id: int, parent_id: int | None, sequence_number: int) -> None:
     records = [{
         "manifest_path": m.path, "manifest_length": m.length, "partition_spec_id": m.spec_id,
-        "content": CONTENT_DATA, "sequence_number": m.sequence_number,
+        "content": m.content, "sequence_number": m.sequence_number,
         "min_sequence_number": m.min_sequence_number, "added_snapshot_id": m.added_snapshot_id,
         "added_files_count": m.added_files, "existing_files_count": m.existing_files,
         "deleted_files_count": m.deleted_files, "added_rows_count": m.added_rows,
@@ -319,7 +338,8 @@ def read_manifest_list(storage: Storage, rel: str) -> list[ManifestFile]:
             deleted_rows=int(r["deleted_rows_count"]),
             partitions=None if r.get("partitions") is None else tuple(
                 FieldSummary(bool(s["contains_null"]), s.get("contains_nan"), s.get("lower_bound"),
-                             s.get("upper_bound")) for s in r["partitions"]))
+                             s.get("upper_bound")) for s in r["partitions"]),
+            content=int(r.get("content") or CONTENT_DATA))
             for r in records]
     except (KeyError, TypeError, ValueError) as e:
         raise CorruptFileError(storage.uri(rel), f"manifest list has an unexpected shape ({e!r})") from None

@@ -1,9 +1,11 @@
 """Bring a table's Iceberg metadata up to date with its Hudi timeline: :func:`sync_iceberg`.
 
 Each completed commit, delta commit, compaction or replace commit becomes one Iceberg snapshot of
-the table's read-optimized view as of that instant (for a Copy-On-Write table that is the whole
-snapshot view), published in timeline order; the snapshot summary names the instant
-(``hudi.instant``). One call publishes everything new as one metadata version:
+the table as of that instant, published in timeline order; the snapshot summary names the
+instant (``hudi.instant``). A snapshot shows the table's base files (the read-optimized view;
+for a Copy-On-Write table the whole table) and, for a Merge-On-Read table published with the
+snapshot view, the rows of its logs too (:mod:`lakehouse.iceberg.snapshot_view`). One call
+publishes everything new as one metadata version:
 
 - snapshots of instants that were rolled back are removed (with every snapshot after them, whose
   content included the rolled-back files; instants among those that are still completed are
@@ -37,10 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse.config import TableConfig
+from lakehouse.config import IcebergConfig, IcebergView, TableConfig
 from lakehouse.faults import fault_point
-from lakehouse.errors import FileAlreadyExistsError
-from lakehouse.iceberg.builder import PartitionChange, SnapshotStats, SnapshotWriter, partition_key
+from lakehouse.errors import CorruptFileError, FileAlreadyExistsError
+from lakehouse import layout
+from lakehouse.iceberg import overlay
+from lakehouse.iceberg.builder import PartitionChange, SnapshotStats, SnapshotWriter
+from lakehouse.iceberg.snapshot_view import SnapshotView
+from lakehouse.iceberg.store import partition_key
 from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg.manifest import DataFile
 from lakehouse.iceberg.identifier import identified
@@ -111,6 +117,9 @@ def _instant_ms(t: str) -> int:
 
 
 def _operation(stats: SnapshotStats, changes: InstantChanges) -> str:
+    if stats.added_delete_files or stats.removed_delete_files:
+        # The snapshot view's row files and position deletes: rows replaced (or only removed).
+        return "overwrite" if stats.added_files or stats.deleted_files else "delete"
     if stats.added_files and stats.deleted_files:
         # Clustering rewrites rows without changing them: Iceberg's "replace".
         return "replace" if changes.operation.upper() == "CLUSTER" else "overwrite"
@@ -146,6 +155,11 @@ class _Attempt:
                                      self._describe)
         self.known_ids = field_ids.known(
             meta, timeline, published=lambda: (metadata.schema(), metadata.last_column_id) if metadata else None)
+        self.view = _view(meta)
+        self.snapshot_view = SnapshotView(meta, timeline, store, self.writer, self._describe, self._partition_of) \
+            if self.view is IcebergView.SNAPSHOT else None
+        self.orphans: list[str] = []  # overlay files only removed snapshots held: deleted once published
+        self.view_published: str | None = self._view_name  # what the metadata's snapshots show
 
     @property
     def written(self) -> list[str]:
@@ -216,13 +230,17 @@ class _Attempt:
             parquet, size = footer
             rows = parquet.num_rows
             metrics = from_footer(parquet, self.writer.schema, name_ids(self.schemas))
-        values = self.mapper.values(w.partition, parquet)
-        spec = self.specs[self.default_spec_id]
-        if values is None:
-            spec, values = self._unpartitioned_spec(), ()
-        out = (spec.spec_id, DataFile(self.storage.uri(w.path), values, rows, size, metrics))
+        spec_id, values = self._partition_of(w.partition, parquet)
+        out = (spec_id, DataFile(self.storage.uri(w.path), values, rows, size, metrics))
         self._described[w.path] = out
         return out
+
+    def _partition_of(self, partition: str, parquet) -> tuple[int, tuple]:
+        """(spec id, partition tuple) of a file of ``partition`` (its footer, or None)."""
+        values = self.mapper.values(partition, parquet)
+        if values is None:
+            return self._unpartitioned_spec().spec_id, ()
+        return self.default_spec_id, values
 
     # --- changes ---------------------------------------------------------------------------
 
@@ -281,8 +299,16 @@ class _Attempt:
             "total-data-files": str(total("total-data-files") + stats.added_files - stats.deleted_files),
             "total-records": str(total("total-records") + stats.added_records - stats.deleted_records),
             "total-files-size": str(total("total-files-size") + stats.added_size - stats.deleted_size),
-            "total-delete-files": "0",
-            "total-position-deletes": "0",
+            "added-delete-files": str(stats.added_delete_files),
+            "added-position-delete-files": str(stats.added_delete_files),
+            "added-position-deletes": str(stats.added_position_deletes),
+            "removed-delete-files": str(stats.removed_delete_files),
+            "removed-position-delete-files": str(stats.removed_delete_files),
+            "removed-position-deletes": str(stats.removed_position_deletes),
+            "total-delete-files": str(total("total-delete-files") + stats.added_delete_files
+                                      - stats.removed_delete_files),
+            "total-position-deletes": str(total("total-position-deletes") + stats.added_position_deletes
+                                          - stats.removed_position_deletes),
             "total-equality-deletes": "0",
         }
 
@@ -318,6 +344,9 @@ class _Attempt:
             schema = self._use_schema_as_of(newest)
             changes = instant_changes(self.meta.active, self.timeline, inst)
             parts = self._rebuild(changes, published) if rebuild else self._patch(changes)
+            if self.snapshot_view is not None:
+                self.snapshot_view.apply(inst, changes, parts, parent_manifests, schema, name_ids(self.schemas),
+                                         published, rebuild)
             sid = 0
             while sid == 0 or sid in taken:
                 sid = secrets.randbits(63)
@@ -339,6 +368,7 @@ class _Attempt:
     def _unreadable(self, chain: list[Snapshot]) -> set[int]:
         """Snapshots referring to data files that are gone, by one listing of the table."""
         existing = {self.storage.uri(p) for p in existing_data_files(self.storage)}
+        existing |= {self.storage.uri(i.path) for i in self.storage.list(layout.ICEBERG_DATA, recursive=True)}
         out = set()
         for s in chain:
             lost = self.writer.live_files(s.manifest_list) - existing
@@ -370,6 +400,13 @@ class _Attempt:
         # Without a published parent, or when archival may have taken instants this publisher
         # never saw, the state comes from a listing instead of from commit metadata alone.
         rebuild = not chain or (first_time is not None and chain[-1].instant < first_time)
+        old_view = md.properties.get(VIEW_PROPERTY) if md else None
+        if chain and old_view != self._view_name:
+            # Switched views (or published before the snapshot view): from the next snapshot
+            # on, made from a listing, every file group's overlay made afresh (or dropped).
+            rebuild = rebuild or bool(candidates)
+            if not candidates:
+                self.view_published = old_view
         verify = verify or (rebuild and bool(candidates))
         new = self._publish(chain, candidates, rebuild)
 
@@ -384,6 +421,8 @@ class _Attempt:
         kept_new = [s for s in new if s in chain]
         if not (kept_new or rolled or expired or skipped or verify):
             return None, self._result(md, self.version)
+        if rolled or expired or skipped:
+            self.orphans = self._orphans(chain)
         retired |= set(expired) | set(skipped)
         new_md = self._metadata(chain, kept_new, retired, fingerprint)
         current = chain[-1] if chain else None
@@ -391,6 +430,30 @@ class _Attempt:
                             tuple((s.instant, s.snapshot_id) for s in kept_new), tuple(rolled),
                             tuple(expired), tuple(skipped), current.instant if current else None)
         return new_md, result
+
+    def _orphans(self, chain: list[Snapshot]) -> list[str]:
+        """Overlay files that only snapshots leaving the metadata hold (rolled back, expired,
+        never kept): deleted once the metadata without them is published."""
+        kept_ids = {s.snapshot_id for s in chain}
+        gone = [s for s in (self.md.snapshots if self.md else ()) if s.snapshot_id not in kept_ids]
+        held: set[str] = set()
+        for s in chain:
+            held |= self.writer.live_files(s.manifest_list)
+        out: set[str] = set()
+        for s in gone:
+            try:
+                files = self.writer.live_files(s.manifest_list)
+            except CorruptFileError:
+                continue  # its manifests are gone already: nothing of it to find
+            out |= {f for f in files - held if overlay.parse(f) is not None}
+        for rel in self.writer.written:  # written for snapshots this attempt did not keep
+            if overlay.parse(rel) is not None and self.storage.uri(rel) not in held:
+                out.add(self.storage.uri(rel))
+        return sorted(self.store.relative(f) for f in out)
+
+    @property
+    def _view_name(self) -> str:
+        return self.view.value if self.config.is_mor else IcebergView.SNAPSHOT.value
 
     def _metadata(self, chain: list[Snapshot], kept_new: list[Snapshot], retired: set[str],
                   fingerprint: str) -> TableMetadata:
@@ -408,7 +471,9 @@ class _Attempt:
         if md is not None:
             mlog.append(LogEntry(md.last_updated_ms, self.store.uri(metadata_file(self.version))))
         props = dict(md.properties) if md else {}
-        props[VIEW_PROPERTY] = "read_optimized" if self.config.is_mor else "snapshot"
+        props[VIEW_PROPERTY] = self.view_published
+        if self.view_published is None:
+            del props[VIEW_PROPERTY]
         props[NAME_MAPPING_PROPERTY] = name_mapping(self.schemas)
         props[CHECKED_PROPERTY] = fingerprint
         props[RETIRED_PROPERTY] = ",".join(sorted(retired))
@@ -436,6 +501,11 @@ class _Attempt:
         current = md.current_snapshot if md else None
         return SyncResult(self.store.uri(metadata_file(version)) if version else None,
                           current_instant=current.instant if current else None)
+
+
+def _view(meta: "TableMetaClient") -> IcebergView:
+    return IcebergConfig.from_options(meta.options(None, "iceberg")).view if meta.config.is_mor \
+        else IcebergView.SNAPSHOT
 
 
 def _moved(metadata: TableMetadata, meta: "TableMetaClient") -> bool:
@@ -474,6 +544,7 @@ def sync_iceberg(meta: "TableMetaClient | Any") -> SyncResult:
             store.discard(work.written)
             time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
             continue
+        store.discard(work.orphans)
         return result
     raise IcebergSyncError(f"lost the race for the next Iceberg metadata version {MAX_ATTEMPTS} times",
                            help="other publishers keep committing: retry later")

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse.errors import CorruptFileError, StorageError
-from lakehouse.file_group.naming import BaseFileName
+from lakehouse.file_group.naming import BaseFileName, LogFileName
 from lakehouse.file_group.view import list_data_files
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
@@ -42,12 +42,24 @@ class BaseFileWrite:
 
 
 @dataclass(frozen=True)
+class LogFileWrite:
+    """A log file an instant appended blocks to (the snapshot view reads its records)."""
+
+    partition: str
+    file_id: str
+    path: str  # relative to the table
+    name: LogFileName
+    size: int
+
+
+@dataclass(frozen=True)
 class InstantChanges:
     instant: Instant
     operation: str  # Hudi's operationType
     compaction: bool
     writes: tuple[BaseFileWrite, ...]
     replaced: frozenset[tuple[str, str]]  # (partition, file id) retired by a replace commit
+    logs: tuple[LogFileWrite, ...] = ()  # log files written (a Merge-On-Read delta commit)
 
 
 def base_file_write(path: str, prev_commit: str | None = None, records: int = 0,
@@ -62,13 +74,20 @@ def base_file_write(path: str, prev_commit: str | None = None, records: int = 0,
 
 def instant_changes(active: ActiveTimeline, timeline: Timeline, inst: Instant) -> InstantChanges:
     meta = active.commit_metadata(inst)
-    writes = []
+    writes, logs = [], {}
     for s in meta.write_stats():
         w = base_file_write(s.path, s.prev_commit, s.num_writes, s.file_size_in_bytes)
-        if w is not None:  # log files do not change the read-optimized view
+        if w is not None:
             writes.append(w)
+            continue
+        partition, _, name = s.path.rpartition("/")
+        parsed = LogFileName.parse(name)
+        if parsed is not None:
+            # One log file may take several handles' blocks: the largest size covers them all.
+            size = max(s.file_size_in_bytes, logs[s.path].size if s.path in logs else 0)
+            logs[s.path] = LogFileWrite(partition, parsed.file_id, s.path, parsed, size)
     return InstantChanges(inst, meta.operation_type, timeline.is_compaction(inst.time), tuple(writes),
-                          frozenset(meta.replaced_file_ids()))
+                          frozenset(meta.replaced_file_ids()), tuple(logs.values()))
 
 
 def archived_base_files(storage: Storage, timeline: Timeline) -> list[BaseFileWrite]:

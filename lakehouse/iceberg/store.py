@@ -20,6 +20,7 @@ readers that take a table folder and find ``metadata/version-hint.text`` beneath
 from __future__ import annotations
 
 import re
+import hashlib
 import uuid
 
 from lakehouse.errors import CorruptFileError, StorageError
@@ -32,6 +33,12 @@ ICEBERG_ROOT = layout.ICEBERG
 METADATA_DIR = f"{ICEBERG_ROOT}/metadata"
 VERSION_HINT = f"{METADATA_DIR}/version-hint.text"
 _VERSION_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
+
+
+def partition_key(partition: str) -> str:
+    """A Hudi partition's key in the names of its manifests and snapshot-view folders (a hash:
+    partition paths are user data)."""
+    return hashlib.sha256(partition.encode("utf-8")).hexdigest()[:16]
 
 
 def metadata_file(version: int) -> str:

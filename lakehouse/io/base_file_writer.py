@@ -18,7 +18,7 @@ from lakehouse.bloom_filter import BloomFilter
 from lakehouse.columns import RECORD_KEY
 from lakehouse.faults import fault_point
 from lakehouse.file_group.naming import BaseFileName, join
-from lakehouse.io.field_ids import with_field_ids
+from lakehouse.field_schema import with_field_ids
 from lakehouse.io.markers import MarkerType
 
 __all__ = ["BaseFileWriter", "row_group_bytes"]

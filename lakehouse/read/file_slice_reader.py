@@ -399,6 +399,37 @@ def _pinned_rows(base_file, ctx: SliceReadContext) -> pa.Array | None:
     return pc.is_in(keys, value_set=ctx.keys).combine_chunks()
 
 
+@dataclass(frozen=True)
+class LogChanges:
+    """What a slice's visible log records say, merged among themselves (no base file)."""
+
+    rows: pa.Table  # the winning version of each key, deleted keys left out; helpers dropped
+    keys: pa.Array  # every key a visible log record holds, deletes included
+
+
+def read_log_changes(fs: FileSlice, ctx: SliceReadContext) -> LogChanges:
+    """The visible log records of ``fs`` (its own logs and a pending compaction's previous
+    slice's) merged among themselves. Under commit-time ordering the last arrival wins and every
+    log record arrives after the base file, so for each of these keys ``rows`` is what a
+    snapshot read shows whatever the base file holds (the Iceberg snapshot view's files of a
+    delta commit, lakehouse.iceberg.overlay)."""
+    out_cols = ctx.columns or ctx.schema.names
+    target = pa.schema([ctx.schema.field(c) for c in ctx.needed_columns()])
+    logs = [v for v in _held_logs(_log_versions(fs.merged_log_files, ctx, target, False), ctx) if v.num_rows]
+    if not logs:
+        return LogChanges(ctx.schema.empty_table().select(out_cols), pa.array([], pa.string()))
+    versions = _concat(logs)
+    keys = pc.unique(versions.column(KEY).combine_chunks())
+    if ctx.spec.mode is MergeMode.PARTIAL_UPDATE:
+        rows = _merge_partial(versions, None, ctx)
+    else:
+        rows = resolve(versions, ctx.spec)
+    rows = drop_helpers(rows.drop_columns([c for c in (AFTER_CUT,) if c in rows.column_names]))
+    if IS_DELETED_FIELD in rows.column_names:
+        rows = rows.filter(pc.invert(delete_flags(rows)))
+    return LogChanges(rows.select(out_cols), keys)
+
+
 def _scoped(table: pa.Table, scope: int) -> pa.Table:
     """KEY made unique to one file slice: a key merges only with its own slice's versions (two
     file groups may hold one key: an insert does not look keys up)."""

@@ -10,6 +10,7 @@ pytest.importorskip("pyiceberg", reason="pyiceberg is the reference Iceberg read
 
 from pyiceberg.table import StaticTable  # noqa: E402
 
+from lakehouse.config import IcebergConfig, IcebergView  # noqa: E402
 from lakehouse.iceberg import SyncResult, sync_iceberg  # noqa: E402
 from lakehouse.table import Table  # noqa: E402
 from lakehouse.timeline.instant_time import parse_instant_time  # noqa: E402
@@ -61,6 +62,18 @@ def assert_same_table(ice: pa.Table, ours: pa.Table, what: str) -> None:
     assert a == b, f"{what}: rows differ"
 
 
+def shows_read_optimized(table: Table) -> bool:
+    """Whether the table's Iceberg metadata shows its read-optimized view (a Merge-On-Read
+    table published with hoodie.meta.sync.iceberg.view=read_optimized) rather than its snapshot."""
+    return table.config.is_mor and \
+        IcebergConfig.from_options(table.meta_client.options(None, "iceberg")).view is IcebergView.READ_OPTIMIZED
+
+
+def view_read(table: Table, **kw) -> pa.Table:
+    """What the table's Iceberg metadata shows, read by lakehouse."""
+    return table.read(read_optimized=shows_read_optimized(table), **kw)
+
+
 def daft_read(location: str | SyncResult) -> pa.Table:
     """The current snapshot as Daft reads it: by parquet field ids only (Daft ignores the name
     mapping), so it reads only files that carry the published schema's ids."""
@@ -70,10 +83,10 @@ def daft_read(location: str | SyncResult) -> pa.Table:
 
 def sync_and_compare(table: Table, what: str, *, daft: bool = True) -> SyncResult:
     """Publish, then check pyiceberg's (and, for tables lakehouse wrote, Daft's) current read
-    against lakehouse's read-optimized read."""
+    against lakehouse's read of the view the metadata shows."""
     res = sync_iceberg(table)
     assert res.metadata_location is not None
-    ours = table.read(read_optimized=True)
+    ours = view_read(table)
     assert_same_table(iceberg_read(res), ours, what)
     if daft:
         assert_same_table(daft_read(res), ours, f"{what} (Daft)")
@@ -82,7 +95,7 @@ def sync_and_compare(table: Table, what: str, *, daft: bool = True) -> SyncResul
 
 def assert_every_snapshot_is_its_instant(table: Table, location: str | SyncResult) -> dict[str, int]:
     """Each snapshot names one distinct completed instant, and time travel to it reads what
-    lakehouse's read-optimized read as of that instant reads. Returns instant -> snapshot id."""
+    lakehouse's read of the view as of that instant reads. Returns instant -> snapshot id."""
     st = static_table(location)
     completed = {i.time for i in table.timeline.completed_writes()}
     mapping: dict[str, int] = {}
@@ -92,7 +105,7 @@ def assert_every_snapshot_is_its_instant(table: Table, location: str | SyncResul
         assert inst in completed, f"snapshot {snap.snapshot_id} names {inst}, not a completed write"
         mapping[inst] = snap.snapshot_id
         assert_same_table(st.scan(snapshot_id=snap.snapshot_id).to_arrow(),
-                          table.read(as_of=inst, read_optimized=True), f"snapshot of {inst}")
+                          view_read(table, as_of=inst), f"snapshot of {inst}")
     # "As of a time" in Iceberg is "as of that instant" in Hudi: snapshots carry instant times.
     for inst, sid in mapping.items():
         ms = int(parse_instant_time(inst).timestamp() * 1000)

@@ -9,7 +9,7 @@ import pytest
 
 import lakehouse
 from lakehouse.iceberg import sync_iceberg
-from tests.iceberg.iceberg_oracle import assert_same_table
+from tests.iceberg.iceberg_oracle import assert_same_table, view_read
 
 pytest.importorskip("sqlalchemy", reason="the SQL catalog needs SQLAlchemy (pyiceberg[sql-sqlite])")
 from pyiceberg.catalog.sql import SqlCatalog  # noqa: E402
@@ -36,7 +36,7 @@ def test_the_catalog_pointer_moves_with_every_service(tmp_path):
     uri = f"sqlite:///{tmp_path / 'catalog.db'}"
     t = _create(tmp_path / "trips", uri)
     t.upsert(_batch(range(6), 1))
-    assert_same_table(_by_name(uri).scan().to_arrow(), t.read(read_optimized=True), "after a write")
+    assert_same_table(_by_name(uri).scan().to_arrow(), view_read(t), "after a write")
     # (what prepares the service, the service): the pointer is taken after the preparation, so
     # each service has to move it itself.
     steps = {"upsert": (None, lambda: t.upsert(_batch(range(3, 9), 2))),
@@ -54,7 +54,7 @@ def test_the_catalog_pointer_moves_with_every_service(tmp_path):
         assert found.metadata_location != before, what
         # ...to the table's newest metadata (a sync with nothing new to publish names it).
         assert found.metadata_location == sync_iceberg(lakehouse.open_table(t.path)).metadata_location, what
-        assert_same_table(found.scan().to_arrow(), t.read(read_optimized=True), what)
+        assert_same_table(found.scan().to_arrow(), view_read(t), what)
 
 
 @pytest.mark.parametrize("uri", ["http://127.0.0.1:8181", "https://catalog.example.com/api",

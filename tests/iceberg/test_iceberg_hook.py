@@ -11,7 +11,7 @@ import lakehouse
 from lakehouse import faults
 from lakehouse.iceberg import ICEBERG_ROOT
 from tests.iceberg.iceberg_oracle import (assert_every_snapshot_is_its_instant, assert_same_table,
-                                          iceberg_read, static_table)
+                                          iceberg_read, static_table, view_read)
 
 
 def batch(ids, ts, city="paris"):
@@ -20,10 +20,10 @@ def batch(ids, ts, city="paris"):
 
 
 def check(table, what):
-    """pyiceberg, from the table's Iceberg folder alone, reads the read-optimized view."""
+    """pyiceberg, from the table's Iceberg folder alone, reads what lakehouse reads."""
     location = table.storage.uri(ICEBERG_ROOT)
     ice = iceberg_read(location)
-    ours = table.read(read_optimized=True)
+    ours = view_read(table)
     assert_same_table(ice, ours, what)
     return static_table(location)
 
@@ -41,7 +41,7 @@ def test_every_completed_instant_publishes_its_snapshot(tmp_path, table_type):
     if table_type == "MERGE_ON_READ":
         table.compact(force=True)
         st = check(table, "after compaction")
-        assert st.properties["lakehouse.iceberg.view"] == "read_optimized"
+        assert st.properties["lakehouse.iceberg.view"] == "read_optimized"  # the default
     table.upsert(batch(["c"], 3, city="rome"))
     table.clean()
     st = check(table, "after a clean")

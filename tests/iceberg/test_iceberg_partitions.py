@@ -12,7 +12,7 @@ import pytest
 
 import lakehouse
 from tests.iceberg.iceberg_oracle import (MANUAL_SYNC, assert_every_snapshot_is_its_instant, assert_same_table,
-                                          iceberg_read, static_table, sync_and_compare)
+                                          iceberg_read, static_table, sync_and_compare, view_read)
 
 
 def _create(path, partition_by, **kw):
@@ -32,7 +32,7 @@ def _files(res) -> dict[str, tuple[int, dict]]:
 
 def _check_filters(res, table, filters: list[tuple[str, str]]) -> None:
     for expr, (col, value) in filters:
-        ours = table.read(read_optimized=True, filters=[(col, "=", value)] if value is not None else None)
+        ours = view_read(table, filters=[(col, "=", value)] if value is not None else None)
         if value is None:
             ours = ours.filter(pa.compute.is_null(ours.column(col)))
         assert_same_table(iceberg_read(res, row_filter=expr), ours, f"filter {expr}")
@@ -53,7 +53,7 @@ def test_typed_values_of_several_columns_and_pruning(tmp_path):
     assert all(str(f.transform) == "identity" for f in spec.fields)
     for name, (spec_id, part) in _files(res).items():
         assert spec_id == 0
-        row = next(r for r in t.read(read_optimized=True).to_pylist() if r["_hoodie_file_name"] == name)
+        row = next(r for r in view_read(t).to_pylist() if r["_hoodie_file_name"] == name)
         # The partition tuple holds the column values of the file's rows, typed (pyiceberg keeps
         # a date as days since the epoch).
         assert list(part) == [(row["day"] - dt.date(1970, 1, 1)).days, row["n"], row["amt"], row["ok"]]

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
-from tests.iceberg.iceberg_oracle import assert_same_table
+from tests.iceberg.iceberg_oracle import assert_same_table, view_read
 from tests.servers import free_port, http_server
 
 pytest.importorskip("fastapi", reason="the REST catalog is a FastAPI app (pip install -e '.[catalog]')")
@@ -49,12 +49,14 @@ def _batch(ids, ts):
                      "ts": [ts] * len(ids), "tags": [[f"t{ts}"] * (i % 3) for i in ids]})
 
 
-def test_duckdb_pyiceberg_and_daft_find_the_table_by_name_after_every_service(server, tmp_path):
+@pytest.mark.parametrize("view", ["read_optimized", "snapshot"])
+def test_duckdb_pyiceberg_and_daft_find_the_table_by_name_after_every_service(server, tmp_path, view):
     uri, endpoint = server
     t = lakehouse.create_table(str(tmp_path / "trips"), name="trips", record_key="id", partition_by="city",
                                ordering_field="ts", options={
                                    "hoodie.meta.sync.iceberg.catalog.uri": uri,
                                    "hoodie.meta.sync.iceberg.catalog.namespace": "lakehouse",
+                                   "hoodie.meta.sync.iceberg.view": view,
                                    "hoodie.cleaner.commits.retained": 1})
     rest = RestCatalog("lake", uri=endpoint)
     daft = pytest.importorskip("daft", reason="Daft reads the table through the REST catalog")
@@ -66,7 +68,7 @@ def test_duckdb_pyiceberg_and_daft_find_the_table_by_name_after_every_service(se
     seen = set()
     for what, step in steps.items():
         step()
-        ours = t.read(read_optimized=True)
+        ours = view_read(t)
         # A fresh connection per step: what a new query of a user sees.
         con = attach(endpoint)
         assert con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake'").fetchall() == [("trips",)]

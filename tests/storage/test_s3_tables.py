@@ -86,10 +86,10 @@ def test_iceberg_metadata_on_s3_reads_like_the_table(s3_uri, s3_options, table_t
     from pyiceberg.table import StaticTable
 
     from lakehouse.iceberg import ICEBERG_ROOT
-    from tests.iceberg.iceberg_oracle import assert_same_table
+    from tests.iceberg.iceberg_oracle import assert_same_table, view_read
     storage = get_storage(s3_uri, s3_options)
     scenario(storage, table_type)
     table = lakehouse.open_table(storage)
     ice = StaticTable.from_metadata(storage.uri(ICEBERG_ROOT), properties=dict(s3_options))
-    assert_same_table(ice.scan().to_arrow(), table.read(read_optimized=True), f"{table_type} on S3")
+    assert_same_table(ice.scan().to_arrow(), view_read(table), f"{table_type} on S3")
     assert ice.current_snapshot().summary["hudi.instant"] == table.timeline.completed_writes().last.time

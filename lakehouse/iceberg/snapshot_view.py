@@ -1,0 +1,287 @@
+"""The snapshot view of a Merge-On-Read table: each instant's overlay files (lakehouse.iceberg.overlay).
+
+The Iceberg view after an instant equals lakehouse's snapshot read after it, kept so one
+instant at a time:
+
+- **a delta commit** ``T`` that wrote log records into a file group: the merged record of every
+  key ``T`` wrote goes into a new row file, and every row of the group's data files (its base
+  file and earlier row files) holding one of those keys is position-deleted. Deleting a row
+  twice is harmless, so earlier deletes need not be read. Under commit-time ordering (the
+  default without an ordering field) the last arrival wins and every log record arrives after
+  the base file, so the merged record is ``T``'s own (its log blocks merged among themselves,
+  nothing else read); under event-time ordering and partial updates it is the snapshot read of
+  the file slice as of ``T`` pinned to those keys (so a late record that loses keeps the row).
+- **a new base file** for a file group (a compaction, a clustering, a merge into a small base
+  file): the group's overlay goes, and the log records published on the new base since
+  (delta commits that completed while the compaction ran) are caught up on it: one row file of
+  their merged records, position deletes of their keys in the new base file.
+- **a retired file group** (a replace commit): its overlay goes with its base file.
+- **a rebuild** (the first publication, after archival, or a switch of view): every file slice
+  with log records is caught up on its base file as of the instant.
+
+Positions need a file's record keys: the ``_hoodie_record_key`` column, kept in memory once read
+(base files and row files never change, and their names are never reused), up to
+:data:`KEY_CACHE_BYTES` per process, least recently used first out.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import OrderedDict, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakehouse.columns import RECORD_KEY
+from lakehouse.config import MergeMode
+from lakehouse.field_schema import Schema
+from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
+from lakehouse.file_group.naming import BaseFileName
+from lakehouse.file_group.view import FileSystemView
+from lakehouse.iceberg import overlay
+from lakehouse.iceberg.builder import GroupFiles, PartitionChange, SnapshotWriter
+from lakehouse.iceberg.manifest import DataFile, ManifestFile
+from lakehouse.iceberg.replay import BaseFileWrite, InstantChanges, LogFileWrite, instant_changes
+from lakehouse.iceberg.store import MetadataStore, partition_key
+from lakehouse.read.file_slice_reader import LogChanges, read_file_slice, read_log_changes
+from lakehouse.read.reader import TableReader
+from lakehouse.timeline.instant import Instant
+
+if TYPE_CHECKING:
+    from lakehouse.meta_client import TableMetaClient
+
+# Record keys of data files kept between publishes: a writer that publishes after each commit
+# reads each base file's keys once, not once per delta commit (~110 ms per 1M uuid keys).
+KEY_CACHE_BYTES = 256 << 20
+
+
+class _KeyCache:
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.lock = threading.Lock()
+        self.entries: OrderedDict[str, pa.Array] = OrderedDict()
+        self.size = 0
+
+    def get(self, uri: str) -> pa.Array | None:
+        with self.lock:
+            keys = self.entries.get(uri)
+            if keys is not None:
+                self.entries.move_to_end(uri)
+            return keys
+
+    def put(self, uri: str, keys: pa.Array) -> None:
+        size = keys.nbytes
+        if size > self.budget:
+            return
+        with self.lock:
+            if uri in self.entries:
+                return
+            self.entries[uri] = keys
+            self.size += size
+            while self.size > self.budget:
+                _, old = self.entries.popitem(last=False)
+                self.size -= old.nbytes
+
+
+KEYS = _KeyCache(KEY_CACHE_BYTES)
+
+_WORKERS = 8
+
+
+@dataclass
+class _Emitted:
+    """One file group's new overlay files."""
+
+    key: str  # its partition key
+    adds: list[tuple[int, DataFile]] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+
+
+Describe = Callable[[BaseFileWrite], tuple[int, DataFile]]
+PartitionOf = Callable[[str, pq.FileMetaData], tuple[int, tuple]]
+
+
+class SnapshotView:
+    """The overlay changes of the instants one publish attempt publishes."""
+
+    def __init__(self, meta: "TableMetaClient", timeline, store: MetadataStore, writer: SnapshotWriter,
+                 describe: Describe, partition_of: PartitionOf) -> None:
+        self.meta = meta
+        self.timeline = timeline
+        self.store = store
+        self.storage = meta.storage
+        self.writer = writer
+        self.describe = describe
+        self.partition_of = partition_of
+        self.reader = TableReader(meta.storage, meta.config, meta.active, timeline)
+        self.commit_time_ordering = meta.config.merge_mode is MergeMode.COMMIT_TIME_ORDERING
+        self._view: FileSystemView | None = None
+        self._lock = threading.Lock()
+
+    # --- the instants ----------------------------------------------------------------------
+
+    def apply(self, inst: Instant, changes: InstantChanges, parts: dict[str, PartitionChange],
+              parent: list[ManifestFile], schema: Schema, name_ids: dict[str, int],
+              published: set[str], rebuild: bool) -> None:
+        """Add ``inst``'s overlay changes to ``parts`` (keyed by partition key)."""
+        visible = published | {inst.time}
+        arrow = self.meta.schema(inst.time, self.timeline)
+        jobs: list[Callable[[], _Emitted]] = []
+
+        def job(fs: FileSlice, log_visible: set[str], targets: list[tuple[int, DataFile]]) -> None:
+            jobs.append(functools.partial(self._group, fs, log_visible, visible, inst.time, arrow, targets,
+                                          schema, name_ids))
+
+        if rebuild:
+            for fs, base in self._slices_with_logs(inst, parts):
+                parts.setdefault(partition_key(fs.partition), PartitionChange(replace_all=True))
+                job(fs, visible, [base] if base else [])
+        else:
+            keys = {partition_key(p) for p, _ in changes.replaced}
+            keys |= {partition_key(w.partition) for w in changes.writes}
+            keys |= {partition_key(lw.partition) for lw in changes.logs}
+            groups = self.writer.groups(parent, keys) if keys else {}
+            rebased: set[tuple[str, str]] = set()
+            for partition, fid in changes.replaced:
+                self._drop(parts, partition, groups.get((partition_key(partition), fid)))
+            for w in changes.writes:
+                self._drop(parts, w.partition, groups.get((partition_key(w.partition), w.file_id)))
+                rebased.add((w.partition, w.file_id))
+                logs = self._logs_on(w, changes, published)
+                if logs:  # a compaction's new slice, written while it ran: caught up on it
+                    job(FileSlice(w.partition, w.file_id, w.instant, self._base(w), logs), visible,
+                        [self.describe(w)])
+            by_group: dict[tuple[str, str], list[LogFileWrite]] = defaultdict(list)
+            for lw in changes.logs:
+                by_group[(lw.partition, lw.file_id)].append(lw)
+            for (partition, fid), lws in sorted(by_group.items()):
+                if (partition, fid) in rebased:
+                    continue  # caught up above, this instant's logs included
+                g = groups.get((partition_key(partition), fid)) or GroupFiles()
+                job(FileSlice(partition, fid, lws[0].name.base_instant, None, _log_files(lws)), {inst.time},
+                    g.data_files)
+        # File groups are independent: their reads, lookups and (durable) writes overlap.
+        workers = min(len(jobs), _WORKERS)
+        if workers > 1:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                done = list(pool.map(lambda j: j(), jobs))
+        else:
+            done = [j() for j in jobs]
+        for e in done:
+            self.writer.written.extend(e.written)
+            parts.setdefault(e.key, PartitionChange()).overlay_adds.extend(e.adds)
+
+    def _slices_with_logs(self, inst: Instant, parts: dict[str, PartitionChange]):
+        """Every file slice with log records as of ``inst``, with the base file it merges on."""
+        bases: dict[str, tuple[int, DataFile]] = {}
+        for change in parts.values():
+            for w in change.adds.values():
+                bases[w.path] = self.describe(w)
+        for fs in self.view().latest_slices(as_of=inst.time):
+            if not fs.merged_log_files:
+                continue
+            base_file = fs.merged_base_file
+            base = bases.get(base_file.path) if base_file is not None else None
+            if base_file is not None and base is None:
+                # The read-optimized state holds another base file for this group (it was
+                # published from a listing of its own): describe the one the slice merges on.
+                base = self.describe(BaseFileWrite(fs.partition, fs.file_id, base_file.path,
+                                                   base_file.commit_time, False))
+            yield fs, base
+
+    def _group(self, fs: FileSlice, log_visible: set[str], visible: set[str], t: str, arrow: pa.Schema,
+               targets: list[tuple[int, DataFile]], schema: Schema, name_ids: dict[str, int]) -> "_Emitted":
+        """One file group's overlay files for ``t``: a row file of what its visible log records
+        make, a delete file of the rows of ``targets`` holding their keys."""
+        records = self._records(fs, log_visible, visible, t, arrow)
+        key = partition_key(fs.partition)
+        out = _Emitted(key)
+        if len(records.keys):
+            hits: dict[str, np.ndarray] = {}
+            for _, f in targets:
+                hit = pc.is_in(self._record_keys(f.path), value_set=records.keys)
+                pos = np.flatnonzero(hit.to_numpy(zero_copy_only=False))
+                if len(pos):
+                    hits[f.path] = pos
+            if hits:
+                # The group's files share its partition (and spec): one delete file for all.
+                spec_id, f = targets[0]
+                w = overlay.write_deletes(self.storage, key, fs.file_id, t, hits)
+                out.written.append(w.rel)
+                out.adds.append((spec_id, overlay.deletes_file(w, f.partition, hits)))
+        if records.rows.num_rows:
+            w = overlay.write_rows(self.storage, key, fs.file_id, t, records.rows, schema)
+            out.written.append(w.rel)
+            if targets:
+                spec_id, values = targets[0][0], targets[0][1].partition
+            else:
+                with self._lock:
+                    spec_id, values = self.partition_of(fs.partition, w.footer)
+            f = overlay.rows_file(w, values, schema, name_ids)
+            KEYS.put(f.path, records.rows.column(RECORD_KEY).combine_chunks())
+            out.adds.append((spec_id, f))
+        return out
+
+    # --- pieces ----------------------------------------------------------------------------
+
+    def view(self) -> FileSystemView:
+        with self._lock:
+            if self._view is None:
+                self._view = FileSystemView.load(self.storage, self.timeline, self.meta.active)
+            return self._view
+
+    def _base(self, w: BaseFileWrite) -> BaseFile:
+        name = BaseFileName.parse(w.path.rpartition("/")[2])
+        return BaseFile(w.partition, name, w.size)
+
+    def _logs_on(self, w: BaseFileWrite, changes: InstantChanges, published: set[str]) -> tuple[LogFile, ...]:
+        """The log files of published instants (and this one) written on the base file ``w``:
+        a compaction's new slice, written while the compaction ran."""
+        lws = [lw for lw in changes.logs if (lw.partition, lw.file_id) == (w.partition, w.file_id)
+               and lw.name.base_instant == w.instant]
+        for i in self.timeline.completed_writes():
+            if i.time <= w.instant or i.time not in published or i.time == changes.instant.time:
+                continue
+            c = instant_changes(self.meta.active, self.timeline, i)
+            lws += [lw for lw in c.logs if (lw.partition, lw.file_id) == (w.partition, w.file_id)
+                    and lw.name.base_instant == w.instant]
+        return _log_files(lws)
+
+    def _drop(self, parts: dict[str, PartitionChange], partition: str, g: GroupFiles | None) -> None:
+        if g is None or not g.overlay:
+            return
+        change = parts.setdefault(partition_key(partition), PartitionChange())
+        change.overlay_removes |= {f.path for _, f in g.overlay}
+
+    def _records(self, fs: FileSlice, log_visible: set[str], visible: set[str], t: str,
+                 arrow: pa.Schema) -> LogChanges:
+        """The records the visible log records of ``fs`` make, for their keys, as of ``t``."""
+        ctx = self.reader.slice_read_context(arrow, set(log_visible), None, None, True)
+        changes = read_log_changes(fs, ctx)
+        if self.commit_time_ordering or not len(changes.keys):
+            return changes
+        whole = next((s for s in self.view().latest_slices(as_of=t, partitions={fs.partition})
+                      if s.file_id == fs.file_id), fs)
+        ctx = self.reader.slice_read_context(arrow, set(visible), None, None, True)
+        ctx.keys = changes.keys
+        return LogChanges(read_file_slice(whole, ctx), changes.keys)
+
+    def _record_keys(self, uri: str) -> pa.Array:
+        keys = KEYS.get(uri)
+        if keys is None:
+            with self.storage.open_input(self.store.relative(uri)) as f:
+                keys = pq.read_table(f, columns=[RECORD_KEY]).column(0).combine_chunks()
+            KEYS.put(uri, keys)
+        return keys
+
+
+def _log_files(lws: Iterable[LogFileWrite]) -> tuple[LogFile, ...]:
+    unique = {lw.path: lw for lw in lws}
+    return tuple(sorted((LogFile(lw.partition, lw.name, lw.size) for lw in unique.values()),
+                        key=lambda f: (f.name.base_instant, f.name.sort_key)))
