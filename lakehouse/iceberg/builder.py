@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -37,6 +38,8 @@ from lakehouse.iceberg.replay import BaseFileWrite
 from lakehouse.field_schema import Schema
 from lakehouse.iceberg.store import MetadataStore
 
+# Manifests written at once (durable creates: on a local disk each waits for two fsyncs).
+_WRITERS = 8
 # A partition gathering more appended manifests than this gets them merged on its next change.
 MAX_MANIFESTS_PER_PARTITION = 8
 _MANIFEST_NAME = re.compile(r"^m-([0-9a-f]{16})-s(\d+)-")
@@ -167,23 +170,36 @@ class SnapshotWriter:
 
     # --- writing ---------------------------------------------------------------------------
 
-    def _write_manifests(self, key: str, entries: list[tuple[int, Entry]], snapshot_id: int,
+    def _write_manifests(self, jobs: list[tuple[str, list[tuple[int, Entry]]]], snapshot_id: int,
                          sequence_number: int) -> list[ManifestFile]:
-        # One manifest per spec and content: data and delete files never share one.
-        by_spec: dict[tuple[int, int], list[Entry]] = defaultdict(list)
-        for spec_id, e in entries:
-            by_spec[(spec_id, e.file.content)].append(e)
-        out = []
-        for (spec_id, _), group in sorted(by_spec.items()):
-            rel = self.store.new_manifest_path(key, spec_id)
-            self.written.append(rel)
-            m = write_manifest(self.store.storage, rel, group, spec=self.specs[spec_id], schema=self.schema,
-                               snapshot_id=snapshot_id, sequence_number=sequence_number)
+        """The manifests of each (partition key, entries), in that order: one per spec and
+        content (data and delete files never share one), written at once (each is a durable
+        create of its own)."""
+        planned: list[tuple[str, int, list[Entry]]] = []
+        for key, entries in jobs:
+            by_spec: dict[tuple[int, int], list[Entry]] = defaultdict(list)
+            for spec_id, e in entries:
+                by_spec[(spec_id, e.file.content)].append(e)
+            for (spec_id, _), group in sorted(by_spec.items()):
+                rel = self.store.new_manifest_path(key, spec_id)
+                self.written.append(rel)
+                planned.append((rel, spec_id, group))
+
+        def write(job: tuple[str, int, list[Entry]]) -> ManifestFile:
+            rel, spec_id, group = job
+            return write_manifest(self.store.storage, rel, group, spec=self.specs[spec_id], schema=self.schema,
+                                  snapshot_id=snapshot_id, sequence_number=sequence_number)
+
+        if len(planned) > 1:
+            with ThreadPoolExecutor(max_workers=min(len(planned), _WRITERS)) as pool:
+                out = list(pool.map(write, planned))
+        else:
+            out = [write(j) for j in planned]
+        for m, (_, _, group) in zip(out, planned):
             # What was written is what a read would give, with inherited numbers filled in.
             self._entries[m.path] = [e if e.status != ADDED else
                                      Entry(ADDED, snapshot_id, sequence_number, sequence_number, e.file)
                                      for e in group]
-            out.append(m)
         return out
 
     def _merge(self, key: str, manifests: list[ManifestFile], change: PartitionChange,
@@ -240,6 +256,7 @@ class SnapshotWriter:
         touched = set(changes) | (set(by_key) if rebuild else set())
         out = [m for k, ms in by_key.items() if k not in touched for m in ms]
         stats = {f: 0 for f in SnapshotStats.__dataclass_fields__}
+        jobs: list[tuple[str, list[tuple[int, Entry]]]] = []
         for key in sorted(touched):
             change = changes.get(key) or PartitionChange(replace_all=True)
             current = by_key.get(key, [])
@@ -258,7 +275,7 @@ class SnapshotWriter:
                        + [(s, Entry(DELETED, snapshot_id, e.sequence_number, e.file_sequence_number, e.file))
                           for s, e in deleted]
                        + [(s, Entry(ADDED, snapshot_id, None, None, f)) for s, f in added])
-            out.extend(self._write_manifests(key, entries, snapshot_id, sequence_number))
+            jobs.append((key, entries))
             stats["changed_partitions"] += 1
             data_in = [f for _, f in added if not f.is_deletes]
             data_out = [e.file for _, e in deleted if not e.file.is_deletes]
@@ -274,6 +291,7 @@ class SnapshotWriter:
             stats["added_position_deletes"] += sum(f.record_count for f in deletes_in)
             stats["removed_delete_files"] += len(deletes_out)
             stats["removed_position_deletes"] += sum(f.record_count for f in deletes_out)
+        out.extend(self._write_manifests(jobs, snapshot_id, sequence_number))
         rel = self.store.new_manifest_list_path(snapshot_id)
         self.written.append(rel)
         write_manifest_list(self.store.storage, rel, out, snapshot_id=snapshot_id, parent_id=parent_id,

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakehouse.columns import RECORD_KEY
+from lakehouse.columns import COMMIT_TIME, RECORD_KEY
 from lakehouse.config import MergeMode
 from lakehouse.field_schema import Schema
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
@@ -49,7 +49,7 @@ from lakehouse.iceberg.builder import GroupFiles, PartitionChange, SnapshotWrite
 from lakehouse.iceberg.manifest import DataFile, ManifestFile
 from lakehouse.iceberg.replay import BaseFileWrite, InstantChanges, LogFileWrite, instant_changes
 from lakehouse.iceberg.store import MetadataStore, partition_key
-from lakehouse.read.file_slice_reader import LogChanges, read_file_slice, read_log_changes
+from lakehouse.read.file_slice_reader import LogChanges, merge_over_base_rows, read_file_slice, read_log_changes
 from lakehouse.read.reader import TableReader
 from lakehouse.timeline.instant import Instant
 
@@ -68,14 +68,14 @@ class _KeyCache:
         self.entries: OrderedDict[str, pa.Array] = OrderedDict()
         self.size = 0
 
-    def get(self, uri: str) -> pa.Array | None:
+    def get(self, uri: str) -> "pa.Array | pa.Table | None":
         with self.lock:
             keys = self.entries.get(uri)
             if keys is not None:
                 self.entries.move_to_end(uri)
             return keys
 
-    def put(self, uri: str, keys: pa.Array) -> None:
+    def put(self, uri: str, keys: "pa.Array | pa.Table") -> None:
         size = keys.nbytes
         if size > self.budget:
             return
@@ -121,6 +121,7 @@ class SnapshotView:
         self.partition_of = partition_of
         self.reader = TableReader(meta.storage, meta.config, meta.active, timeline)
         self.commit_time_ordering = meta.config.merge_mode is MergeMode.COMMIT_TIME_ORDERING
+        self.event_time = meta.config.merge_mode is MergeMode.EVENT_TIME_ORDERING and bool(meta.config.ordering_field)
         self._view: FileSystemView | None = None
         self._lock = threading.Lock()
 
@@ -199,7 +200,10 @@ class SnapshotView:
                targets: list[tuple[int, DataFile]], schema: Schema, name_ids: dict[str, int]) -> "_Emitted":
         """One file group's overlay files for ``t``: a row file of what its visible log records
         make, a delete file of the rows of ``targets`` holding their keys."""
-        records = self._records(fs, log_visible, visible, t, arrow)
+        if self.event_time and log_visible == {t}:
+            records = self._event_time_delta(fs, t, arrow, visible)
+        else:
+            records = self._records(fs, log_visible, visible, t, arrow)
         key = partition_key(fs.partition)
         out = _Emitted(key)
         if len(records.keys):
@@ -271,6 +275,63 @@ class SnapshotView:
         ctx = self.reader.slice_read_context(arrow, set(visible), None, None, True)
         ctx.keys = changes.keys
         return LogChanges(read_file_slice(whole, ctx), changes.keys)
+
+    def _event_time_delta(self, fs: FileSlice, t: str, arrow: pa.Schema, visible: set[str]) -> LogChanges:
+        """A delta commit's records under event-time ordering, deciding on a few columns: the
+        keys whose merged record ``t`` changed (the slice merged with and without ``t``'s log
+        blocks, on the key, commit time, ordering and delete columns, over the base file's rows
+        of those keys), with the records they have now. A record ``t`` wrote that loses to
+        the stored one changes nothing; a record that wins is ``t``'s own; a key whose winner
+        is an older record again (a delete in ``t`` that let a base record back, as Hudi's
+        two-level merge does) is read in full from the slice."""
+        own = read_log_changes(fs, self.reader.slice_read_context(arrow, {t}, None, None, True))
+        if not len(own.keys):
+            return own
+        whole = next((s for s in self.view().latest_slices(as_of=t, partitions={fs.partition})
+                      if s.file_id == fs.file_id), fs)
+        narrow = [RECORD_KEY, COMMIT_TIME]
+
+        def merged(instants: set[str]) -> pa.Table:
+            ctx = self.reader.slice_read_context(arrow, set(instants), narrow, None, True)
+            ctx.keys = own.keys
+            return merge_over_base_rows(whole, base, ctx).select(narrow)
+
+        base = None
+        base_file = whole.merged_base_file
+        if base_file is not None:
+            uri = self.storage.uri(base_file.path)
+            at = pc.indices_nonzero(pc.is_in(self._record_keys(uri), value_set=own.keys))
+            ctx = self.reader.slice_read_context(arrow, set(visible), narrow, None, True)
+            base = self._base_columns(uri, ctx.needed_columns()).take(at)
+        now, before = merged(visible), merged(visible - {t})
+        # Changed: present in one and not the other, or won by another record.
+        was = dict(zip(before.column(RECORD_KEY).to_pylist(), before.column(COMMIT_TIME).to_pylist()))
+        is_ = dict(zip(now.column(RECORD_KEY).to_pylist(), now.column(COMMIT_TIME).to_pylist()))
+        changed = [k for k in set(was) | set(is_) if was.get(k) != is_.get(k)]
+        if not changed:
+            return LogChanges(own.rows.slice(0, 0), pa.array([], pa.string()))
+        mine = [k for k in changed if is_.get(k) == t]
+        older = [k for k in changed if k in is_ and is_[k] != t]
+        rows = own.rows.filter(pc.is_in(own.rows.column(RECORD_KEY), value_set=pa.array(mine, pa.string())))
+        if older:
+            ctx = self.reader.slice_read_context(arrow, set(visible), None, None, True)
+            ctx.keys = pa.array(older, pa.string())
+            rows = pa.concat_tables([rows, read_file_slice(whole, ctx).select(rows.column_names)],
+                                    promote_options="permissive")
+        return LogChanges(rows, pa.array(changed, pa.string()))
+
+    def _base_columns(self, uri: str, columns: list[str]) -> pa.Table:
+        """A base file's ``columns`` (the record key from :data:`KEYS`), kept there too."""
+        cache_key = f"{uri}#{','.join(columns)}"
+        table = KEYS.get(cache_key)
+        if table is None:
+            with self.storage.open_input(self.store.relative(uri)) as f:
+                pf = pq.ParquetFile(f)
+                have = set(pf.schema_arrow.names)
+                table = pf.read(columns=[c for c in columns if c != RECORD_KEY and c in have])
+            table = table.append_column(RECORD_KEY, self._record_keys(uri))
+            KEYS.put(cache_key, table)
+        return table
 
     def _record_keys(self, uri: str) -> pa.Array:
         keys = KEYS.get(uri)

@@ -430,6 +430,29 @@ def read_log_changes(fs: FileSlice, ctx: SliceReadContext) -> LogChanges:
     return LogChanges(rows.select(out_cols), keys)
 
 
+def merge_over_base_rows(fs: FileSlice, base: pa.Table | None, ctx: SliceReadContext) -> pa.Table:
+    """What a snapshot read of ``fs`` shows for the keys of its visible log records (deleted keys
+    absent), given ``base``: the rows of the slice's base file holding those keys, in
+    ``ctx.needed_columns()``, read by the caller (one that keeps a base file's keys and decodes
+    only a few columns: the Iceberg snapshot view, under event-time ordering)."""
+    target = pa.schema([ctx.schema.field(c) for c in ctx.needed_columns()])
+    versions = _log_versions(fs.merged_log_files, ctx, target, False)
+    if ctx.keys is not None:
+        versions = (v.filter(pc.is_in(v.column(KEY), value_set=ctx.keys)) for v in versions)
+    logs = [v for v in _held_logs(versions, ctx) if v.num_rows]
+    out_cols = ctx.columns or ctx.schema.names
+    base = conform_table(base, target, extra="ignore") if base is not None else target.empty_table()
+    if not logs:
+        return base.filter(pc.invert(delete_flags(base))).select(out_cols)
+    log_keys = LogKeys(logs)
+    touched = log_keys.touched(_keys(base, ctx))
+    # Base rows no visible log record touches are final as they are (a soft delete aside).
+    untouched = base.filter(pc.invert(touched))
+    parts = SliceParts(done=untouched.filter(pc.invert(delete_flags(untouched))).select(out_cols), logs=logs,
+                       base=_touched_base(base.filter(touched), ctx), special=log_keys.special())
+    return merge_slices([parts], ctx)
+
+
 def _scoped(table: pa.Table, scope: int) -> pa.Table:
     """KEY made unique to one file slice: a key merges only with its own slice's versions (two
     file groups may hold one key: an insert does not look keys up)."""
