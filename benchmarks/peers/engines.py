@@ -81,6 +81,7 @@ class Lakehouse(Engine):
     packages = ("lakehouse",)
     table_type = ""
     label = ""
+    options: dict[str, Any] = {}  # the one option a variant sets (none: the table a user gets)
     ops = {"load": "Table.bulk_insert", "upsert": "Table.upsert", "delete": "Table.delete",
            "snapshot_read": "Table.read()", "read_optimized_read": "Table.read(read_optimized=True)",
            **{q: "Table.read(columns=..., filters=[...])" for q in QUERIES},
@@ -92,9 +93,9 @@ class Lakehouse(Engine):
         import lakehouse
         # The table a user gets with no options (MOR: the BUCKET index with its default bucket
         # count; COW: SIMPLE). --buckets N tunes the MOR table's bucket count instead.
-        opts: dict[str, Any] = {}
+        opts: dict[str, Any] = dict(self.options)
         if self.table_type == "MERGE_ON_READ" and getattr(args, "buckets", None):
-            opts = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": args.buckets}
+            opts.update({"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": args.buckets})
         self.table = lakehouse.create_table(
             str(root), name=f"trips_{self.label}", table_type=self.table_type, record_key=KEY,
             partition_by=PARTITION, ordering_field=ORDERING, options=opts)
@@ -170,6 +171,26 @@ class LakehouseMOR(Lakehouse):
     ops = {**Lakehouse.ops, "compaction": "Table.compact(force=True)",
            "snapshot_read_after_compaction": "Table.read()",
            "upsert_10x_budget": 'Table.upsert(batch of 10x the budget, options={"write.task.max.size": budget})'}
+
+
+class LakehouseMORSnapshotView(LakehouseMOR):
+    """The default MOR table with the Iceberg snapshot view on (issue 42): each commit also
+    publishes its log records as Iceberg row and position delete files; pyiceberg reads the
+    Iceberg view beside lakehouse's reader, checked against the same model."""
+
+    name, label = "lakehouse-mor-iceberg", "mor_ice"
+    options = {"hoodie.meta.sync.iceberg.view": "snapshot"}
+    packages = ("lakehouse", "pyiceberg")
+    # No budget upsert: the MOR engine measures the write path's memory.
+    ops = {k: v for k, v in LakehouseMOR.ops.items() if k != "upsert_10x_budget"}
+
+    def other_readers(self) -> dict[str, Callable[[], pa.Table]]:
+        from pyiceberg.table import StaticTable
+        location = f"{self.root}/.hoodie/iceberg"
+
+        def pyiceberg() -> pa.Table:
+            return StaticTable.from_metadata(location).scan().to_arrow()
+        return {**super().other_readers(), f"pyiceberg({self.label})": pyiceberg}
 
 
 class LakehouseCOW(Lakehouse):
@@ -330,7 +351,8 @@ class Floor(Engine):
         return {"pyarrow": pa.__version__}
 
 
-ENGINES: dict[str, type[Engine]] = {e.name: e for e in (LakehouseMOR, LakehouseCOW, Delta, Iceberg, Floor)}
+ENGINES: dict[str, type[Engine]] = {e.name: e for e in (LakehouseMOR, LakehouseMORSnapshotView, LakehouseCOW, Delta,
+                                                       Iceberg, Floor)}
 
 
 def expected_steps(name: str, batches: int, with_hudi_rs: bool = True,
@@ -346,4 +368,6 @@ def expected_steps(name: str, batches: int, with_hudi_rs: bool = True,
         reads = ["snapshot_read", "snapshot_read_after_compaction"]
         out[f"hudi-rs({ENGINES[name].label})"] = [s for s in reads if s in ops] + (
             ["snapshot_read_after_budget_upsert"] if "upsert_10x_budget" in ops else [])
+        if issubclass(ENGINES[name], LakehouseMORSnapshotView):
+            out[f"pyiceberg({ENGINES[name].label})"] = [s for s in reads if s in ops]
     return out

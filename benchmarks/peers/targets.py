@@ -13,6 +13,8 @@ import dataclasses
 from typing import Callable
 
 MOR, COW, DELTA, FLOOR = "lakehouse-mor", "lakehouse-cow", "delta-rs", "floor"
+MOR_ICE = "lakehouse-mor-iceberg"  # the MOR table with the Iceberg snapshot view on (issue 42)
+ICE_READER = "pyiceberg(mor_ice)"
 
 
 class Steps:
@@ -42,24 +44,33 @@ def _missing(*what: str) -> Measured:
     return None, "not measured: no " + ", ".join(what)
 
 
-def _upsert_vs_delta_at(st: Steps, n: int) -> Measured:
-    mor, delta = st.upserts(MOR, n), st.upserts(DELTA, n)
+def _upsert_vs_delta_at(st: Steps, n: int, engine: str = MOR) -> Measured:
+    mor, delta = st.upserts(engine, n), st.upserts(DELTA, n)
     if not mor or not delta:
-        return _missing(*(f"{e} upserts at N={n:,}" for e, v in ((MOR, mor), (DELTA, delta)) if not v))
+        return _missing(*(f"{e} upserts at N={n:,}" for e, v in ((engine, mor), (DELTA, delta)) if not v))
     m, d = (sum(s["seconds"] for s in x) / len(x) for x in (mor, delta))
-    return d / m, f"mean per batch at N={n:,}: delta-rs merge {d:.3f}s, MOR upsert {m:.3f}s"
+    return d / m, f"mean per batch at N={n:,}: delta-rs merge {d:.3f}s, {engine} upsert {m:.3f}s"
 
 
-def upsert_vs_delta(st: Steps) -> Measured:
-    return _upsert_vs_delta_at(st, st.sizes[0])
+def upsert_vs_delta(st: Steps, engine: str = MOR) -> Measured:
+    return _upsert_vs_delta_at(st, st.sizes[0], engine)
 
 
-def upsert_vs_delta_large(st: Steps) -> Measured:
+def upsert_vs_delta_large(st: Steps, engine: str = MOR) -> Measured:
     """A merge rewrites the files it touches, so its cost grows with the table: the ratio at the
     run's largest size."""
     if len(st.sizes) < 2:
         return None, f"not measured: one size in this run (run with -n {st.sizes[0]},{st.sizes[0] * 5})"
-    return _upsert_vs_delta_at(st, st.sizes[-1])
+    return _upsert_vs_delta_at(st, st.sizes[-1], engine)
+
+
+def iceberg_pending_read(st: Steps) -> Measured:
+    """pyiceberg's read of the snapshot view with K+1 rounds pending (row files and position
+    deletes) against its read after the compaction (base files only)."""
+    a, b = st.one(ICE_READER, "snapshot_read"), st.one(ICE_READER, "snapshot_read_after_compaction")
+    if a is None or b is None:
+        return _missing(f"{ICE_READER} reads before and after the compaction")
+    return a["seconds"] / b["seconds"], f"{a['seconds']:.3f}s pending, {b['seconds']:.3f}s compacted"
 
 
 def budget_memory(st: Steps) -> Measured:
@@ -89,10 +100,10 @@ def streamed_memory(st: Steps) -> Measured:
         f"{s['materialised_mib']:,.0f} MiB read whole, {s['seconds']:.2f}s")
 
 
-def upsert_bytes(st: Steps) -> Measured:
-    mor = st.upserts(MOR)
+def upsert_bytes(st: Steps, engine: str = MOR) -> Measured:
+    mor = st.upserts(engine)
     if not mor:
-        return _missing(f"{MOR} upserts")
+        return _missing(f"{engine} upserts")
     wrote = sum(s["bytes_written"] for s in mor)
     alone = sum(s["batch_parquet_bytes"] for s in mor)
     return wrote / alone, (f"per batch: {wrote / len(mor) / 2**20:.2f} MiB written, the batch alone as "
@@ -175,6 +186,16 @@ TARGETS = [
     Target("mor_upsert_vs_delta_merge_large", "MOR upsert vs delta-rs merge at the largest N (x faster)", ">=",
            10, upsert_vs_delta_large),
     Target("mor_upsert_bytes", "MOR upsert bytes / the batch alone as parquet", "<=", 2, upsert_bytes),
+    # The same with the Iceberg snapshot view on (its row and delete files count as written).
+    Target("mor_iceberg_upsert_vs_delta_merge", "MOR upsert, Iceberg snapshot view on, vs delta-rs merge (x faster)",
+           ">=", 5, lambda st: upsert_vs_delta(st, MOR_ICE)),
+    Target("mor_iceberg_upsert_vs_delta_merge_large",
+           "MOR upsert, Iceberg snapshot view on, vs delta-rs merge at the largest N (x faster)", ">=", 10,
+           lambda st: upsert_vs_delta_large(st, MOR_ICE)),
+    Target("mor_iceberg_upsert_bytes", "MOR upsert bytes, Iceberg snapshot view on / the batch alone as parquet",
+           "<=", 2, lambda st: upsert_bytes(st, MOR_ICE)),
+    Target("mor_iceberg_pending_read", "pyiceberg read of the snapshot view, K+1 rounds pending / compacted",
+           "<=", 1.5, iceberg_pending_read),
     Target("mor_upsert_scale", "MOR upsert time, largest N / first N", "<=", 1.3, upsert_scale),
     Target("mor_pending_log_read", "MOR snapshot read with K+1 log rounds / read-optimized read", "<=", 1.5,
            pending_log_read),

@@ -126,7 +126,7 @@ def test_a_peer_past_its_timeout_is_reported_with_what_it_did(tmp_path):
 def test_plan_runs_the_floor_around_the_engines_and_scale_engines_at_further_sizes():
     args = bench_peers.parse_args(["-n", "1000,5000", "--engines", "floor,lakehouse-mor,lakehouse-cow"])
     assert args.rows == [1000, 5000]
-    scale = [("lakehouse-mor", 5000, 1)] + ([("delta-rs", 5000, 1)] if not ENGINES["delta-rs"].missing() else [])
+    scale = [(e, 5000, 1) for e in ("lakehouse-mor", "lakehouse-mor-iceberg", "delta-rs") if not ENGINES[e].missing()]
     assert bench_peers.plan(args) == [("floor", 1000, 1), ("lakehouse-mor", 1000, 1),
                                       ("lakehouse-cow", 1000, 1), ("floor", 1000, 2)] + scale
     # The upsert under a memory budget: once, in lakehouse MOR's run at the first size.
