@@ -82,7 +82,7 @@ def parse(uri: str) -> OverlayName | None:
     return OverlayName(pkey, file_id, m.group("instant"), m.group("kind"))
 
 
-def _path(partition_key: str, file_id: str, instant: str, kind: str) -> str:
+def new_path(partition_key: str, file_id: str, instant: str, kind: str) -> str:
     return f"{group_folder(partition_key, file_id)}/{instant}-{kind}-{secrets.token_hex(6)}.parquet"
 
 
@@ -100,9 +100,14 @@ class Written:
 def _write(storage: Storage, rel: str, table: pa.Table) -> Written:
     buf = io.BytesIO()
     pq.write_table(table, buf, compression=_CODEC)
-    data = buf.getvalue()
+    return write_bytes(storage, rel, buf.getvalue())
+
+
+def write_bytes(storage: Storage, rel: str, data: bytes) -> Written:
+    """A parquet file of ``data`` as it is (a parquet log block's content, say)."""
     storage.create(rel, data)
-    return Written(rel, storage.uri(rel), len(data), table.num_rows, pq.read_metadata(io.BytesIO(data)))
+    footer = pq.read_metadata(io.BytesIO(data))
+    return Written(rel, storage.uri(rel), len(data), footer.num_rows, footer)
 
 
 def write_rows(storage: Storage, partition_key: str, file_id: str, instant: str, rows: pa.Table,
@@ -110,7 +115,7 @@ def write_rows(storage: Storage, partition_key: str, file_id: str, instant: str,
     """A row file: ``rows`` with the field ids of ``schema`` (columns it lacks left out)."""
     ids = path_ids(schema)
     keep = [n for n in rows.column_names if (n,) in ids]
-    return _write(storage, _path(partition_key, file_id, instant, ROWS), with_field_ids(rows.select(keep), ids))
+    return _write(storage, new_path(partition_key, file_id, instant, ROWS), with_field_ids(rows.select(keep), ids))
 
 
 def write_deletes(storage: Storage, partition_key: str, file_id: str, instant: str,
@@ -123,7 +128,7 @@ def write_deletes(storage: Storage, partition_key: str, file_id: str, instant: s
         paths.append(pa.repeat(pa.scalar(target, pa.string()), len(p)))
         pos.append(p)
     table = pa.Table.from_arrays([pa.concat_arrays(paths), pa.array(np.concatenate(pos))], schema=DELETE_SCHEMA)
-    return _write(storage, _path(partition_key, file_id, instant, DELETES), table)
+    return _write(storage, new_path(partition_key, file_id, instant, DELETES), table)
 
 
 def rows_file(w: Written, partition: tuple, schema: Schema, name_ids: Mapping[str, int]) -> DataFile:

@@ -38,7 +38,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakehouse.columns import COMMIT_TIME, RECORD_KEY
+from lakehouse.columns import COMMIT_TIME, IS_DELETED, RECORD_KEY
+from lakehouse.field_schema import FIELD_ID
+from lakehouse.log.block import BlockType, decode_delete_block
+from lakehouse.log.reader import read_log_blocks
 from lakehouse.config import MergeMode
 from lakehouse.field_schema import Schema
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
@@ -122,6 +125,7 @@ class SnapshotView:
         self.reader = TableReader(meta.storage, meta.config, meta.active, timeline)
         self.commit_time_ordering = meta.config.merge_mode is MergeMode.COMMIT_TIME_ORDERING
         self.event_time = meta.config.merge_mode is MergeMode.EVENT_TIME_ORDERING and bool(meta.config.ordering_field)
+        self.partial = meta.config.merge_mode is MergeMode.PARTIAL_UPDATE
         self._view: FileSystemView | None = None
         self._lock = threading.Lock()
 
@@ -200,12 +204,16 @@ class SnapshotView:
                targets: list[tuple[int, DataFile]], schema: Schema, name_ids: dict[str, int]) -> "_Emitted":
         """One file group's overlay files for ``t``: a row file of what its visible log records
         make, a delete file of the rows of ``targets`` holding their keys."""
+        key = partition_key(fs.partition)
+        out = _Emitted(key)
+        if log_visible == {t} and not self.partial:
+            copied = self._copied(fs, t, arrow, visible, targets, schema, name_ids, out)
+            if copied:
+                return out
         if self.event_time and log_visible == {t}:
             records = self._event_time_delta(fs, t, arrow, visible)
         else:
             records = self._records(fs, log_visible, visible, t, arrow)
-        key = partition_key(fs.partition)
-        out = _Emitted(key)
         if len(records.keys):
             hits: dict[str, np.ndarray] = {}
             for _, f in targets:
@@ -276,49 +284,157 @@ class SnapshotView:
         ctx.keys = changes.keys
         return LogChanges(read_file_slice(whole, ctx), changes.keys)
 
-    def _event_time_delta(self, fs: FileSlice, t: str, arrow: pa.Schema, visible: set[str]) -> LogChanges:
-        """A delta commit's records under event-time ordering, deciding on a few columns: the
-        keys whose merged record ``t`` changed (the slice merged with and without ``t``'s log
-        blocks, on the key, commit time, ordering and delete columns, over the base file's rows
-        of those keys), with the records they have now. A record ``t`` wrote that loses to
-        the stored one changes nothing; a record that wins is ``t``'s own; a key whose winner
-        is an older record again (a delete in ``t`` that let a base record back, as Hudi's
-        two-level merge does) is read in full from the slice."""
-        own = read_log_changes(fs, self.reader.slice_read_context(arrow, {t}, None, None, True))
-        if not len(own.keys):
-            return own
+    def _copied(self, fs: FileSlice, t: str, arrow: pa.Schema, visible: set[str],
+                targets: list[tuple[int, DataFile]], schema: Schema, name_ids: dict[str, int],
+                out: "_Emitted") -> bool:
+        """A delta commit's overlay without re-encoding its records: each parquet data block
+        ``t`` appended is a whole parquet file with the columns' field ids, so it becomes a row
+        file as it is (a copy of its bytes), and its rows that are not what a read shows (an
+        earlier version of a key in the same commit, a soft delete, a record that loses under
+        event-time ordering) are position-deleted with the rows the commit replaces. False
+        (nothing written) where that does not apply: Avro blocks, blocks without field ids,
+        a key written twice under event-time ordering."""
+        blocks = []
+        for lf in fs.log_files:
+            for b in read_log_blocks(self.storage.read(lf.path), self.storage.uri(lf.path)):
+                if b.instant_time != t or b.block_type is BlockType.COMMAND:
+                    continue
+                if b.block_type not in (BlockType.PARQUET_DATA, BlockType.DELETE):
+                    return False
+                blocks.append(b)
+        # Every arrival of the commit in log order: (block, row, key, soft delete); deletes row -1.
+        keys, where, soft = [], [], []
+        schemas: dict[int, pa.Schema] = {}
+        for j, b in enumerate(blocks):
+            if b.block_type is BlockType.DELETE:
+                k = decode_delete_block(b).column("record_key")
+                keys.append(k.combine_chunks() if isinstance(k, pa.ChunkedArray) else k)
+                where.append(np.column_stack([np.full(len(k), j), np.full(len(k), -1)]))
+                soft.append(np.ones(len(k), dtype=bool))
+                continue
+            pf = pq.ParquetFile(pa.BufferReader(b.content))
+            if not _all_ids(pf.schema_arrow):
+                return False
+            schemas[j] = pf.schema_arrow
+            cols = [c for c in (RECORD_KEY, IS_DELETED) if c in pf.schema_arrow.names]
+            if RECORD_KEY not in cols:
+                return False
+            narrow = pf.read(columns=cols)
+            keys.append(narrow.column(RECORD_KEY).combine_chunks())
+            where.append(np.column_stack([np.full(narrow.num_rows, j), np.arange(narrow.num_rows)]))
+            deleted = narrow.column(IS_DELETED).to_numpy(zero_copy_only=False) \
+                if IS_DELETED in cols else np.zeros(narrow.num_rows, dtype=bool)
+            soft.append(np.asarray(_false_for_null(deleted), dtype=bool))
+        if not keys:
+            return True  # nothing of the commit in this group (a command block only)
+        all_keys = pa.concat_arrays(keys)
+        at = np.concatenate(where)
+        is_soft = np.concatenate(soft)
+        codes = pc.dictionary_encode(all_keys).indices.to_numpy()
+        # The last arrival of each key (commit-time: what a read shows of the commit's records).
+        last = np.full(codes.max() + 1, -1, dtype=np.int64)
+        last[codes] = np.arange(len(codes))
+        shown = np.zeros(len(codes), dtype=bool)
+        shown[last] = True
+        shown &= ~is_soft & (at[:, 1] >= 0)
+        changed = pc.unique(all_keys)
+        if self.event_time:
+            if len(np.unique(codes)) != len(codes):
+                return False  # a key twice in the commit: its winner needs the full merge
+            decided = self._event_time_decision(fs, t, arrow, visible, changed)
+            if decided is None:
+                return False
+            changed, mine, older = decided
+            shown &= pc.is_in(all_keys, value_set=mine).to_numpy(zero_copy_only=False)
+            if older is not None and older.num_rows:
+                w = overlay.write_rows(self.storage, out.key, fs.file_id, t, older, schema)
+                out.written.append(w.rel)
+                values = self._partition(fs, targets, w)
+                f = overlay.rows_file(w, values[1], schema, name_ids)
+                KEYS.put(f.path, older.column(RECORD_KEY).combine_chunks())
+                out.adds.append((values[0], f))
+        hits: dict[str, np.ndarray] = {}
+        if len(changed):
+            for _, f in targets:
+                pos = np.flatnonzero(pc.is_in(self._record_keys(f.path), value_set=changed)
+                                     .to_numpy(zero_copy_only=False))
+                if len(pos):
+                    hits[f.path] = pos
+        spec_values = None
+        for j, b in enumerate(blocks):
+            if j not in schemas:
+                continue
+            mine_rows = at[:, 0] == j
+            if not shown[mine_rows].any():
+                continue  # nothing of it is shown: no copy
+            rel = overlay.new_path(out.key, fs.file_id, t, overlay.ROWS)
+            w = overlay.write_bytes(self.storage, rel, b.content)
+            out.written.append(w.rel)
+            spec_values = spec_values or self._partition(fs, targets, w)
+            f = overlay.rows_file(w, spec_values[1], schema, name_ids)
+            KEYS.put(f.path, all_keys.filter(pa.array(mine_rows)))
+            out.adds.append((spec_values[0], f))
+            hidden = np.flatnonzero(~shown[mine_rows])
+            if len(hidden):
+                hits[f.path] = hidden
+        if hits:
+            spec_id, values = targets[0] if targets else (spec_values[0], None)
+            part = values.partition if values is not None else spec_values[1]
+            w = overlay.write_deletes(self.storage, out.key, fs.file_id, t, hits)
+            out.written.append(w.rel)
+            out.adds.append((spec_id, overlay.deletes_file(w, part, hits)))
+        return True
+
+    def _partition(self, fs: FileSlice, targets: list[tuple[int, DataFile]], w) -> tuple[int, tuple]:
+        if targets:
+            return targets[0][0], targets[0][1].partition
+        with self._lock:
+            return self.partition_of(fs.partition, w.footer)
+
+    def _event_time_decision(self, fs: FileSlice, t: str, arrow: pa.Schema, visible: set[str],
+                             keys: pa.Array) -> tuple[pa.Array, pa.Array, pa.Table | None] | None:
+        """Under event-time ordering: (keys whose merged record ``t`` changed, keys ``t``'s own
+        record wins, full rows of keys an older record wins again). The slice is merged with and
+        without ``t``'s log blocks on the key, commit time, ordering and delete columns, over
+        the base file's rows of those keys, by the reader's two-level merge. A record ``t``
+        wrote that loses changes nothing; a key an older record wins again (a delete in ``t``
+        letting a base record back) is read in full."""
         whole = next((s for s in self.view().latest_slices(as_of=t, partitions={fs.partition})
                       if s.file_id == fs.file_id), fs)
         narrow = [RECORD_KEY, COMMIT_TIME]
-
-        def merged(instants: set[str]) -> pa.Table:
-            ctx = self.reader.slice_read_context(arrow, set(instants), narrow, None, True)
-            ctx.keys = own.keys
-            return merge_over_base_rows(whole, base, ctx).select(narrow)
-
         base = None
         base_file = whole.merged_base_file
         if base_file is not None:
             uri = self.storage.uri(base_file.path)
-            at = pc.indices_nonzero(pc.is_in(self._record_keys(uri), value_set=own.keys))
+            at = pc.indices_nonzero(pc.is_in(self._record_keys(uri), value_set=keys))
             ctx = self.reader.slice_read_context(arrow, set(visible), narrow, None, True)
             base = self._base_columns(uri, ctx.needed_columns()).take(at)
-        now, before = merged(visible), merged(visible - {t})
-        # Changed: present in one and not the other, or won by another record.
-        was = dict(zip(before.column(RECORD_KEY).to_pylist(), before.column(COMMIT_TIME).to_pylist()))
-        is_ = dict(zip(now.column(RECORD_KEY).to_pylist(), now.column(COMMIT_TIME).to_pylist()))
-        changed = [k for k in set(was) | set(is_) if was.get(k) != is_.get(k)]
-        if not changed:
-            return LogChanges(own.rows.slice(0, 0), pa.array([], pa.string()))
-        mine = [k for k in changed if is_.get(k) == t]
-        older = [k for k in changed if k in is_ and is_[k] != t]
-        rows = own.rows.filter(pc.is_in(own.rows.column(RECORD_KEY), value_set=pa.array(mine, pa.string())))
-        if older:
+
+        def merged(instants: set[str]) -> pa.Table:
+            ctx = self.reader.slice_read_context(arrow, set(instants), narrow, None, True)
+            ctx.keys = keys
+            return merge_over_base_rows(whole, base, ctx).select(narrow)
+
+        changed, mine, older_keys = _compare(merged(visible - {t}), merged(visible), t)
+        older = None
+        if len(older_keys):
             ctx = self.reader.slice_read_context(arrow, set(visible), None, None, True)
-            ctx.keys = pa.array(older, pa.string())
-            rows = pa.concat_tables([rows, read_file_slice(whole, ctx).select(rows.column_names)],
-                                    promote_options="permissive")
-        return LogChanges(rows, pa.array(changed, pa.string()))
+            ctx.keys = older_keys
+            older = read_file_slice(whole, ctx)
+        return changed, mine, older
+
+    def _event_time_delta(self, fs: FileSlice, t: str, arrow: pa.Schema, visible: set[str]) -> LogChanges:
+        """A delta commit's records under event-time ordering, deciding on a few columns
+        (:meth:`_event_time_decision`): the keys whose merged record ``t`` changed, with the
+        records they have now (``t``'s own, merged among themselves, or an older one again)."""
+        own = read_log_changes(fs, self.reader.slice_read_context(arrow, {t}, None, None, True))
+        if not len(own.keys):
+            return own
+        changed, mine, older = self._event_time_decision(fs, t, arrow, visible, own.keys)
+        rows = own.rows.filter(pc.is_in(own.rows.column(RECORD_KEY), value_set=mine))
+        if older is not None and older.num_rows:
+            rows = pa.concat_tables([rows, older.select(rows.column_names)], promote_options="permissive")
+        return LogChanges(rows, changed)
 
     def _base_columns(self, uri: str, columns: list[str]) -> pa.Table:
         """A base file's ``columns`` (the record key from :data:`KEYS`), kept there too."""
@@ -340,6 +456,43 @@ class SnapshotView:
                 keys = pq.read_table(f, columns=[RECORD_KEY]).column(0).combine_chunks()
             KEYS.put(uri, keys)
         return keys
+
+
+def _compare(before: pa.Table, now: pa.Table, t: str) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Keys whose winner (key, commit time) differs between ``before`` and ``now``; of those,
+    the ones ``t``'s own record wins now, and the ones an older record wins now."""
+    joined = now.rename_columns([RECORD_KEY, "now"]).join(
+        before.rename_columns([RECORD_KEY, "before"]), RECORD_KEY, join_type="full outer")
+    same = pc.fill_null(pc.equal(joined.column("now"), joined.column("before")), False)
+    changed = joined.filter(pc.invert(same))
+    now_t = changed.column("now")
+    mine = pc.fill_null(pc.equal(now_t, t), False)
+    older = pc.and_(pc.is_valid(now_t), pc.invert(mine))
+    keys = changed.column(RECORD_KEY).combine_chunks()
+    return keys, keys.filter(mine.combine_chunks()), keys.filter(older.combine_chunks())
+
+
+def _false_for_null(values: np.ndarray) -> np.ndarray:
+    """A nullable boolean column's values with nulls as False."""
+    if values.dtype == object:
+        return np.array([bool(v) for v in values], dtype=bool)
+    return values
+
+
+def _all_ids(schema: pa.Schema) -> bool:
+    """Whether every field of ``schema``, nested ones included, carries a parquet field id."""
+    def field_ok(f: pa.Field) -> bool:
+        if FIELD_ID not in (f.metadata or {}):
+            return False
+        t = f.type
+        if pa.types.is_struct(t):
+            return all(field_ok(t.field(i)) for i in range(t.num_fields))
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return field_ok(t.value_field)
+        if pa.types.is_map(t):
+            return field_ok(t.key_field) and field_ok(t.item_field)
+        return True
+    return all(field_ok(f) for f in schema)
 
 
 def _log_files(lws: Iterable[LogFileWrite]) -> tuple[LogFile, ...]:

@@ -443,7 +443,7 @@ def append_log(ctx: HandleContext, *, slice_: FileSlice, partition: str, file_id
                 dictionary = ctx.dictionary_columns(chunk) if chunk.num_rows >= _DICTIONARY_ROWS else False
                 blocks.append(encode_parquet_data_block(
                     chunk, ctx.avro_schema, ctx.instant_time, compression=ctx.config.parquet_codec,
-                    use_dictionary=dictionary))
+                    use_dictionary=dictionary, field_ids=ctx.field_ids))
             else:
                 blocks.append(encode_avro_data_block(chunk, ctx.avro_schema, ctx.instant_time))
     n_del = deletes.num_rows if deletes is not None else 0

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.errors import CorruptFileError, SchemaError, UnsupportedTableError
+from lakehouse.field_schema import with_field_ids
 from lakehouse.log import avro_encoder, avro_records, delete_record
 from lakehouse.schema import (
     avro_physical_table,
@@ -290,12 +291,17 @@ def encode_parquet_data_block(table: pa.Table, avro_schema: dict[str, Any] | str
                               instant_time: str,
                               compression: str = DEFAULT_PARQUET_BLOCK_CODEC,
                               compression_level: int | None = None,
-                              use_dictionary: bool | Sequence[str] = True) -> bytes:
+                              use_dictionary: bool | Sequence[str] = True,
+                              field_ids: Mapping[tuple[str, ...], int] | None = None) -> bytes:
     """A PARQUET_DATA block whose content is a whole parquet file of ``table`` (conformed to
-    ``avro_schema``). The footer carries ``parquet.avro.schema`` as Hudi's Avro writer does."""
+    ``avro_schema``). The footer carries ``parquet.avro.schema`` as Hudi's Avro writer does;
+    ``field_ids``: the columns' Iceberg field ids, as base files carry them (Hudi's readers
+    ignore them; the Iceberg snapshot view publishes such a block's content as it is)."""
     schema_json = _schema_json(avro_schema)
     table = conform_table(table, avro_to_arrow_schema(schema_json))
     table = table.replace_schema_metadata(None)
+    if field_ids:
+        table = with_field_ids(table, field_ids)
     if compression_level is None:
         compression_level = _DEFAULT_LEVELS.get(compression.lower())
     sink = io.BytesIO()

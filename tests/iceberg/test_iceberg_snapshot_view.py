@@ -49,9 +49,15 @@ class Scenario:
         self.ts = 100
         self.steps: list[str] = []
         self.home: dict[str, str] = {}  # a key's partition: a non-global index keys per partition
+        self.duplicates = options.get("hoodie.combine.before.upsert") == "false"
 
     def batch(self, keys) -> list[dict]:
         out = []
+        if self.duplicates:
+            # Without pre-combining a key twice in a batch reaches the log twice (a key new to
+            # its file group goes to a new base file, which keeps both: Hudi's duplicates, not
+            # this test's).
+            keys = list(keys) + [k for k in keys if k in self.model.state][:3]
         for k in keys:
             self.ts += 1
             # Under event-time ordering some records arrive late: an older ts loses to what is stored.
@@ -131,10 +137,16 @@ class Scenario:
 
 
 SCENARIOS = [dict(partitioned=p, ordering=o) for p in (True, False) for o in (False, True)]
+# Log blocks a row file cannot copy (Avro; a key twice in a commit under event-time ordering):
+# the commit's records are decoded, merged and written again.
+DECODED = {"avro-commit": dict(partitioned=True, ordering=False, **{"hoodie.logfile.data.block.format": "avro"}),
+           "avro-event": dict(partitioned=False, ordering=True, **{"hoodie.logfile.data.block.format": "avro"}),
+           "uncombined-event": dict(partitioned=True, ordering=True, **{"hoodie.combine.before.upsert": "false"})}
 
 
-@pytest.mark.parametrize("kind", SCENARIOS, ids=[f"{'part' if s['partitioned'] else 'flat'}-"
-                                                f"{'event' if s['ordering'] else 'commit'}" for s in SCENARIOS])
+@pytest.mark.parametrize("kind", SCENARIOS + list(DECODED.values()),
+                         ids=[f"{'part' if s['partitioned'] else 'flat'}-{'event' if s['ordering'] else 'commit'}"
+                              for s in SCENARIOS] + list(DECODED))
 def test_a_held_out_sequence_reads_the_same_everywhere(tmp_path, kind):
     s = Scenario(tmp_path / "t", seed=42, **kind)
     s.upsert(60, fresh=1.0)

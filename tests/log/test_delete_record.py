@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import math
 import struct
 from decimal import Decimal
 from unittest import mock
@@ -136,7 +137,16 @@ def test_damaged_payloads_decode_as_fastavro_does_or_not_at_all(records, data):
         reference = _reference(payload)
     except (CorruptFileError, OverflowError, ValueError) as e:
         pytest.fail(f"the fast decoder read a payload fastavro rejects: {e!r}")
-    assert decode_delete_block(_block(payload)).equals(reference)
+    assert _same(decode_delete_block(_block(payload)), reference)
+
+
+def _same(a: pa.Table, b: pa.Table) -> bool:
+    """Equal tables, a NaN equal to a NaN (a flipped byte can make an ordering value NaN, which
+    both decoders read alike and ``Table.equals`` never calls equal)."""
+    def norm(v):
+        return "NaN" if isinstance(v, float) and math.isnan(v) else v
+    return a.schema == b.schema and [{k: norm(v) for k, v in r.items()} for r in a.to_pylist()] == \
+        [{k: norm(v) for k, v in r.items()} for r in b.to_pylist()]
 
 
 def test_common_shape_every_delete_unconditional():
