@@ -3,14 +3,16 @@
 The Iceberg view after an instant equals lakehouse's snapshot read after it, kept so one
 instant at a time:
 
-- **a delta commit** ``T`` that wrote log records into a file group: the merged record of every
-  key ``T`` wrote goes into a new row file, and every row of the group's data files (its base
-  file and earlier row files) holding one of those keys is position-deleted. Deleting a row
-  twice is harmless, so earlier deletes need not be read. Under commit-time ordering (the
-  default without an ordering field) the last arrival wins and every log record arrives after
-  the base file, so the merged record is ``T``'s own (its log blocks merged among themselves,
-  nothing else read); under event-time ordering and partial updates it is the snapshot read of
-  the file slice as of ``T`` pinned to those keys (so a late record that loses keeps the row).
+- **a delta commit** ``T`` that wrote log records into a file group: ``T``'s parquet log blocks
+  become row files as they are (:meth:`SnapshotView._copied`), and every row of the group's data
+  files (its base file and earlier row files) holding a key ``T`` changed is position-deleted,
+  as are the rows of ``T``'s own blocks a read does not show. Deleting a row twice is harmless,
+  so earlier deletes need not be read. Under commit-time ordering (the default without an
+  ordering field) the last arrival wins and every log record arrives after the base file, so
+  what a read shows of ``T``'s keys is ``T``'s last record of each; under event-time ordering
+  the winners are decided on a few columns (:meth:`SnapshotView._event_time_decision`), and a
+  late record that loses changes nothing. Blocks that cannot be copied (Avro, no field ids) are
+  decoded, merged and written again; partial updates read the file slice pinned to the keys.
 - **a new base file** for a file group (a compaction, a clustering, a merge into a small base
   file): the group's overlay goes, and the log records published on the new base since
   (delta commits that completed while the compaction ran) are caught up on it: one row file of
@@ -39,11 +41,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.columns import COMMIT_TIME, IS_DELETED, RECORD_KEY
-from lakehouse.field_schema import FIELD_ID
-from lakehouse.log.block import BlockType, decode_delete_block
-from lakehouse.log.reader import read_log_blocks
 from lakehouse.config import MergeMode
-from lakehouse.field_schema import Schema
+from lakehouse.field_schema import FIELD_ID, Schema
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName
 from lakehouse.file_group.view import FileSystemView
@@ -52,6 +51,8 @@ from lakehouse.iceberg.builder import GroupFiles, PartitionChange, SnapshotWrite
 from lakehouse.iceberg.manifest import DataFile, ManifestFile
 from lakehouse.iceberg.replay import BaseFileWrite, InstantChanges, LogFileWrite, instant_changes
 from lakehouse.iceberg.store import MetadataStore, partition_key
+from lakehouse.log.block import BlockType, decode_delete_block
+from lakehouse.log.reader import read_log_blocks
 from lakehouse.read.file_slice_reader import LogChanges, merge_over_base_rows, read_file_slice, read_log_changes
 from lakehouse.read.reader import TableReader
 from lakehouse.timeline.instant import Instant
