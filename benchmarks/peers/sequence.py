@@ -267,7 +267,7 @@ def run_floor(runner: EngineRunner, n: int, work: pathlib.Path) -> None:
                                                      lambda: _read_parquet(root), _rows), model)
     with_meta = _with_hudi_meta(data)
     runner.step("floor", "load_with_meta", "write", work / "floor-meta",
-                lambda: _write_parquet(with_meta, work / "floor-meta"), n)
+                lambda w=with_meta: _write_parquet(w, work / "floor-meta"), n)
     del with_meta
     # Compaction's floor: read and write again the rows a compacted table holds, i.e. the live
     # rows after the same upserts and delete the engines ran (built here, untimed).
