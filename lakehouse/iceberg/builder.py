@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+from lakehouse.engine import LocalEngine
 from lakehouse.file_group.naming import BaseFileName
 from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg import overlay
@@ -190,11 +190,7 @@ class SnapshotWriter:
             return write_manifest(self.store.storage, rel, group, spec=self.specs[spec_id], schema=self.schema,
                                   snapshot_id=snapshot_id, sequence_number=sequence_number)
 
-        if len(planned) > 1:
-            with ThreadPoolExecutor(max_workers=min(len(planned), _WRITERS)) as pool:
-                out = list(pool.map(write, planned))
-        else:
-            out = [write(j) for j in planned]
+        out = LocalEngine("threads", _WRITERS).map(write, planned)
         for m, (_, _, group) in zip(out, planned):
             # What was written is what a read would give, with inherited numbers filled in.
             self._entries[m.path] = [e if e.status != ADDED else

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Sequence
 
-from lakehouse.config import IcebergConfig
 from lakehouse.errors import CorruptFileError
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.errors import IcebergSyncError
@@ -26,15 +25,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("lakehouse.iceberg")
 
 
-def _config(meta: "TableMetaClient") -> IcebergConfig:
-    return IcebergConfig.from_options(meta.options(None, "iceberg"))
-
-
 def after_commit(meta: "TableMetaClient", instants: Sequence[Instant] = ()) -> None:
     """Bring the Iceberg metadata up to date with every instant completed so far (so
     ``instants``, the ones just completed, need no separate treatment); never raises (but for
     injected faults)."""
-    config = _config(meta)
+    config = publish.iceberg_config(meta)
     if not config.enabled:
         return
     try:

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse.field_schema import IcebergType, Schema
-from lakehouse.iceberg.partition import to_bytes
+from lakehouse.iceberg.partition import to_bytes, unscaled_bytes
 
 # Java's and pyiceberg's default metrics mode: truncate(16).
 TRUNCATE_LENGTH = 16
@@ -144,14 +144,8 @@ def _value(t: str, logical: dict[str, Any], physical: str, raw: Any, upper: bool
 
 
 def _serialize(t: str, v: Any) -> bytes:
-    if t.startswith("decimal("):
-        size = max(1, (v.bit_length() + 8) // 8)
-        return v.to_bytes(size, "big", signed=True)
-    if t == "long":
-        return struct.pack("<q", v)
-    if t == "double":
-        return struct.pack("<d", v)
-    return to_bytes(t, v)
+    # Decimals are kept unscaled (exact at any precision, as the file stores them).
+    return unscaled_bytes(v) if t.startswith("decimal(") else to_bytes(t, v)
 
 
 def _bounds(t: str, logical: dict[str, Any], chunks: list[Any]) -> tuple[bytes | None, bytes | None]:

@@ -3,8 +3,9 @@
 Iceberg readers cannot read Hudi's log files, so for each file group whose logs hold records the
 snapshot view publishes them as Iceberg v2 files of its own (the "overlay"):
 
-- **row files** (``-l-``): parquet with the table's columns and field ids, holding the merged
-  record of every key a delta commit wrote, as lakehouse's snapshot read shows it;
+- **row files** (``-l-``): parquet with the table's columns and field ids, holding the records a
+  delta commit wrote (its parquet log blocks as they are, or its records merged and written
+  again);
 - **position delete files** (``-d-``): the rows those keys replace or delete, as (file_path, pos)
   in the group's data files (its base file and earlier row files), one file per instant and
   group; ``referenced_data_file`` names the target when there is one.
@@ -30,10 +31,9 @@ import pyarrow.parquet as pq
 
 from lakehouse import layout
 from lakehouse.errors import IcebergSyncError
-from lakehouse.field_schema import Schema, path_ids
+from lakehouse.field_schema import FIELD_ID, Schema, path_ids, with_field_ids
 from lakehouse.iceberg.manifest import CONTENT_POSITION_DELETES, DataFile
 from lakehouse.iceberg.metrics import Metrics, from_footer
-from lakehouse.field_schema import FIELD_ID, with_field_ids
 from lakehouse.storage.base import Storage
 
 # Iceberg's reserved field ids of a position delete file's columns (spec, "Reserved Field IDs").

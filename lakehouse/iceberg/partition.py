@@ -257,7 +257,10 @@ def to_bytes(t: IcebergType, v: Any) -> bytes:
         return bytes(v)
     if t.startswith("decimal("):
         _, scale = _decimal_parts(t)
-        unscaled = int(decimal.Decimal(v).scaleb(scale))
-        size = max(1, (unscaled.bit_length() + 8) // 8)
-        return unscaled.to_bytes(size, "big", signed=True)
+        return unscaled_bytes(int(decimal.Decimal(v).scaleb(scale)))
     raise ValueError(f"no binary form for {t!r}")
+
+
+def unscaled_bytes(unscaled: int) -> bytes:
+    """A decimal's binary form: its unscaled value, two's complement big-endian, in the fewest bytes."""
+    return unscaled.to_bytes(max(1, (unscaled.bit_length() + 8) // 8), "big", signed=True)

@@ -159,7 +159,7 @@ class _Attempt:
         self.snapshot_view = SnapshotView(meta, timeline, store, self.writer, self._describe, self._partition_of) \
             if self.view is IcebergView.SNAPSHOT else None
         self.orphans: list[str] = []  # overlay files only removed snapshots held: deleted once published
-        self.view_published: str | None = self._view_name  # what the metadata's snapshots show
+        self.view_published: str | None = self.view.value  # what the metadata's snapshots show
 
     @property
     def written(self) -> list[str]:
@@ -401,7 +401,7 @@ class _Attempt:
         # never saw, the state comes from a listing instead of from commit metadata alone.
         rebuild = not chain or (first_time is not None and chain[-1].instant < first_time)
         old_view = md.properties.get(VIEW_PROPERTY) if md else None
-        if chain and old_view != self._view_name:
+        if chain and old_view != self.view.value:
             # Switched views (or published before the snapshot view): from the next snapshot
             # on, made from a listing, every file group's overlay made afresh (or dropped).
             rebuild = rebuild or bool(candidates)
@@ -451,10 +451,6 @@ class _Attempt:
                 out.add(self.storage.uri(rel))
         return sorted(self.store.relative(f) for f in out)
 
-    @property
-    def _view_name(self) -> str:
-        return self.view.value if self.config.is_mor else IcebergView.SNAPSHOT.value
-
     def _metadata(self, chain: list[Snapshot], kept_new: list[Snapshot], retired: set[str],
                   fingerprint: str) -> TableMetadata:
         md = self.md
@@ -503,9 +499,14 @@ class _Attempt:
                           current_instant=current.instant if current else None)
 
 
+def iceberg_config(meta: "TableMetaClient") -> IcebergConfig:
+    """The table's Iceberg publishing options (lakehouse.config.IcebergConfig)."""
+    return IcebergConfig.from_options(meta.options(None, "iceberg"))
+
+
 def _view(meta: "TableMetaClient") -> IcebergView:
-    return IcebergConfig.from_options(meta.options(None, "iceberg")).view if meta.config.is_mor \
-        else IcebergView.SNAPSHOT
+    """What the metadata shows: a Copy-On-Write table's base files are its snapshot."""
+    return iceberg_config(meta).view if meta.config.is_mor else IcebergView.SNAPSHOT
 
 
 def _moved(metadata: TableMetadata, meta: "TableMetaClient") -> bool:

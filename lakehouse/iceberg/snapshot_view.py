@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict, defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -42,6 +41,7 @@ import pyarrow.parquet as pq
 
 from lakehouse.columns import COMMIT_TIME, IS_DELETED, RECORD_KEY
 from lakehouse.config import MergeMode
+from lakehouse.engine import LocalEngine
 from lakehouse.field_schema import FIELD_ID, Schema
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName
@@ -53,6 +53,7 @@ from lakehouse.iceberg.replay import BaseFileWrite, InstantChanges, LogFileWrite
 from lakehouse.iceberg.store import MetadataStore, partition_key
 from lakehouse.log.block import BlockType, decode_delete_block
 from lakehouse.log.reader import read_log_blocks
+from lakehouse.merge import delete_flags
 from lakehouse.read.file_slice_reader import LogChanges, merge_over_base_rows, read_file_slice, read_log_changes
 from lakehouse.read.reader import TableReader
 from lakehouse.timeline.instant import Instant
@@ -95,6 +96,7 @@ class _KeyCache:
 
 KEYS = _KeyCache(KEY_CACHE_BYTES)
 
+# File groups worked on at once: mostly waits on storage (reads, durable creates).
 _WORKERS = 8
 
 
@@ -173,13 +175,7 @@ class SnapshotView:
                 job(FileSlice(partition, fid, lws[0].name.base_instant, None, _log_files(lws)), {inst.time},
                     g.data_files)
         # File groups are independent: their reads, lookups and (durable) writes overlap.
-        workers = min(len(jobs), _WORKERS)
-        if workers > 1:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                done = list(pool.map(lambda j: j(), jobs))
-        else:
-            done = [j() for j in jobs]
-        for e in done:
+        for e in LocalEngine("threads", _WORKERS).map(lambda j: j(), jobs):
             self.writer.written.extend(e.written)
             parts.setdefault(e.key, PartitionChange()).overlay_adds.extend(e.adds)
 
@@ -215,31 +211,39 @@ class SnapshotView:
             records = self._event_time_delta(fs, t, arrow, visible)
         else:
             records = self._records(fs, log_visible, visible, t, arrow)
-        if len(records.keys):
-            hits: dict[str, np.ndarray] = {}
-            for _, f in targets:
-                hit = pc.is_in(self._record_keys(f.path), value_set=records.keys)
-                pos = np.flatnonzero(hit.to_numpy(zero_copy_only=False))
-                if len(pos):
-                    hits[f.path] = pos
-            if hits:
-                # The group's files share its partition (and spec): one delete file for all.
-                spec_id, f = targets[0]
-                w = overlay.write_deletes(self.storage, key, fs.file_id, t, hits)
-                out.written.append(w.rel)
-                out.adds.append((spec_id, overlay.deletes_file(w, f.partition, hits)))
+        hits = self._hits(targets, records.keys)
+        if hits:
+            self._add_deletes(out, fs, t, hits, self._partition(fs, targets, None))
         if records.rows.num_rows:
-            w = overlay.write_rows(self.storage, key, fs.file_id, t, records.rows, schema)
-            out.written.append(w.rel)
-            if targets:
-                spec_id, values = targets[0][0], targets[0][1].partition
-            else:
-                with self._lock:
-                    spec_id, values = self.partition_of(fs.partition, w.footer)
-            f = overlay.rows_file(w, values, schema, name_ids)
-            KEYS.put(f.path, records.rows.column(RECORD_KEY).combine_chunks())
-            out.adds.append((spec_id, f))
+            self._add_rows(out, fs, t, records.rows, targets, schema, name_ids)
         return out
+
+    def _hits(self, targets: list[tuple[int, DataFile]], keys: pa.Array) -> dict[str, np.ndarray]:
+        """Positions of the rows of each target data file holding one of ``keys``."""
+        hits: dict[str, np.ndarray] = {}
+        if not len(keys):
+            return hits
+        for _, f in targets:
+            pos = np.flatnonzero(pc.is_in(self._record_keys(f.path), value_set=keys).to_numpy(zero_copy_only=False))
+            if len(pos):
+                hits[f.path] = pos
+        return hits
+
+    def _add_rows(self, out: "_Emitted", fs: FileSlice, t: str, rows: pa.Table,
+                  targets: list[tuple[int, DataFile]], schema: Schema, name_ids: dict[str, int]) -> None:
+        w = overlay.write_rows(self.storage, out.key, fs.file_id, t, rows, schema)
+        out.written.append(w.rel)
+        spec_id, values = self._partition(fs, targets, w.footer)
+        f = overlay.rows_file(w, values, schema, name_ids)
+        KEYS.put(f.path, rows.column(RECORD_KEY).combine_chunks())
+        out.adds.append((spec_id, f))
+
+    def _add_deletes(self, out: "_Emitted", fs: FileSlice, t: str, hits: dict[str, np.ndarray],
+                     partition: tuple[int, tuple]) -> None:
+        """One delete file of ``hits``: the group's files share its partition (and spec)."""
+        w = overlay.write_deletes(self.storage, out.key, fs.file_id, t, hits)
+        out.written.append(w.rel)
+        out.adds.append((partition[0], overlay.deletes_file(w, partition[1], hits)))
 
     # --- pieces ----------------------------------------------------------------------------
 
@@ -248,6 +252,11 @@ class SnapshotView:
             if self._view is None:
                 self._view = FileSystemView.load(self.storage, self.timeline, self.meta.active)
             return self._view
+
+    def _whole(self, fs: FileSlice, t: str) -> FileSlice:
+        """The file slice (base file, all its logs) of ``fs``'s file group as of ``t``."""
+        return next((s for s in self.view().latest_slices(as_of=t, partitions={fs.partition})
+                     if s.file_id == fs.file_id), fs)
 
     def _base(self, w: BaseFileWrite) -> BaseFile:
         name = BaseFileName.parse(w.path.rpartition("/")[2])
@@ -279,8 +288,7 @@ class SnapshotView:
         changes = read_log_changes(fs, ctx)
         if self.commit_time_ordering or not len(changes.keys):
             return changes
-        whole = next((s for s in self.view().latest_slices(as_of=t, partitions={fs.partition})
-                      if s.file_id == fs.file_id), fs)
+        whole = self._whole(fs, t)
         ctx = self.reader.slice_read_context(arrow, set(visible), None, None, True)
         ctx.keys = changes.keys
         return LogChanges(read_file_slice(whole, ctx), changes.keys)
@@ -305,7 +313,7 @@ class SnapshotView:
                 blocks.append(b)
         # Every arrival of the commit in log order: (block, row, key, soft delete); deletes row -1.
         keys, where, soft = [], [], []
-        schemas: dict[int, pa.Schema] = {}
+        data_blocks: set[int] = set()
         for j, b in enumerate(blocks):
             if b.block_type is BlockType.DELETE:
                 k = decode_delete_block(b).column("record_key")
@@ -316,16 +324,13 @@ class SnapshotView:
             pf = pq.ParquetFile(pa.BufferReader(b.content))
             if not _all_ids(pf.schema_arrow):
                 return False
-            schemas[j] = pf.schema_arrow
-            cols = [c for c in (RECORD_KEY, IS_DELETED) if c in pf.schema_arrow.names]
-            if RECORD_KEY not in cols:
+            data_blocks.add(j)
+            if RECORD_KEY not in pf.schema_arrow.names:
                 return False
-            narrow = pf.read(columns=cols)
+            narrow = pf.read(columns=[c for c in (RECORD_KEY, IS_DELETED) if c in pf.schema_arrow.names])
             keys.append(narrow.column(RECORD_KEY).combine_chunks())
             where.append(np.column_stack([np.full(narrow.num_rows, j), np.arange(narrow.num_rows)]))
-            deleted = narrow.column(IS_DELETED).to_numpy(zero_copy_only=False) \
-                if IS_DELETED in cols else np.zeros(narrow.num_rows, dtype=bool)
-            soft.append(np.asarray(_false_for_null(deleted), dtype=bool))
+            soft.append(delete_flags(narrow).to_numpy())
         if not keys:
             return True  # nothing of the commit in this group (a command block only)
         all_keys = pa.concat_arrays(keys)
@@ -342,28 +347,14 @@ class SnapshotView:
         if self.event_time:
             if len(np.unique(codes)) != len(codes):
                 return False  # a key twice in the commit: its winner needs the full merge
-            decided = self._event_time_decision(fs, t, arrow, visible, changed)
-            if decided is None:
-                return False
-            changed, mine, older = decided
+            changed, mine, older = self._event_time_decision(fs, t, arrow, visible, changed)
             shown &= pc.is_in(all_keys, value_set=mine).to_numpy(zero_copy_only=False)
             if older is not None and older.num_rows:
-                w = overlay.write_rows(self.storage, out.key, fs.file_id, t, older, schema)
-                out.written.append(w.rel)
-                values = self._partition(fs, targets, w)
-                f = overlay.rows_file(w, values[1], schema, name_ids)
-                KEYS.put(f.path, older.column(RECORD_KEY).combine_chunks())
-                out.adds.append((values[0], f))
-        hits: dict[str, np.ndarray] = {}
-        if len(changed):
-            for _, f in targets:
-                pos = np.flatnonzero(pc.is_in(self._record_keys(f.path), value_set=changed)
-                                     .to_numpy(zero_copy_only=False))
-                if len(pos):
-                    hits[f.path] = pos
-        spec_values = None
+                self._add_rows(out, fs, t, older, targets, schema, name_ids)
+        hits = self._hits(targets, changed)
+        partition = None
         for j, b in enumerate(blocks):
-            if j not in schemas:
+            if j not in data_blocks:
                 continue
             mine_rows = at[:, 0] == j
             if not shown[mine_rows].any():
@@ -371,37 +362,35 @@ class SnapshotView:
             rel = overlay.new_path(out.key, fs.file_id, t, overlay.ROWS)
             w = overlay.write_bytes(self.storage, rel, b.content)
             out.written.append(w.rel)
-            spec_values = spec_values or self._partition(fs, targets, w)
-            f = overlay.rows_file(w, spec_values[1], schema, name_ids)
+            partition = partition or self._partition(fs, targets, w.footer)
+            f = overlay.rows_file(w, partition[1], schema, name_ids)
             KEYS.put(f.path, all_keys.filter(pa.array(mine_rows)))
-            out.adds.append((spec_values[0], f))
+            out.adds.append((partition[0], f))
             hidden = np.flatnonzero(~shown[mine_rows])
             if len(hidden):
                 hits[f.path] = hidden
         if hits:
-            spec_id, values = targets[0] if targets else (spec_values[0], None)
-            part = values.partition if values is not None else spec_values[1]
-            w = overlay.write_deletes(self.storage, out.key, fs.file_id, t, hits)
-            out.written.append(w.rel)
-            out.adds.append((spec_id, overlay.deletes_file(w, part, hits)))
+            self._add_deletes(out, fs, t, hits, partition or self._partition(fs, targets, None))
         return True
 
-    def _partition(self, fs: FileSlice, targets: list[tuple[int, DataFile]], w) -> tuple[int, tuple]:
+    def _partition(self, fs: FileSlice, targets: list[tuple[int, DataFile]],
+                   footer: pq.FileMetaData | None) -> tuple[int, tuple]:
+        """(spec id, partition tuple) of the group's files: its data files', or from a new
+        file's ``footer`` for a group that had none."""
         if targets:
             return targets[0][0], targets[0][1].partition
         with self._lock:
-            return self.partition_of(fs.partition, w.footer)
+            return self.partition_of(fs.partition, footer)
 
     def _event_time_decision(self, fs: FileSlice, t: str, arrow: pa.Schema, visible: set[str],
-                             keys: pa.Array) -> tuple[pa.Array, pa.Array, pa.Table | None] | None:
+                             keys: pa.Array) -> tuple[pa.Array, pa.Array, pa.Table | None]:
         """Under event-time ordering: (keys whose merged record ``t`` changed, keys ``t``'s own
         record wins, full rows of keys an older record wins again). The slice is merged with and
         without ``t``'s log blocks on the key, commit time, ordering and delete columns, over
         the base file's rows of those keys, by the reader's two-level merge. A record ``t``
         wrote that loses changes nothing; a key an older record wins again (a delete in ``t``
         letting a base record back) is read in full."""
-        whole = next((s for s in self.view().latest_slices(as_of=t, partitions={fs.partition})
-                      if s.file_id == fs.file_id), fs)
+        whole = self._whole(fs, t)
         narrow = [RECORD_KEY, COMMIT_TIME]
         base = None
         base_file = whole.merged_base_file
@@ -471,13 +460,6 @@ def _compare(before: pa.Table, now: pa.Table, t: str) -> tuple[pa.Array, pa.Arra
     older = pc.and_(pc.is_valid(now_t), pc.invert(mine))
     keys = changed.column(RECORD_KEY).combine_chunks()
     return keys, keys.filter(mine.combine_chunks()), keys.filter(older.combine_chunks())
-
-
-def _false_for_null(values: np.ndarray) -> np.ndarray:
-    """A nullable boolean column's values with nulls as False."""
-    if values.dtype == object:
-        return np.array([bool(v) for v in values], dtype=bool)
-    return values
 
 
 def _all_ids(schema: pa.Schema) -> bool:

@@ -339,18 +339,23 @@ def _slice_inputs(fs: FileSlice, ctx: SliceReadContext) -> tuple[BaseFile | None
     committed log versions with the merge helpers (held within the merge budget), and which base
     rows hold a pinned key (None: no keys pinned)."""
     base_file = fs.merged_base_file
-    log_files = fs.merged_log_files if ctx.read_logs else ()
+    logs = _visible_logs(fs.merged_log_files if ctx.read_logs else (), ctx)
+    pinned = None if ctx.keys is None or ctx.key_of is not None else _pinned_rows(base_file, ctx)
+    if pinned is not None and not pc.any(pinned).as_py():
+        base_file = None  # holds none of the keys
+    return base_file, logs, pinned
+
+
+def _visible_logs(log_files, ctx: SliceReadContext) -> list[pa.Table]:
+    """The committed log versions of ``log_files`` with the merge helpers, in the columns the
+    merge needs, only the pinned keys' (``ctx.keys``), held within the merge budget."""
     target = pa.schema([ctx.schema.field(c) for c in ctx.needed_columns()])
     streaming = ctx.merge_max_bytes is not None and \
         sum(lf.size or 0 for lf in log_files) * _LOG_EXPANSION > ctx.merge_max_bytes
     versions = _log_versions(log_files, ctx, target, streaming)
     if ctx.keys is not None:
         versions = (v.filter(pc.is_in(v.column(KEY), value_set=ctx.keys)) for v in versions)
-    logs = [v for v in _held_logs(versions, ctx) if v.num_rows]
-    pinned = None if ctx.keys is None or ctx.key_of is not None else _pinned_rows(base_file, ctx)
-    if pinned is not None and not pc.any(pinned).as_py():
-        base_file = None  # holds none of the keys
-    return base_file, logs, pinned
+    return [v for v in _held_logs(versions, ctx) if v.num_rows]
 
 
 def _base_pieces(base_file: BaseFile, log_keys: LogKeys | None, pinned: pa.Array | None, ctx: SliceReadContext,
@@ -414,8 +419,7 @@ def read_log_changes(fs: FileSlice, ctx: SliceReadContext) -> LogChanges:
     snapshot read shows whatever the base file holds (the Iceberg snapshot view's files of a
     delta commit, lakehouse.iceberg.overlay)."""
     out_cols = ctx.columns or ctx.schema.names
-    target = pa.schema([ctx.schema.field(c) for c in ctx.needed_columns()])
-    logs = [v for v in _held_logs(_log_versions(fs.merged_log_files, ctx, target, False), ctx) if v.num_rows]
+    logs = _visible_logs(fs.merged_log_files, ctx)
     if not logs:
         return LogChanges(ctx.schema.empty_table().select(out_cols), pa.array([], pa.string()))
     versions = _concat(logs)
@@ -424,9 +428,8 @@ def read_log_changes(fs: FileSlice, ctx: SliceReadContext) -> LogChanges:
         rows = _merge_partial(versions, None, ctx)
     else:
         rows = resolve(versions, ctx.spec)
+    # Deleted winners (delete blocks, soft deletes) are already left out by the merge.
     rows = drop_helpers(rows.drop_columns([c for c in (AFTER_CUT,) if c in rows.column_names]))
-    if IS_DELETED_FIELD in rows.column_names:
-        rows = rows.filter(pc.invert(delete_flags(rows)))
     return LogChanges(rows.select(out_cols), keys)
 
 
@@ -436,10 +439,7 @@ def merge_over_base_rows(fs: FileSlice, base: pa.Table | None, ctx: SliceReadCon
     ``ctx.needed_columns()``, read by the caller (one that keeps a base file's keys and decodes
     only a few columns: the Iceberg snapshot view, under event-time ordering)."""
     target = pa.schema([ctx.schema.field(c) for c in ctx.needed_columns()])
-    versions = _log_versions(fs.merged_log_files, ctx, target, False)
-    if ctx.keys is not None:
-        versions = (v.filter(pc.is_in(v.column(KEY), value_set=ctx.keys)) for v in versions)
-    logs = [v for v in _held_logs(versions, ctx) if v.num_rows]
+    logs = _visible_logs(fs.merged_log_files, ctx)
     out_cols = ctx.columns or ctx.schema.names
     base = conform_table(base, target, extra="ignore") if base is not None else target.empty_table()
     if not logs:

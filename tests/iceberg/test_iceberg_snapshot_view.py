@@ -79,10 +79,7 @@ class Scenario:
     # --- steps -----------------------------------------------------------------------------
 
     def upsert(self, n: int = 30, fresh: float = 0.3) -> str:
-        rows = self.batch(self.keys(n, fresh))
-        t = self.t.upsert(pa.Table.from_pylist(rows))
-        self.model.upsert(rows, t)
-        return t
+        return self.upsert_keys(self.keys(n, fresh))
 
     def delete(self, n: int = 5) -> str:
         keys = self.keys(n, 0.2)
