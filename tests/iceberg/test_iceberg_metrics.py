@@ -246,6 +246,10 @@ def test_duckdb_reads_one_file_for_a_range_filter(tmp_path):
 @pytest.mark.parametrize("key,expected", [("id", "id"), (["id", "day"], "_hoodie_record_key"),
                                           ("amount", "_hoodie_record_key")])
 def test_the_record_key_is_the_identifier(tmp_path, key, expected):
+    # Apache XTable (IcebergSchemaExtractor.toIceberg) names the record key fields only when they
+    # are declared non-null; a one-column key here is declared required because Hudi's
+    # SimpleKeyGenerator (and lakehouse.keygen) refuse a null key, and any other key is
+    # _hoodie_record_key, which every Hudi writer fills.
     t = create_table(str(tmp_path / "t"), name="t", record_key=key, partition_by="day", table_type="COPY_ON_WRITE")
     t.upsert(_day_rows(0))
     st = static_table(sync_iceberg(t))  # pyiceberg validates identifier fields as it loads

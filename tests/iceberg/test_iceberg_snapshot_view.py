@@ -14,7 +14,7 @@ import pytest
 import lakehouse
 from lakehouse import layout
 from lakehouse.iceberg import sync_iceberg
-from lakehouse.iceberg.overlay import parse
+from lakehouse.iceberg.overlay import group_folder, parse
 from lakehouse.properties import rewrite_table_config
 from tests.iceberg.iceberg_oracle import daft_read, iceberg_read, static_table
 from tests.interop.hudi_oracle import hudi_read
@@ -244,3 +244,19 @@ def test_switching_views_takes_effect_at_the_next_commit(tmp_path):
     st = static_table(location)
     assert st.properties["lakehouse.iceberg.view"] == "read_optimized"
     assert rows_of_any(st.scan().to_arrow()) == rows_of_any(t.read(read_optimized=True))
+
+
+def test_an_unknown_view_is_refused_before_the_table_exists(tmp_path):
+    with pytest.raises(lakehouse.errors.ConfigError, match="hoodie.meta.sync.iceberg.view") as e:
+        lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="id",
+                               options={"hoodie.meta.sync.iceberg.view": "snapshots"})
+    assert "read_optimized" in e.value.help or "read_optimized" in e.value.message
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("file_id", ["../x", "a/b", "..", ".hidden", ""])
+def test_a_file_id_that_is_not_a_plain_name_never_names_a_folder(file_id):
+    # File ids come from the table's file names (another writer's, say): the overlay folder is
+    # made of them, so one that could leave .hoodie/iceberg/data is refused before any write.
+    with pytest.raises(lakehouse.errors.IcebergSyncError, match="file id"):
+        group_folder("0123456789abcdef", file_id)
