@@ -257,8 +257,14 @@ def to_bytes(t: IcebergType, v: Any) -> bytes:
         return bytes(v)
     if t.startswith("decimal("):
         _, scale = _decimal_parts(t)
-        return unscaled_bytes(int(decimal.Decimal(v).scaleb(scale)))
+        # Exact at any precision: scaleb rounds to its context's digits (28 by default).
+        with decimal.localcontext(decimal.Context(prec=_EXACT_DIGITS)):
+            return unscaled_bytes(int(decimal.Decimal(v).scaleb(scale)))
     raise ValueError(f"no binary form for {t!r}")
+
+
+# Digits a decimal's unscaled value may need here: Iceberg's 38, with room for a scale shift.
+_EXACT_DIGITS = 80
 
 
 def unscaled_bytes(unscaled: int) -> bytes:

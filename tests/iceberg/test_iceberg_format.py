@@ -121,6 +121,9 @@ def test_name_mapping_is_what_pyiceberg_expects():
     ("decimal(10, 2)", it.DecimalType(10, 2), decimal.Decimal("-3.10")),
     ("decimal(38, 0)", it.DecimalType(38, 0), decimal.Decimal(10**30)),
     ("decimal(5, 3)", it.DecimalType(5, 3), decimal.Decimal("0.001")),
+    # Precision 38: past the default Decimal context's 28 digits, which would round.
+    ("decimal(38, 0)", it.DecimalType(38, 0), decimal.Decimal("12345678901234567890123456789012345678")),
+    ("decimal(38, 4)", it.DecimalType(38, 4), decimal.Decimal("-1234567890123456789012345678901234.5678")),
 ])
 def test_single_value_bytes_match_pyiceberg(ours, theirs, value):
     assert to_bytes(ours, value) == iceberg_to_bytes(theirs, value)
