@@ -29,7 +29,7 @@ from typing import Callable
 from lakehouse.engine import LocalEngine
 from lakehouse.file_group.naming import BaseFileName
 from lakehouse.errors import IcebergSyncError
-from lakehouse.iceberg import overlay
+from lakehouse.iceberg import memo, overlay
 from lakehouse.iceberg.manifest import (ADDED, DELETED, EXISTING, DataFile, Entry, ManifestFile,
                                         read_manifest, read_manifest_list, write_manifest,
                                         write_manifest_list)
@@ -118,21 +118,24 @@ class SnapshotWriter:
         self.schema = schema
         self.describe = describe
         self.written: list[str] = []
-        self._entries: dict[str, list[Entry]] = {}
-        self._lists: dict[str, list[ManifestFile]] = {}
 
     # --- reading ---------------------------------------------------------------------------
 
     def manifests(self, manifest_list: str) -> list[ManifestFile]:
-        if manifest_list not in self._lists:
-            self._lists[manifest_list] = read_manifest_list(self.store.storage, self.store.relative(manifest_list))
-        return self._lists[manifest_list]
+        return memo.METADATA.get_or_load(
+            ("list", manifest_list),
+            lambda: read_manifest_list(self.store.storage, self.store.relative(manifest_list)))
+
+    def _entries_key(self, m: ManifestFile) -> tuple:
+        # Partition values decode by the types the spec takes from the schema.
+        spec = self.specs[m.spec_id]
+        return ("manifest", m.path, m.spec_id, tuple(str(t) for t in spec.types(self.schema)))
 
     def entries(self, m: ManifestFile) -> list[Entry]:
-        if m.path not in self._entries:
-            self._entries[m.path] = read_manifest(self.store.storage, self.store.relative(m.path), m,
-                                                  spec=self.specs[m.spec_id], schema=self.schema)
-        return self._entries[m.path]
+        return memo.METADATA.get_or_load(
+            self._entries_key(m),
+            lambda: read_manifest(self.store.storage, self.store.relative(m.path), m,
+                                  spec=self.specs[m.spec_id], schema=self.schema))
 
     def live_files(self, manifest_list: str) -> set[str]:
         return {e.file.path for m in self.manifests(manifest_list) for e in self.entries(m) if e.is_live}
@@ -193,9 +196,9 @@ class SnapshotWriter:
         out = LocalEngine("threads", _WRITERS).map(write, planned)
         for m, (_, _, group) in zip(out, planned):
             # What was written is what a read would give, with inherited numbers filled in.
-            self._entries[m.path] = [e if e.status != ADDED else
-                                     Entry(ADDED, snapshot_id, sequence_number, sequence_number, e.file)
-                                     for e in group]
+            memo.METADATA.put(self._entries_key(m), [
+                e if e.status != ADDED else Entry(ADDED, snapshot_id, sequence_number, sequence_number, e.file)
+                for e in group])
         return out
 
     def _merge(self, key: str, manifests: list[ManifestFile], change: PartitionChange,
@@ -293,5 +296,5 @@ class SnapshotWriter:
         write_manifest_list(self.store.storage, rel, out, snapshot_id=snapshot_id, parent_id=parent_id,
                             sequence_number=sequence_number)
         uri = self.store.uri(rel)
-        self._lists[uri] = out
+        memo.METADATA.put(("list", uri), list(out))
         return uri, out, SnapshotStats(**stats)

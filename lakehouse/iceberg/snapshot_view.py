@@ -23,14 +23,14 @@ instant at a time:
 
 Positions need a file's record keys: the ``_hoodie_record_key`` column, kept in memory once read
 (base files and row files never change, and their names are never reused), up to
-:data:`KEY_CACHE_BYTES` per process, least recently used first out.
+:data:`lakehouse.iceberg.memo.ARROW_BYTES` per process, least recently used first out.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -39,62 +39,28 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakehouse.columns import COMMIT_TIME, IS_DELETED, RECORD_KEY
+from lakehouse.columns import IS_DELETED, RECORD_KEY
 from lakehouse.config import MergeMode
 from lakehouse.engine import LocalEngine
 from lakehouse.field_schema import FIELD_ID, Schema
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName
 from lakehouse.file_group.view import FileSystemView
-from lakehouse.iceberg import overlay
+from lakehouse.iceberg import event_time, key_index, overlay
 from lakehouse.iceberg.builder import GroupFiles, PartitionChange, SnapshotWriter
+from lakehouse.iceberg.key_index import Probe
 from lakehouse.iceberg.manifest import DataFile, ManifestFile
 from lakehouse.iceberg.replay import BaseFileWrite, InstantChanges, LogFileWrite, instant_changes
 from lakehouse.iceberg.store import MetadataStore, partition_key
-from lakehouse.log.block import BlockType, decode_delete_block
+from lakehouse.log.block import BlockType, LogBlock, decode_delete_block
 from lakehouse.log.reader import read_log_blocks
 from lakehouse.merge import delete_flags
-from lakehouse.read.file_slice_reader import LogChanges, merge_over_base_rows, read_file_slice, read_log_changes
+from lakehouse.read.file_slice_reader import LogChanges, read_file_slice, read_log_changes
 from lakehouse.read.reader import TableReader
 from lakehouse.timeline.instant import Instant
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
-
-# Record keys of data files kept between publishes: a writer that publishes after each commit
-# reads each base file's keys once, not once per delta commit (~110 ms per 1M uuid keys).
-KEY_CACHE_BYTES = 256 << 20
-
-
-class _KeyCache:
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.lock = threading.Lock()
-        self.entries: OrderedDict[str, pa.Array] = OrderedDict()
-        self.size = 0
-
-    def get(self, uri: str) -> "pa.Array | pa.Table | None":
-        with self.lock:
-            keys = self.entries.get(uri)
-            if keys is not None:
-                self.entries.move_to_end(uri)
-            return keys
-
-    def put(self, uri: str, keys: "pa.Array | pa.Table") -> None:
-        size = keys.nbytes
-        if size > self.budget:
-            return
-        with self.lock:
-            if uri in self.entries:
-                return
-            self.entries[uri] = keys
-            self.size += size
-            while self.size > self.budget:
-                _, old = self.entries.popitem(last=False)
-                self.size -= old.nbytes
-
-
-KEYS = _KeyCache(KEY_CACHE_BYTES)
 
 # File groups worked on at once: mostly waits on storage (reads, durable creates).
 _WORKERS = 8
@@ -107,6 +73,23 @@ class _Emitted:
     key: str  # its partition key
     adds: list[tuple[int, DataFile]] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Copy:
+    """A delta commit's blocks in one file group, planned to be copied as row files."""
+
+    fs: FileSlice
+    t: str
+    targets: list[tuple[int, DataFile]]
+    out: _Emitted
+    blocks: list[LogBlock]
+    data_blocks: set[int]
+    keys: pa.Array | None = None  # every arrival's key, in log order
+    at: np.ndarray | None = None  # each arrival's (block, row); row -1 for a delete block's
+    shown: np.ndarray | None = None  # whether a read shows the arrival
+    changed: pa.Array | None = None  # keys whose shown version the commit changes
+    older: pa.Table | None = None  # full rows of keys an older version is shown for again
 
 
 Describe = Callable[[BaseFileWrite], tuple[int, DataFile]]
@@ -141,6 +124,7 @@ class SnapshotView:
         visible = published | {inst.time}
         arrow = self.meta.schema(inst.time, self.timeline)
         jobs: list[Callable[[], _Emitted]] = []
+        copies: list[tuple[FileSlice, list[tuple[int, DataFile]]]] = []
 
         def job(fs: FileSlice, log_visible: set[str], targets: list[tuple[int, DataFile]]) -> None:
             jobs.append(functools.partial(self._group, fs, log_visible, visible, inst.time, arrow, targets,
@@ -172,10 +156,23 @@ class SnapshotView:
                 if (partition, fid) in rebased:
                     continue  # caught up above, this instant's logs included
                 g = groups.get((partition_key(partition), fid)) or GroupFiles()
-                job(FileSlice(partition, fid, lws[0].name.base_instant, None, _log_files(lws)), {inst.time},
-                    g.data_files)
-        # File groups are independent: their reads, lookups and (durable) writes overlap.
-        for e in LocalEngine("threads", _WORKERS).map(lambda j: j(), jobs):
+                fs = FileSlice(partition, fid, lws[0].name.base_instant, None, _log_files(lws))
+                if self.partial:
+                    job(fs, {inst.time}, g.data_files)
+                else:
+                    copies.append((fs, g.data_files))
+        # File groups are independent: their reads, lookups and (durable) writes overlap; the
+        # event-time decision runs once for all of them.
+        engine = LocalEngine("threads", _WORKERS)
+        planned = engine.map(lambda c: self._plan(c[0], inst.time, c[1]), copies)
+        ready = [p for p in planned if p is not None]
+        for (fs, targets), p in zip(copies, planned):
+            if p is None:  # blocks that cannot be copied: decoded and written again
+                job(fs, {inst.time}, targets)
+        if self.event_time:
+            self._decide(ready, inst.time, arrow, visible)
+        work: list[Callable[[], _Emitted]] = [functools.partial(self._finish, p, schema, name_ids) for p in ready]
+        for e in engine.map(lambda j: j(), work + jobs):
             self.writer.written.extend(e.written)
             parts.setdefault(e.key, PartitionChange()).overlay_adds.extend(e.adds)
 
@@ -203,10 +200,6 @@ class SnapshotView:
         make, a delete file of the rows of ``targets`` holding their keys."""
         key = partition_key(fs.partition)
         out = _Emitted(key)
-        if log_visible == {t} and not self.partial:
-            copied = self._copied(fs, t, arrow, visible, targets, schema, name_ids, out)
-            if copied:
-                return out
         if self.event_time and log_visible == {t}:
             records = self._event_time_delta(fs, t, arrow, visible)
         else:
@@ -223,8 +216,9 @@ class SnapshotView:
         hits: dict[str, np.ndarray] = {}
         if not len(keys):
             return hits
+        probe = Probe(keys)
         for _, f in targets:
-            pos = np.flatnonzero(pc.is_in(self._record_keys(f.path), value_set=keys).to_numpy(zero_copy_only=False))
+            pos = key_index.load(self.storage, self.store.relative(f.path), f.file_size).positions(probe)
             if len(pos):
                 hits[f.path] = pos
         return hits
@@ -235,7 +229,7 @@ class SnapshotView:
         out.written.append(w.rel)
         spec_id, values = self._partition(fs, targets, w.footer)
         f = overlay.rows_file(w, values, schema, name_ids)
-        KEYS.put(f.path, rows.column(RECORD_KEY).combine_chunks())
+        key_index.keep(f.path, f.file_size, rows.column(RECORD_KEY))
         out.adds.append((spec_id, f))
 
     def _add_deletes(self, out: "_Emitted", fs: FileSlice, t: str, hits: dict[str, np.ndarray],
@@ -293,23 +287,21 @@ class SnapshotView:
         ctx.keys = changes.keys
         return LogChanges(read_file_slice(whole, ctx), changes.keys)
 
-    def _copied(self, fs: FileSlice, t: str, arrow: pa.Schema, visible: set[str],
-                targets: list[tuple[int, DataFile]], schema: Schema, name_ids: dict[str, int],
-                out: "_Emitted") -> bool:
-        """A delta commit's overlay without re-encoding its records: each parquet data block
-        ``t`` appended is a whole parquet file with the columns' field ids, so it becomes a row
-        file as it is (a copy of its bytes), and its rows that are not what a read shows (an
-        earlier version of a key in the same commit, a soft delete, a record that loses under
-        event-time ordering) are position-deleted with the rows the commit replaces. False
-        (nothing written) where that does not apply: Avro blocks, blocks without field ids,
-        a key written twice under event-time ordering."""
+    def _plan(self, fs: FileSlice, t: str, targets: list[tuple[int, DataFile]]) -> "_Copy | None":
+        """A delta commit's overlay in one file group without re-encoding its records: each
+        parquet data block ``t`` appended is a whole parquet file with the columns' field ids,
+        so it becomes a row file as it is (a copy of its bytes), and its rows that are not what a
+        read shows (an earlier version of a key in the same commit, a soft delete, a record that
+        loses under event-time ordering) are position-deleted with the rows the commit
+        replaces. None where that does not apply: Avro blocks, blocks without field ids, a key
+        written twice under event-time ordering."""
         blocks = []
         for lf in fs.log_files:
             for b in read_log_blocks(self.storage.read(lf.path), self.storage.uri(lf.path)):
                 if b.instant_time != t or b.block_type is BlockType.COMMAND:
                     continue
                 if b.block_type not in (BlockType.PARQUET_DATA, BlockType.DELETE):
-                    return False
+                    return None
                 blocks.append(b)
         # Every arrival of the commit in log order: (block, row, key, soft delete); deletes row -1.
         keys, where, soft = [], [], []
@@ -322,56 +314,82 @@ class SnapshotView:
                 soft.append(np.ones(len(k), dtype=bool))
                 continue
             pf = pq.ParquetFile(pa.BufferReader(b.content))
-            if not _all_ids(pf.schema_arrow):
-                return False
+            if not _all_ids(pf.schema_arrow) or RECORD_KEY not in pf.schema_arrow.names:
+                return None
             data_blocks.add(j)
-            if RECORD_KEY not in pf.schema_arrow.names:
-                return False
             narrow = pf.read(columns=[c for c in (RECORD_KEY, IS_DELETED) if c in pf.schema_arrow.names])
             keys.append(narrow.column(RECORD_KEY).combine_chunks())
             where.append(np.column_stack([np.full(narrow.num_rows, j), np.arange(narrow.num_rows)]))
             soft.append(delete_flags(narrow).to_numpy())
+        plan = _Copy(fs, t, targets, _Emitted(partition_key(fs.partition)), blocks, data_blocks)
         if not keys:
-            return True  # nothing of the commit in this group (a command block only)
-        all_keys = pa.concat_arrays(keys)
-        at = np.concatenate(where)
+            return plan  # nothing of the commit in this group (a command block only)
+        plan.keys = pa.concat_arrays(keys)
+        plan.at = np.concatenate(where)
         is_soft = np.concatenate(soft)
-        codes = pc.dictionary_encode(all_keys).indices.to_numpy()
+        codes = pc.dictionary_encode(plan.keys).indices.to_numpy()
         # The last arrival of each key (commit-time: what a read shows of the commit's records).
         last = np.full(codes.max() + 1, -1, dtype=np.int64)
         last[codes] = np.arange(len(codes))
         shown = np.zeros(len(codes), dtype=bool)
         shown[last] = True
-        shown &= ~is_soft & (at[:, 1] >= 0)
-        changed = pc.unique(all_keys)
-        if self.event_time:
-            if len(np.unique(codes)) != len(codes):
-                return False  # a key twice in the commit: its winner needs the full merge
-            changed, mine, older = self._event_time_decision(fs, t, arrow, visible, changed)
-            shown &= pc.is_in(all_keys, value_set=mine).to_numpy(zero_copy_only=False)
-            if older is not None and older.num_rows:
-                self._add_rows(out, fs, t, older, targets, schema, name_ids)
-        hits = self._hits(targets, changed)
+        plan.shown = shown & ~is_soft & (plan.at[:, 1] >= 0)
+        plan.changed = pc.unique(plan.keys)
+        if self.event_time and len(plan.changed) != len(codes):
+            return None  # a key twice in the commit: its winner needs the full merge
+        return plan
+
+    def _decide(self, plans: list["_Copy"], t: str, arrow: pa.Schema, visible: set[str]) -> None:
+        """Under event-time ordering: narrow each plan to the keys whose shown version ``t``
+        changes, showing only ``t``'s records that win (lakehouse.iceberg.event_time), all file
+        groups in one decision."""
+        plans = [p for p in plans if p.changed is not None and len(p.changed)]
+        if not plans:
+            return
+        ctx = self.reader.slice_read_context(arrow, set(visible), event_time.NARROW, None, True)
+        wholes = [self._whole(p.fs, t) for p in plans]
+        decisions = event_time.decide(self.storage, ctx, [event_time.Group(w, p.changed)
+                                                          for w, p in zip(wholes, plans)], t)
+        for p, whole, d in zip(plans, wholes, decisions):
+            p.changed = d.changed
+            p.shown &= pc.is_in(p.keys, value_set=d.mine).to_numpy(zero_copy_only=False)
+            if len(d.older):
+                p.older = self._older(whole, d.older, arrow, visible)
+
+    def _older(self, whole: FileSlice, keys: pa.Array, arrow: pa.Schema, visible: set[str]) -> pa.Table:
+        """The full rows a read shows for ``keys`` (an older version shown again)."""
+        ctx = self.reader.slice_read_context(arrow, set(visible), None, None, True)
+        ctx.keys = keys
+        return read_file_slice(whole, ctx)
+
+    def _finish(self, p: "_Copy", schema: Schema, name_ids: dict[str, int]) -> "_Emitted":
+        """Write a planned copy: the row files, the delete file."""
+        out, fs, targets = p.out, p.fs, p.targets
+        if p.changed is None:
+            return out
+        if p.older is not None and p.older.num_rows:
+            self._add_rows(out, fs, p.t, p.older, targets, schema, name_ids)
+        hits = self._hits(targets, p.changed)
         partition = None
-        for j, b in enumerate(blocks):
-            if j not in data_blocks:
+        for j, b in enumerate(p.blocks):
+            if j not in p.data_blocks:
                 continue
-            mine_rows = at[:, 0] == j
-            if not shown[mine_rows].any():
+            mine_rows = p.at[:, 0] == j
+            if not p.shown[mine_rows].any():
                 continue  # nothing of it is shown: no copy
-            rel = overlay.new_path(out.key, fs.file_id, t, overlay.ROWS)
+            rel = overlay.new_path(out.key, fs.file_id, p.t, overlay.ROWS)
             w = overlay.write_bytes(self.storage, rel, b.content)
             out.written.append(w.rel)
             partition = partition or self._partition(fs, targets, w.footer)
             f = overlay.rows_file(w, partition[1], schema, name_ids)
-            KEYS.put(f.path, all_keys.filter(pa.array(mine_rows)))
+            key_index.keep(f.path, f.file_size, p.keys.filter(pa.array(mine_rows)))
             out.adds.append((partition[0], f))
-            hidden = np.flatnonzero(~shown[mine_rows])
+            hidden = np.flatnonzero(~p.shown[mine_rows])
             if len(hidden):
                 hits[f.path] = hidden
         if hits:
-            self._add_deletes(out, fs, t, hits, partition or self._partition(fs, targets, None))
-        return True
+            self._add_deletes(out, fs, p.t, hits, partition or self._partition(fs, targets, None))
+        return out
 
     def _partition(self, fs: FileSlice, targets: list[tuple[int, DataFile]],
                    footer: pq.FileMetaData | None) -> tuple[int, tuple]:
@@ -382,84 +400,21 @@ class SnapshotView:
         with self._lock:
             return self.partition_of(fs.partition, footer)
 
-    def _event_time_decision(self, fs: FileSlice, t: str, arrow: pa.Schema, visible: set[str],
-                             keys: pa.Array) -> tuple[pa.Array, pa.Array, pa.Table | None]:
-        """Under event-time ordering: (keys whose merged record ``t`` changed, keys ``t``'s own
-        record wins, full rows of keys an older record wins again). The slice is merged with and
-        without ``t``'s log blocks on the key, commit time, ordering and delete columns, over
-        the base file's rows of those keys, by the reader's two-level merge. A record ``t``
-        wrote that loses changes nothing; a key an older record wins again (a delete in ``t``
-        letting a base record back) is read in full."""
-        whole = self._whole(fs, t)
-        narrow = [RECORD_KEY, COMMIT_TIME]
-        base = None
-        base_file = whole.merged_base_file
-        if base_file is not None:
-            uri = self.storage.uri(base_file.path)
-            at = pc.indices_nonzero(pc.is_in(self._record_keys(uri), value_set=keys))
-            ctx = self.reader.slice_read_context(arrow, set(visible), narrow, None, True)
-            base = self._base_columns(uri, ctx.needed_columns()).take(at)
-
-        def merged(instants: set[str]) -> pa.Table:
-            ctx = self.reader.slice_read_context(arrow, set(instants), narrow, None, True)
-            ctx.keys = keys
-            return merge_over_base_rows(whole, base, ctx).select(narrow)
-
-        changed, mine, older_keys = _compare(merged(visible - {t}), merged(visible), t)
-        older = None
-        if len(older_keys):
-            ctx = self.reader.slice_read_context(arrow, set(visible), None, None, True)
-            ctx.keys = older_keys
-            older = read_file_slice(whole, ctx)
-        return changed, mine, older
-
     def _event_time_delta(self, fs: FileSlice, t: str, arrow: pa.Schema, visible: set[str]) -> LogChanges:
-        """A delta commit's records under event-time ordering, deciding on a few columns
-        (:meth:`_event_time_decision`): the keys whose merged record ``t`` changed, with the
+        """A delta commit's records under event-time ordering, decided on a few columns
+        (lakehouse.iceberg.event_time): the keys whose merged record ``t`` changed, with the
         records they have now (``t``'s own, merged among themselves, or an older one again)."""
         own = read_log_changes(fs, self.reader.slice_read_context(arrow, {t}, None, None, True))
         if not len(own.keys):
             return own
-        changed, mine, older = self._event_time_decision(fs, t, arrow, visible, own.keys)
-        rows = own.rows.filter(pc.is_in(own.rows.column(RECORD_KEY), value_set=mine))
-        if older is not None and older.num_rows:
+        whole = self._whole(fs, t)
+        ctx = self.reader.slice_read_context(arrow, set(visible), event_time.NARROW, None, True)
+        d = event_time.decide(self.storage, ctx, [event_time.Group(whole, own.keys)], t)[0]
+        rows = own.rows.filter(pc.is_in(own.rows.column(RECORD_KEY), value_set=d.mine))
+        if len(d.older):
+            older = self._older(whole, d.older, arrow, visible)
             rows = pa.concat_tables([rows, older.select(rows.column_names)], promote_options="permissive")
-        return LogChanges(rows, changed)
-
-    def _base_columns(self, uri: str, columns: list[str]) -> pa.Table:
-        """A base file's ``columns`` (the record key from :data:`KEYS`), kept there too."""
-        cache_key = f"{uri}#{','.join(columns)}"
-        table = KEYS.get(cache_key)
-        if table is None:
-            with self.storage.open_input(self.store.relative(uri)) as f:
-                pf = pq.ParquetFile(f)
-                have = set(pf.schema_arrow.names)
-                table = pf.read(columns=[c for c in columns if c != RECORD_KEY and c in have])
-            table = table.append_column(RECORD_KEY, self._record_keys(uri))
-            KEYS.put(cache_key, table)
-        return table
-
-    def _record_keys(self, uri: str) -> pa.Array:
-        keys = KEYS.get(uri)
-        if keys is None:
-            with self.storage.open_input(self.store.relative(uri)) as f:
-                keys = pq.read_table(f, columns=[RECORD_KEY]).column(0).combine_chunks()
-            KEYS.put(uri, keys)
-        return keys
-
-
-def _compare(before: pa.Table, now: pa.Table, t: str) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """Keys whose winner (key, commit time) differs between ``before`` and ``now``; of those,
-    the ones ``t``'s own record wins now, and the ones an older record wins now."""
-    joined = now.rename_columns([RECORD_KEY, "now"]).join(
-        before.rename_columns([RECORD_KEY, "before"]), RECORD_KEY, join_type="full outer")
-    same = pc.fill_null(pc.equal(joined.column("now"), joined.column("before")), False)
-    changed = joined.filter(pc.invert(same))
-    now_t = changed.column("now")
-    mine = pc.fill_null(pc.equal(now_t, t), False)
-    older = pc.and_(pc.is_valid(now_t), pc.invert(mine))
-    keys = changed.column(RECORD_KEY).combine_chunks()
-    return keys, keys.filter(mine.combine_chunks()), keys.filter(older.combine_chunks())
+        return LogChanges(rows, d.changed)
 
 
 def _all_ids(schema: pa.Schema) -> bool:

@@ -8,7 +8,7 @@ held versions merged down to one per key, as Hudi's spillable map bounds its mer
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -16,73 +16,15 @@ import pyarrow.compute as pc
 
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
 from lakehouse.file_group.footer import read_footer
-from lakehouse.log.block import BlockType, LogBlock
-from lakehouse.log.block import decode_avro_data_block, decode_delete_block, decode_parquet_data_block
-from lakehouse.log.reader import check_committed_blocks, read_log_blocks
 from lakehouse.config import MergeMode
-from lakehouse.columns import DELETE, IS_DELETED, KEY, RECORD_KEY, SEQ, UNCONDITIONAL
-from lakehouse.merge import (AFTER_CUT, IS_DELETED_FIELD, MergeSpec, arrange_duplicate_base_keys, delete_flags,
+from lakehouse.columns import DELETE, KEY, RECORD_KEY
+from lakehouse.merge import (AFTER_CUT, IS_DELETED_FIELD, arrange_duplicate_base_keys, delete_flags,
                              drop_helpers, resolve)
+from lakehouse.read.log_versions import visible_logs, with_helpers
+from lakehouse.read.slice_context import SliceReadContext
 from lakehouse.schema import conform_table
 from lakehouse.storage.base import Storage
 from lakehouse.storage.parquet import decode_dictionaries, iter_parquet, read_parquet, unreadable
-
-
-KeyFunction = Callable[[pa.Table], pa.ChunkedArray]
-
-
-@dataclass
-class SliceReadContext:
-    storage: Storage
-    schema: pa.Schema  # full output schema, meta fields included
-    spec: MergeSpec
-    is_visible: Callable[[str], bool]  # is an instant's data visible to this read
-    columns: list[str] | None = None
-    row_filter: pc.Expression | None = None
-    key_of: KeyFunction | None = None  # for tables without meta fields
-    read_logs: bool = True
-    # Bytes the committed write stats record for a log file (None: unknown). Asked only when a
-    # torn block lost its header, so the common read never parses commit metadata for it.
-    committed_log_size: Callable[[str], int | None] | None = None
-    # Bytes of decoded log records one slice's merge holds before merging them down
-    # (``hoodie.memory.merge.max.size``; None: no bound).
-    merge_max_bytes: int | None = None
-    # A key a base file holds more than once (lakehouse.merge.arrange_duplicate_base_keys):
-    # "first" for reads, "each" for compaction, as Hudi 0.14/0.15 do.
-    duplicate_base_keys: str = "first"
-    # The record keys a read's filters pin (lakehouse.read.pruning.pinned_keys): every version of
-    # other keys is dropped as it is read, before the merge (which is per key, so nothing else
-    # changes), and a base file whose footer rules them all out is not read at all.
-    keys: pa.Array | None = None
-    # The data column a simple key generator makes record keys of, one string field as it is
-    # (lakehouse.keygen.KeyGenerator, Hudi's SimpleAvroKeyGenerator): ``_hoodie_record_key`` is
-    # then filled from it instead of decoded, where a file's statistics show them equal.
-    key_field: str | None = None
-    stats: dict[str, int] = field(default_factory=lambda: {"log_blocks": 0, "corrupt_blocks": 0,
-                                                                 "vanished_logs": 0, "log_folds": 0})
-
-    def needed_columns(self) -> list[str]:
-        """Columns a merge must see: the projection plus key, ordering and delete markers."""
-        if self.columns is None or self.spec.mode.value == "PARTIAL_UPDATE":
-            return self.schema.names
-        want = set(self.columns)
-        want.add(RECORD_KEY)
-        if self.spec.ordering_field:
-            want.add(self.spec.ordering_field)
-        want.add(IS_DELETED)
-        if self.row_filter is not None:
-            want |= _expression_fields(self.row_filter, self.schema)
-        return [n for n in self.schema.names if n in want]
-
-    @property
-    def copies(self) -> dict[str, str] | None:
-        """Columns a decode fills from another (:func:`lakehouse.storage.parquet.read_parquet`)."""
-        return {RECORD_KEY: self.key_field} if self.key_field else None
-
-
-def _expression_fields(expr: pc.Expression, schema: pa.Schema) -> set[str]:
-    text = str(expr)
-    return {n for n in schema.names if n in text}
 
 
 def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None,
@@ -132,127 +74,6 @@ def _conform_base(table: pa.Table, schema: pa.Schema, columns: list[str] | None,
                             if f.name in have.names and pa.types.is_dictionary(have.field(f.name).type)
                             and have.field(f.name).type.value_type == f.type else f for f in target])
     return conform_table(table, target, extra="ignore")
-
-
-# Decoded Arrow records per byte of (zstd parquet or avro) log file, roughly: a slice whose log
-# files exceed the merge budget divided by this is read one log file at a time.
-_LOG_EXPANSION = 4
-
-
-def _file_blocks(lf, ctx: SliceReadContext, *, count: bool = True) -> list[LogBlock]:
-    try:
-        data = ctx.storage.read(lf.path)
-    except FileNotFoundError:
-        # Gone since the listing: a rollback removes a log file only when the failed write
-        # created it (uncommitted blocks only) and a clean only outside the latest slices,
-        # so its blocks are not part of what this read shows.
-        ctx.stats["vanished_logs"] += count
-        return []
-    file_blocks = read_log_blocks(data, ctx.storage.uri(lf.path))
-    # A torn block of a failed write is expected (skipped below); one whose header names a
-    # committed instant is committed data the storage lost: say so, never read on with less.
-    headless = not file_blocks or any(b.block_type is BlockType.CORRUPT and b.instant_time is None
-                                      for b in file_blocks)
-    size = ctx.committed_log_size(lf.path) if headless and ctx.committed_log_size else None
-    check_committed_blocks(file_blocks, ctx.storage.uri(lf.path), ctx.is_visible, size)
-    return file_blocks
-
-
-def _rolled_back(blocks: list[LogBlock]) -> set[str]:
-    return {b.target_instant_time for b in blocks
-            if b.block_type is BlockType.COMMAND and b.target_instant_time}
-
-
-def _log_blocks(log_files, ctx: SliceReadContext, streaming: bool) -> Iterator[tuple[int, LogBlock, set[str]]]:
-    """(sequence, block, rolled-back instants) of every block, in log order. ``streaming``: one
-    log file's bytes held at a time (the rollback command blocks are found in a first pass, as a
-    command may follow the blocks it cancels)."""
-    if not streaming:
-        blocks = [b for lf in log_files for b in _file_blocks(lf, ctx)]
-        rolled_back = _rolled_back(blocks)
-        for seq, b in enumerate(blocks, start=1):
-            yield seq, b, rolled_back
-        return
-    rolled_back = set()
-    for lf in log_files:
-        rolled_back |= _rolled_back(_file_blocks(lf, ctx, count=False))
-    seq = 0
-    for lf in log_files:
-        for b in _file_blocks(lf, ctx):
-            seq += 1
-            yield seq, b, rolled_back
-
-
-def _log_versions(log_files, ctx: SliceReadContext, target: pa.Schema,
-                  streaming: bool) -> Iterator[pa.Table]:
-    """The committed log records of a slice, a table with the merge helper columns per block."""
-    ordering = ctx.spec.ordering_field
-    block_size = 1 << 32
-    for seq, b, rolled_back in _log_blocks(log_files, ctx, streaming):
-        if b.block_type is BlockType.CORRUPT:
-            ctx.stats["corrupt_blocks"] += 1
-            continue
-        if b.block_type is BlockType.COMMAND:
-            continue
-        t = b.instant_time
-        if t is None or t in rolled_back or not ctx.is_visible(t):
-            continue
-        ctx.stats["log_blocks"] += 1
-        if b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
-            rows = decode_avro_data_block(b) if b.block_type is BlockType.AVRO_DATA else \
-                decode_parquet_data_block(b, None if ctx.columns is None and ctx.key_field is None
-                                          else ctx.needed_columns(), copies=ctx.copies)
-            rows = conform_table(rows, target, extra="ignore")
-            yield _with_helpers(rows, _keys(rows, ctx), seq * block_size, delete_flags(rows),
-                                pa.repeat(False, rows.num_rows))
-        elif b.block_type is BlockType.DELETE:
-            dels = decode_delete_block(b)
-            n = dels.num_rows
-            cols = {}
-            if ordering and ordering in target.names and "ordering_value" in dels.column_names:
-                try:
-                    cols[ordering] = pc.cast(dels.column("ordering_value"), target.field(ordering).type)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                    cols[ordering] = pa.nulls(n, target.field(ordering).type)
-            arrays = [cols.get(f.name, pa.nulls(n, f.type)) if f.name != RECORD_KEY
-                      else dels.column("record_key") for f in target]
-            rows = pa.Table.from_arrays(arrays, schema=target)
-            uncond = dels.column("unconditional") if "unconditional" in dels.column_names \
-                else pa.repeat(True, n)
-            yield _with_helpers(rows, dels.column("record_key"), seq * block_size,
-                                pa.repeat(True, n), uncond)
-
-
-def _held_logs(versions: Iterator[pa.Table], ctx: SliceReadContext) -> list[pa.Table]:
-    """The log versions, merged down to one per key whenever they pass the memory budget: a
-    backlog of many rounds of updates to the same keys then holds about one round. The log-level
-    merge is associative (the winner per key is a maximum, a cutting delete keeps its place), so
-    merging in steps gives what merging all at once gives."""
-    held: list[pa.Table] = []
-    size = 0
-    limit = ctx.merge_max_bytes
-    foldable = limit is not None and ctx.spec.mode is not MergeMode.PARTIAL_UPDATE
-    for t in versions:
-        held.append(t)
-        size += t.nbytes
-        if foldable and size > limit:
-            merged = resolve(pa.concat_tables(held, promote_options="permissive"), ctx.spec,
-                             keep_deletes=True)
-            if AFTER_CUT in merged.column_names:  # read by partial updates only
-                merged = merged.drop_columns([AFTER_CUT])
-            held, size = [merged], merged.nbytes
-            ctx.stats["log_folds"] += 1
-            # Distinct keys past the budget: fold again only when the held versions doubled.
-            limit = max(limit, 2 * size)
-    return held
-
-
-def _with_helpers(table: pa.Table, keys: pa.ChunkedArray | pa.Array, seq_base: int,
-                  is_delete: pa.ChunkedArray | pa.Array, unconditional) -> pa.Table:
-    n = table.num_rows
-    seq = pa.array(np.arange(seq_base, seq_base + n, dtype=np.int64))
-    return (table.append_column(KEY, keys).append_column(SEQ, seq)
-            .append_column(DELETE, is_delete).append_column(UNCONDITIONAL, unconditional))
 
 
 class LogKeys:
@@ -339,23 +160,11 @@ def _slice_inputs(fs: FileSlice, ctx: SliceReadContext) -> tuple[BaseFile | None
     committed log versions with the merge helpers (held within the merge budget), and which base
     rows hold a pinned key (None: no keys pinned)."""
     base_file = fs.merged_base_file
-    logs = _visible_logs(fs.merged_log_files if ctx.read_logs else (), ctx)
+    logs = visible_logs(fs.merged_log_files if ctx.read_logs else (), ctx)
     pinned = None if ctx.keys is None or ctx.key_of is not None else _pinned_rows(base_file, ctx)
     if pinned is not None and not pc.any(pinned).as_py():
         base_file = None  # holds none of the keys
     return base_file, logs, pinned
-
-
-def _visible_logs(log_files, ctx: SliceReadContext) -> list[pa.Table]:
-    """The committed log versions of ``log_files`` with the merge helpers, in the columns the
-    merge needs, only the pinned keys' (``ctx.keys``), held within the merge budget."""
-    target = pa.schema([ctx.schema.field(c) for c in ctx.needed_columns()])
-    streaming = ctx.merge_max_bytes is not None and \
-        sum(lf.size or 0 for lf in log_files) * _LOG_EXPANSION > ctx.merge_max_bytes
-    versions = _log_versions(log_files, ctx, target, streaming)
-    if ctx.keys is not None:
-        versions = (v.filter(pc.is_in(v.column(KEY), value_set=ctx.keys)) for v in versions)
-    return [v for v in _held_logs(versions, ctx) if v.num_rows]
 
 
 def _base_pieces(base_file: BaseFile, log_keys: LogKeys | None, pinned: pa.Array | None, ctx: SliceReadContext,
@@ -375,7 +184,7 @@ def _base_pieces(base_file: BaseFile, log_keys: LogKeys | None, pinned: pa.Array
             base = base.filter(pinned)
         hit = None
         if log_keys is not None:
-            keys = _keys(base, ctx)
+            keys = ctx.record_keys(base)
             if pa.types.is_dictionary(keys.type):
                 keys = keys.cast(keys.type.value_type)
             touched = log_keys.touched(keys)
@@ -389,7 +198,7 @@ def _base_pieces(base_file: BaseFile, log_keys: LogKeys | None, pinned: pa.Array
 
 
 def _touched_base(hit: pa.Table, ctx: SliceReadContext) -> pa.Table:
-    return _with_helpers(hit, _keys(hit, ctx), 0, delete_flags(hit), pa.repeat(False, hit.num_rows))
+    return with_helpers(hit, ctx.record_keys(hit), 0, delete_flags(hit), pa.repeat(False, hit.num_rows))
 
 
 def _pinned_rows(base_file, ctx: SliceReadContext) -> pa.Array | None:
@@ -419,7 +228,7 @@ def read_log_changes(fs: FileSlice, ctx: SliceReadContext) -> LogChanges:
     snapshot read shows whatever the base file holds (the Iceberg snapshot view's files of a
     delta commit, lakehouse.iceberg.overlay)."""
     out_cols = ctx.columns or ctx.schema.names
-    logs = _visible_logs(fs.merged_log_files, ctx)
+    logs = visible_logs(fs.merged_log_files, ctx)
     if not logs:
         return LogChanges(ctx.schema.empty_table().select(out_cols), pa.array([], pa.string()))
     versions = _concat(logs)
@@ -438,14 +247,19 @@ def merge_over_base_rows(fs: FileSlice, base: pa.Table | None, ctx: SliceReadCon
     absent), given ``base``: the rows of the slice's base file holding those keys, in
     ``ctx.needed_columns()``, read by the caller (one that keeps a base file's keys and decodes
     only a few columns: the Iceberg snapshot view, under event-time ordering)."""
+    return merge_logs_over_base(visible_logs(fs.merged_log_files, ctx), base, ctx)
+
+
+def merge_logs_over_base(logs: list[pa.Table], base: pa.Table | None, ctx: SliceReadContext) -> pa.Table:
+    """:func:`merge_over_base_rows` given the slice's log versions (with the merge helpers, as
+    :func:`lakehouse.read.log_versions.visible_logs` gives them, or folded)."""
     target = pa.schema([ctx.schema.field(c) for c in ctx.needed_columns()])
-    logs = _visible_logs(fs.merged_log_files, ctx)
     out_cols = ctx.columns or ctx.schema.names
     base = conform_table(base, target, extra="ignore") if base is not None else target.empty_table()
     if not logs:
         return base.filter(pc.invert(delete_flags(base))).select(out_cols)
     log_keys = LogKeys(logs)
-    touched = log_keys.touched(_keys(base, ctx))
+    touched = log_keys.touched(ctx.record_keys(base))
     # Base rows no visible log record touches are final as they are (a soft delete aside).
     untouched = base.filter(pc.invert(touched))
     parts = SliceParts(done=untouched.filter(pc.invert(delete_flags(untouched))).select(out_cols), logs=logs,
@@ -543,10 +357,3 @@ def _merge_partial(logs: pa.Table, base: pa.Table | None, ctx: SliceReadContext)
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
-
-
-def _keys(table: pa.Table, ctx: SliceReadContext) -> pa.ChunkedArray:
-    if ctx.key_of is not None:
-        return ctx.key_of(table)
-    return table.column(RECORD_KEY)
-

@@ -1,0 +1,67 @@
+"""What one process keeps between Iceberg publishes, of files that never change.
+
+A writer that publishes after each of its commits would otherwise read the same files again at
+every commit: the record keys of the base files its upserts hit, the manifests of the partitions
+they touch, the decision columns of the log files already published. Each of these files is
+immutable once written and its name is never reused (base and log files carry their instant
+and a write token, overlay files and manifests a random part; a Hudi log file another writer
+appends to changes size, which is part of its key), so a kept copy is never stale. Bounded, least
+recently used first out; thread-safe (file groups are published in parallel).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Hashable, TypeVar
+
+from cachetools import LRUCache
+
+V = TypeVar("V")
+
+# Arrow data (record keys, decision columns) kept per process: ~110 ms of reading per 1M uuid
+# keys saved per base file and commit.
+ARROW_BYTES = 256 << 20
+# Decoded manifests (one entry per data or delete file) and manifest lists kept per process.
+MANIFESTS = 4096
+
+
+def _nbytes(value: Any) -> int:
+    return max(1, int(getattr(value, "nbytes", 0) or 0))
+
+
+class Memo:
+    """A bounded, thread-safe map from a file's identity to what was read from it."""
+
+    def __init__(self, cache: LRUCache) -> None:
+        self._cache = cache
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            return self._cache.get(key)
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            try:
+                self._cache[key] = value
+            except ValueError:  # larger than the whole budget: not kept
+                pass
+
+    def get_or_load(self, key: Hashable, load: Callable[[], V]) -> V:
+        """The kept value, or ``load()``'s (kept). Two threads may load the same file at once;
+        both get equal values, the first is kept."""
+        value = self.get(key)
+        if value is None:
+            value = load()
+            self.put(key, value)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+
+# Arrow arrays and tables, by byte size.
+ARROW = Memo(LRUCache(ARROW_BYTES, getsizeof=_nbytes))
+# Decoded manifest entries and manifest lists, by count.
+METADATA = Memo(LRUCache(MANIFESTS))

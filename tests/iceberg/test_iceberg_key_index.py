@@ -1,0 +1,80 @@
+"""lakehouse.iceberg.key_index against Arrow's own hash lookup (the oracle), on hostile keys:
+several widths, trailing NUL bytes, non-ASCII text, repeated keys, unsorted and sorted files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from hypothesis import given, settings, strategies as st
+
+from lakehouse.iceberg.key_index import KeyIndex
+
+ALPHABET = st.sampled_from(["a", "b", "\x00", "é", "Z", "0", "🙂"])
+KEYS = st.lists(st.text(ALPHABET, min_size=0, max_size=5), max_size=40)
+
+
+def oracle(keys: list[str], query: list[str]) -> np.ndarray:
+    hit = pc.is_in(pa.array(keys, pa.string()), value_set=pa.array(query, pa.string()))
+    return np.flatnonzero(hit.to_numpy(zero_copy_only=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(KEYS, KEYS, st.booleans())
+def test_positions_equal_a_hash_lookup(keys, query, presort):
+    if presort:
+        keys = sorted(keys, key=lambda k: k.encode())
+    index = KeyIndex(pa.array(keys, pa.string()))
+    got = index.positions(pa.array(query, pa.string()))
+    assert got.tolist() == oracle(keys, query).tolist()
+
+
+def test_fixed_width_keys_sorted_and_not():
+    rng = np.random.default_rng(3)
+    keys = [f"{i:08d}-{rng.integers(1 << 30):010d}" for i in range(5000)]
+    query = [keys[i] for i in rng.choice(5000, 300, replace=False)] + ["absent-key-000000"]
+    for ks in (keys, list(reversed(keys))):
+        index = KeyIndex(pa.array(ks))
+        assert index.positions(pa.array(query)).tolist() == oracle(ks, query).tolist()
+    # A query key longer than any of the file's is simply absent.
+    assert KeyIndex(pa.array(["ab", "cd"])).positions(pa.array(["abc", "cd"])).tolist() == [1]
+
+
+def test_key_written_twice_in_a_file_is_found_twice():
+    index = KeyIndex(pa.chunked_array([["k2", "k1"], ["k2", "k3"]]))
+    assert index.positions(pa.array(["k2"])).tolist() == [0, 2]
+    assert index.positions(pa.array([], pa.string())).tolist() == []
+    assert KeyIndex(pa.array([], pa.string())).positions(pa.array(["k"])).tolist() == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(KEYS, KEYS)
+def test_find_gives_the_first_row_of_each_key(keys, query):
+    index = KeyIndex(pa.array(keys, pa.string()))
+    first = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    assert index.find(pa.array(query, pa.string())).tolist() == [first.get(k, -1) for k in query]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(ALPHABET, max_size=4), max_size=30, unique=True),
+       st.lists(st.text(ALPHABET, max_size=4), max_size=30, unique=True),
+       st.lists(st.text(ALPHABET, max_size=4), max_size=30, unique=True))
+def test_appended_index_finds_what_a_fresh_one_finds(old, new, query):
+    """Rows of ``old`` whose key ``new`` has again are forgotten: each key is found at its newest row."""
+    index = KeyIndex(pa.array(old, pa.string()))
+    forget = np.array([i for i, k in enumerate(old) if k in set(new)], dtype=np.int64)
+    rows = pa.chunked_array([pa.array(old, pa.string()), pa.array(new, pa.string())])
+    grown = index.appended(forget, pa.array(new, pa.string()), rows)
+    newest = {k: i for i, k in enumerate(old)} | {k: len(old) + i for i, k in enumerate(new)}
+    assert grown.find(pa.array(query, pa.string())).tolist() == [newest.get(k, -1) for k in query]
+    assert grown.live == len(newest)
+    # Once more: the rows of the first two batches a third one has again are forgotten.
+    third = query[:5]
+    forget = np.array(sorted(i for k, i in newest.items() if k in set(third)), dtype=np.int64)
+    n = len(old) + len(new)
+    again = grown.appended(forget, pa.array(third, pa.string()),
+                           pa.chunked_array(list(rows.chunks) + [pa.array(third, pa.string())]))
+    last = {k: i for k, i in newest.items()} | {k: n + i for i, k in enumerate(third)}
+    assert again.find(pa.array(query + old, pa.string())).tolist() == [last.get(k, -1) for k in query + old]
