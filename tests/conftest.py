@@ -122,6 +122,10 @@ def no_silent_iceberg_failures(request):
     try:
         yield
     finally:
+        # A background publisher still running would log (or fail on removed files) during
+        # another test: each test waits for its own.
+        from lakehouse.iceberg import background
+        background.wait_all(120)
         logger.removeHandler(handler)
     if handler.records and request.node.get_closest_marker("iceberg_failure_ok") is None:
         r = handler.records[0]

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lakehouse
+from lakehouse.iceberg import background
 from lakehouse.layout import LOCKS as LOCK_DIR, PROPERTIES as HOODIE_PROPERTIES
 from lakehouse.config import KeyGeneratorType, TableType
 from lakehouse.errors import ConfigError, CorruptFileError
@@ -381,7 +382,9 @@ def _damage(path, damage: str) -> tuple[int, str]:
 
 def _snapshot(root) -> dict[str, bytes | None]:
     """Every file and folder of the table but the table lock's lease records, which whoever takes
-    the lock leaves behind (a write takes it before it reads hoodie.properties again)."""
+    the lock leaves behind (a write takes it before it reads hoodie.properties again), once the
+    Iceberg publishing of earlier commits (in the background) is done."""
+    background.wait_all()
     return {p.relative_to(root).as_posix(): p.read_bytes() if p.is_file() else None
             for p in root.rglob("*") if LOCK_DIR not in p.relative_to(root).as_posix()}
 

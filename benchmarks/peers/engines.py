@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import pathlib
+import time
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -69,6 +70,10 @@ class Engine:
     def other_readers(self) -> dict[str, Callable[[], pa.Table]]:
         """Independent readers of this engine's table, timed and checked beside its own."""
         return {}
+
+    def catch_up(self) -> dict | None:
+        """Wait for what the engine publishes after its writes return (the iceberg_catch_up step)."""
+        raise NotImplementedError
 
     @staticmethod
     def versions() -> dict[str, str]:
@@ -182,7 +187,23 @@ class LakehouseMORSnapshotView(LakehouseMOR):
     options = {"hoodie.meta.sync.iceberg.view": "snapshot"}
     packages = ("lakehouse", "pyiceberg")
     # No budget upsert: the MOR engine measures the write path's memory.
-    ops = {k: v for k, v in LakehouseMOR.ops.items() if k != "upsert_10x_budget"}
+    ops = {**{k: v for k, v in LakehouseMOR.ops.items() if k != "upsert_10x_budget"},
+           "iceberg_catch_up": "lakehouse.iceberg.background.wait(table): the Iceberg publishing "
+                               "still running when the last upsert returned",
+           "iceberg_catch_up_delete": "the same after the delete"}
+
+    def upsert(self, batch: pa.Table) -> dict:
+        from lakehouse.iceberg import background
+        out = super().upsert(batch)
+        # Whether the commit's Iceberg publishing was still running when the write returned.
+        out["iceberg_publishing_after_return"] = not background.wait(self.table.storage.uri(), timeout=0)
+        return out
+
+    def catch_up(self) -> dict:
+        from lakehouse.iceberg import background
+        t0 = time.perf_counter()
+        background.wait(self.table.storage.uri())
+        return {"waited_s": round(time.perf_counter() - t0, 4)}
 
     def other_readers(self) -> dict[str, Callable[[], pa.Table]]:
         from pyiceberg.table import StaticTable

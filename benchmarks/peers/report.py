@@ -7,7 +7,7 @@ import pathlib
 
 from benchmarks.peers.targets import FLOOR, Steps, per_row
 
-STEP_ORDER = ["load", "load_with_meta", "upsert", "delete", "snapshot_read", "read_optimized_read", "compaction",
+STEP_ORDER = ["load", "load_with_meta", "upsert", "iceberg_catch_up", "delete", "iceberg_catch_up_delete", "snapshot_read", "read_optimized_read", "compaction",
               "snapshot_read_after_compaction", "clean", "upsert_10x_budget", "snapshot_read_after_budget_upsert"]
 ENGINE_ORDER = ["lakehouse-mor", "hudi-rs(mor)", "lakehouse-cow", "hudi-rs(cow)", "delta-rs",
                 "pyiceberg", "floor"]

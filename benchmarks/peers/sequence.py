@@ -124,6 +124,8 @@ def warm_up(cls: type[Engine], rows: pa.Table, scratch: pathlib.Path, args: Any)
                                "range_read": (None, [(ORDERING, ">=", 0)])}.items():
         if e.supports(q):
             e.query(cols, filters)
+    if e.supports("iceberg_catch_up"):
+        e.catch_up()
     for reader in e.other_readers().values():
         reader()
     shutil.rmtree(scratch, ignore_errors=True)
@@ -149,8 +151,10 @@ def run_table_engine(runner: EngineRunner, cls: type[Engine], n: int, work: path
         runner.step(name, f"upsert#{k}", "write", root, lambda: engine.upsert(batch), batch.num_rows, info)
     runner.verify(name, "after_upserts", engine.read([KEY, ORDERING]), model)
 
+    catch_up(runner, engine, "iceberg_catch_up", root, args.batch_rows)
     keys = model.delete_batch(args.delete_rows)
     runner.step(name, "delete", "write", root, lambda: engine.delete(keys), keys.num_rows)
+    catch_up(runner, engine, "iceberg_catch_up_delete", root, keys.num_rows)
     # After the delete a MERGE_ON_READ table has K+1 rounds of logs pending over its base files.
     # One untimed read first, for every engine: the first large read of a process pays for the
     # memory it touches the first time, which would go to whichever read step came first.
@@ -187,6 +191,15 @@ def run_table_engine(runner: EngineRunner, cls: type[Engine], n: int, work: path
         runner.verify(name, "at_end", engine.read([KEY, ORDERING]), model)
     if engine.supports("upsert_10x_budget") and getattr(args, "memory_budget_mb", 0):
         budget_upsert(runner, engine, model, row_bytes, root, readers)
+
+
+def catch_up(runner: EngineRunner, engine: Engine, step: str, root: pathlib.Path, rows: int) -> None:
+    """Publishing that runs after the writes return (the snapshot view's background publisher):
+    how long the Iceberg view lagged the last write, and what it wrote since (the upserts'
+    bytes are those of their steps and of this one: each commit's Iceberg files are written
+    during the next step, the last one's here)."""
+    if engine.supports("iceberg_catch_up"):
+        runner.step(engine.name, step, "write", root, engine.catch_up, rows)
 
 
 def queries(runner: EngineRunner, engine: Engine, model: Model) -> None:

@@ -25,6 +25,7 @@ import click
 
 from lakehouse import __version__
 from lakehouse.cli import catalog, data, services, timeline
+from lakehouse.iceberg import background
 from lakehouse.cli.common import (EPILOG, EXIT_COMMIT_UNCERTAIN, EXIT_LAKEHOUSE_ERROR,
                                   EXIT_TABLE_NOT_FOUND, EXIT_USAGE, LakehouseGroup, exit_code_for)
 
@@ -36,11 +37,15 @@ __all__ = ["EXIT_COMMIT_UNCERTAIN", "EXIT_LAKEHOUSE_ERROR", "EXIT_TABLE_NOT_FOUN
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="lakehouse")
 @click.option("--debug", is_flag=True, help="Show the traceback of lakehouse errors too.")
-def main(debug: bool) -> None:
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
     """Apache Hudi (table version 6) tables, Copy-On-Write and Merge-On-Read, from the shell.
 
     PATH is the table's root folder (a local path or file:// URI).
     """
+    # A command is done when what its commits publish to Iceberg is (the background publisher,
+    # lakehouse.iceberg.background), also where it runs inside another program.
+    ctx.call_on_close(background.wait_all)
 
 
 for _command in (*data.COMMANDS, *services.COMMANDS, *timeline.COMMANDS, *catalog.COMMANDS):

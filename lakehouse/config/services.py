@@ -178,6 +178,12 @@ class IcebergConfig:
                             "delete files, which costs each delta commit a key lookup in the file "
                             "groups it touched) or read_optimized (its base files only, as of the "
                             "last compaction); Copy-On-Write tables are the same either way")
+    asynchronous: bool = opt("hoodie.meta.sync.iceberg.async", True, parse_bool,
+                             "publish in a thread of the writing process after the commit returns "
+                             "(as Delta Lake's UniForm does): the Iceberg view lags by the commits "
+                             "completed while a publish runs (a writer more than 8 ahead waits); the "
+                             "process waits for it at exit; false: each commit returns once its Iceberg "
+                             "metadata is published")
     catalog_uri: str = opt("hoodie.meta.sync.iceberg.catalog.uri", "", _catalog_uri,
                            "register the table in an Iceberg SQL catalog (Iceberg's JDBC catalog "
                            "tables, as pyiceberg's SqlCatalog keeps them) at this SQLAlchemy URL "

@@ -57,6 +57,9 @@ class Decision:
     changed: pa.Array  # keys whose shown version ``t`` changed
     mine: pa.Array  # of those, keys whose shown version is now ``t``'s own record
     older: pa.Array  # of those, keys an older version is shown for again
+    # t's keys with versions in the slice's earlier logs: the only ones its row files can hold
+    # (every row file of a slice is made of its log records).
+    logged: pa.Array | None = None
 
 
 class _Fold:
@@ -99,7 +102,7 @@ def decide(storage: Storage, ctx: SliceReadContext, groups: list[Group], t: str)
     for i, g in enumerate(groups):
         s = _slice(storage, ctx, g, t)
         fast_mine, slow_keys, prior_at = _fast(s, ordering)
-        out.append(Decision(fast_mine, fast_mine, pa.array([], g.keys.type)))
+        out.append(Decision(fast_mine, fast_mine, pa.array([], g.keys.type), _logged(s, g.keys)))
         if len(slow_keys):
             slow.append((i, s, slow_keys))
         else:
@@ -107,9 +110,16 @@ def decide(storage: Storage, ctx: SliceReadContext, groups: list[Group], t: str)
     for i, s, keys in slow:
         d = _merged(s, keys, ctx, t)
         fast = out[i]
-        out[i] = Decision(pa.concat_arrays([fast.changed, d.changed]), pa.concat_arrays([fast.mine, d.mine]), d.older)
+        out[i] = Decision(pa.concat_arrays([fast.changed, d.changed]), pa.concat_arrays([fast.mine, d.mine]),
+                          d.older, fast.logged)
         _refold(s, ctx)
     return out
+
+
+def _logged(s: _Slice, keys: pa.Array) -> pa.Array:
+    if s.prior is None or not s.prior.rows.num_rows:
+        return pa.array([], keys.type)
+    return keys.filter(pa.array(s.prior.index.find(keys) >= 0))
 
 
 def _slice(storage: Storage, ctx: SliceReadContext, g: Group, t: str) -> _Slice:

@@ -2,8 +2,9 @@
 
 The instant is durable before this runs, so publishing never fails it: an error is logged and
 the next commit (or ``lakehouse iceberg-sync``) catches up, since :func:`sync_iceberg` publishes
-everything not yet published. It runs outside the table lock: publishing has its own optimistic
-protocol (an atomic create of the next metadata version).
+everything not yet published. It runs outside the table lock (publishing has its own optimistic
+protocol: an atomic create of the next metadata version), by default in the table's background
+publisher (lakehouse.iceberg.background).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 from lakehouse.errors import CorruptFileError
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.errors import IcebergSyncError
-from lakehouse.iceberg import catalog, publish
+from lakehouse.iceberg import background, catalog, publish
 from lakehouse.iceberg.store import MetadataStore
 from lakehouse.timeline.instant import Instant
 
@@ -27,13 +28,25 @@ log = logging.getLogger("lakehouse.iceberg")
 
 def after_commit(meta: "TableMetaClient", instants: Sequence[Instant] = ()) -> None:
     """Bring the Iceberg metadata up to date with every instant completed so far (so
-    ``instants``, the ones just completed, need no separate treatment); never raises (but for
-    injected faults)."""
+    ``instants``, the ones just completed, need no separate treatment), in the table's
+    background publisher unless ``hoodie.meta.sync.iceberg.async`` is off; never raises (but
+    for injected faults)."""
     config = publish.iceberg_config(meta)
     if not config.enabled:
         return
+    fault_point("iceberg.before_publish")
+    if config.asynchronous:
+        # The publisher works with a meta client of its own: the writer goes on with this one.
+        background.submit(meta.storage.uri(), lambda: publish_now(meta.fresh()))
+        return
+    publish_now(meta)
+
+
+def publish_now(meta: "TableMetaClient") -> None:
+    """Publish everything unpublished and move the catalog pointer; never raises (but for
+    injected faults)."""
+    config = publish.iceberg_config(meta)
     try:
-        fault_point("iceberg.before_publish")
         result = publish.sync_iceberg(meta)
     except InjectedFault:
         raise

@@ -41,9 +41,9 @@ import pyarrow as pa
 
 from lakehouse.config import IcebergConfig, IcebergView, TableConfig
 from lakehouse.faults import fault_point
-from lakehouse.errors import CorruptFileError, FileAlreadyExistsError
+from lakehouse.errors import CorruptFileError, FileAlreadyExistsError, InstantNotFoundError
 from lakehouse import layout
-from lakehouse.iceberg import overlay
+from lakehouse.iceberg import background, overlay
 from lakehouse.iceberg.builder import PartitionChange, SnapshotStats, SnapshotWriter
 from lakehouse.iceberg.snapshot_view import SnapshotView
 from lakehouse.iceberg.store import partition_key
@@ -515,9 +515,11 @@ def _moved(metadata: TableMetadata, meta: "TableMetaClient") -> bool:
 
 def sync_iceberg(meta: "TableMetaClient | Any") -> SyncResult:
     """Publish Iceberg metadata for every completed instant of ``meta`` (a meta client, or a
-    table over one) not yet published."""
+    table over one) not yet published, once this process's background publisher of the table
+    (lakehouse.iceberg.background) is done."""
     meta = meta_client_of(meta)
     _check_supported(meta.config)
+    background.wait(meta.storage.uri())
     store = MetadataStore(meta.storage)
     for attempt in range(MAX_ATTEMPTS):
         version, metadata = store.load()
@@ -528,11 +530,22 @@ def sync_iceberg(meta: "TableMetaClient | Any") -> SyncResult:
             log.info("%s: the Iceberg metadata names %s (the table was copied or moved): "
                      "publishing it afresh", meta.storage.uri(), metadata.location)
             metadata = None
-        work = _Attempt(meta, store, version, metadata, meta.active.load())
+        work = None
         try:
+            work = _Attempt(meta, store, version, metadata, meta.active.load())
             new_md, result = work.prepare()
+        except (InstantNotFoundError, FileNotFoundError):
+            # The timeline moved under this attempt (a rollback, restore, clean or archival of
+            # another writer removed an instant or a file it was reading): start over from it.
+            if work is not None:
+                store.discard(work.written)
+            if attempt + 1 == MAX_ATTEMPTS:
+                raise
+            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+            continue
         except BaseException:
-            store.discard(work.written)
+            if work is not None:
+                store.discard(work.written)
             raise
         if new_md is None:
             return result

@@ -90,6 +90,7 @@ class _Copy:
     shown: np.ndarray | None = None  # whether a read shows the arrival
     changed: pa.Array | None = None  # keys whose shown version the commit changes
     older: pa.Table | None = None  # full rows of keys an older version is shown for again
+    logged: pa.Array | None = None  # keys with versions in the slice's earlier logs (None: unknown)
 
 
 Describe = Callable[[BaseFileWrite], tuple[int, DataFile]]
@@ -211,14 +212,23 @@ class SnapshotView:
             self._add_rows(out, fs, t, records.rows, targets, schema, name_ids)
         return out
 
-    def _hits(self, targets: list[tuple[int, DataFile]], keys: pa.Array) -> dict[str, np.ndarray]:
-        """Positions of the rows of each target data file holding one of ``keys``."""
+    def _hits(self, targets: list[tuple[int, DataFile]], keys: pa.Array,
+              logged: pa.Array | None = None) -> dict[str, np.ndarray]:
+        """Positions of the rows of each target data file holding one of ``keys`` (in row files
+        only those of ``logged``, where the caller knows which keys the slice's logs hold)."""
         hits: dict[str, np.ndarray] = {}
         if not len(keys):
             return hits
         probe = Probe(keys)
+        in_rows = probe
+        if logged is not None:
+            logged = logged.filter(pc.is_in(logged, value_set=keys)) if len(logged) else logged
+            in_rows = Probe(logged) if len(logged) else None
         for _, f in targets:
-            pos = key_index.load(self.storage, self.store.relative(f.path), f.file_size).positions(probe)
+            p = in_rows if overlay.parse(f.path) is not None else probe
+            if p is None:
+                continue
+            pos = key_index.load(self.storage, self.store.relative(f.path), f.file_size).positions(p)
             if len(pos):
                 hits[f.path] = pos
         return hits
@@ -352,6 +362,7 @@ class SnapshotView:
                                                           for w, p in zip(wholes, plans)], t)
         for p, whole, d in zip(plans, wholes, decisions):
             p.changed = d.changed
+            p.logged = d.logged
             p.shown &= pc.is_in(p.keys, value_set=d.mine).to_numpy(zero_copy_only=False)
             if len(d.older):
                 p.older = self._older(whole, d.older, arrow, visible)
@@ -369,7 +380,7 @@ class SnapshotView:
             return out
         if p.older is not None and p.older.num_rows:
             self._add_rows(out, fs, p.t, p.older, targets, schema, name_ids)
-        hits = self._hits(targets, p.changed)
+        hits = self._hits(targets, p.changed, p.logged)
         partition = None
         for j, b in enumerate(p.blocks):
             if j not in p.data_blocks:

@@ -196,3 +196,17 @@ def test_a_wrong_ts_on_an_unsampled_key_fails_the_checksum(tmp_path):
     assert by_name["latest_ts_now"] and by_name["row_count_now"]  # what sampling alone would pass
     assert by_name["checksum_now"] is False
     assert len(events.read_text().splitlines()) == len(runner.checks)  # each check went out as an event
+
+
+def test_snapshot_view_upsert_bytes_count_what_its_background_publisher_wrote_after_them():
+    """Each upsert's Iceberg files are written during the next step; the last one's during the
+    catch-up that follows the upserts: the bytes target counts them with the upserts."""
+    def step(name, written):
+        return {"engine": "lakehouse-mor-iceberg", "step": name, "kind": "write", "n": 1000, "seconds": 0.1,
+                "rows": 10, "rows_per_s": 100, "bytes_written": written, "batch_parquet_bytes": 100,
+                "batch_alone_seconds": 0.1}
+    steps = [step("upsert#1", 120), step("upsert#2", 150), step("iceberg_catch_up", 30)]
+    for s in steps[2:]:
+        s.pop("batch_parquet_bytes")
+    [b] = [t for t in targets.evaluate(steps, [1000]) if t["target"] == "mor_iceberg_upsert_bytes"]
+    assert b["measured"] == pytest.approx(300 / 200)

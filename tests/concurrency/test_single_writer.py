@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
+from lakehouse.iceberg import background
 import lakehouse.file_group.view as view_mod
 import lakehouse.services.restore as restore_mod
 import lakehouse.services.rollback as rollback_mod
@@ -233,7 +234,9 @@ class _Stall:
 
 
 def _state(table, path):
-    """Everything a stalled step could have changed: the timeline's instants and the files."""
+    """Everything a stalled step could have changed: the timeline's instants and the files (once
+    the Iceberg publishing of earlier commits, in the background, is done)."""
+    background.wait_all()
     return ([(i.time, i.action, i.state) for i in table.timeline],
             sorted(str(f.relative_to(path)) for f in path.rglob("*")
                    if f.is_file() and ".locks" not in f.parts and ".temp" not in f.parts))

@@ -120,3 +120,10 @@ def assert_every_snapshot_is_its_instant(table: Table, location: str | SyncResul
 # These tests drive sync_iceberg themselves; the post-commit publishing (tested in
 # test_iceberg_hook.py) would otherwise have done each sync before they call it.
 MANUAL_SYNC = {"hoodie.meta.sync.iceberg.enabled": "false"}
+
+
+def published(table) -> None:
+    """Wait for the table's background Iceberg publisher (hoodie.meta.sync.iceberg.async, on
+    by default): the commits this process completed are then published."""
+    from lakehouse.iceberg import background
+    assert background.wait(table.storage.uri(), timeout=120), "the Iceberg publisher did not finish"

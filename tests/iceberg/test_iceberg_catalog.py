@@ -9,7 +9,7 @@ import pytest
 
 import lakehouse
 from lakehouse.iceberg import sync_iceberg
-from tests.iceberg.iceberg_oracle import assert_same_table, view_read
+from tests.iceberg.iceberg_oracle import assert_same_table, published, view_read
 
 pytest.importorskip("sqlalchemy", reason="the SQL catalog needs SQLAlchemy (pyiceberg[sql-sqlite])")
 from pyiceberg.catalog.sql import SqlCatalog  # noqa: E402
@@ -36,6 +36,7 @@ def test_the_catalog_pointer_moves_with_every_service(tmp_path):
     uri = f"sqlite:///{tmp_path / 'catalog.db'}"
     t = _create(tmp_path / "trips", uri)
     t.upsert(_batch(range(6), 1))
+    published(t)
     assert_same_table(_by_name(uri).scan().to_arrow(), view_read(t), "after a write")
     # (what prepares the service, the service): the pointer is taken after the preparation, so
     # each service has to move it itself.
@@ -46,8 +47,10 @@ def test_the_catalog_pointer_moves_with_every_service(tmp_path):
     for what, (prepare, step) in steps.items():
         if prepare:
             prepare()
+        published(t)
         before = _by_name(uri).metadata_location
         result = step()
+        published(t)
         if what == "clean":
             assert result.files_deleted > 0, "the clean had nothing to do: the test needs one that does"
         found = _by_name(uri)
@@ -72,6 +75,7 @@ def test_the_url_can_come_from_the_environment_and_a_taken_name_is_left_alone(tm
     monkeypatch.setenv("LAKEHOUSE_TEST_CATALOG", uri)
     a = _create(tmp_path / "a", "env:LAKEHOUSE_TEST_CATALOG")
     a.upsert(_batch(range(3), 1))
+    published(a)
     first = _by_name(uri).metadata_location
     assert first.startswith(a.path)
     assert uri not in (tmp_path / "a" / ".hoodie" / "hoodie.properties").read_text("latin-1")
@@ -79,6 +83,7 @@ def test_the_url_can_come_from_the_environment_and_a_taken_name_is_left_alone(tm
     b = _create(tmp_path / "b", uri)
     with caplog.at_level("WARNING", "lakehouse.iceberg"):
         b.upsert(_batch(range(3), 1))
+        published(b)
     assert _by_name(uri).metadata_location == first
     assert "registered for" in caplog.text
 

@@ -1,6 +1,7 @@
 """Iceberg metadata published by every commit, compaction, clean and rollback on its own (no
-sync call), checked with pyiceberg; a publish that fails never fails the commit, and the next
-one catches up."""
+sync call), checked with pyiceberg: by default in the table's background publisher
+(lakehouse.iceberg.background), with ``hoodie.meta.sync.iceberg.async=false`` before the commit
+returns; a publish that fails never fails the commit, and the next one catches up."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 import lakehouse
 from lakehouse import faults
-from lakehouse.iceberg import ICEBERG_ROOT
+from lakehouse.iceberg import ICEBERG_ROOT, background
 from tests.iceberg.iceberg_oracle import (assert_every_snapshot_is_its_instant, assert_same_table,
                                           iceberg_read, static_table, view_read)
 
@@ -19,8 +20,11 @@ def batch(ids, ts, city="paris"):
                      "v": [f"v{ts}"] * len(ids)})
 
 
-def check(table, what):
-    """pyiceberg, from the table's Iceberg folder alone, reads what lakehouse reads."""
+def check(table, what, *, wait=True):
+    """pyiceberg, from the table's Iceberg folder alone, reads what lakehouse reads (once the
+    table's background publisher is done, unless ``wait`` is false)."""
+    if wait:
+        assert background.wait(table.storage.uri(), timeout=120)
     location = table.storage.uri(ICEBERG_ROOT)
     ice = iceberg_read(location)
     ours = view_read(table)
@@ -28,11 +32,17 @@ def check(table, what):
     return static_table(location)
 
 
+@pytest.mark.parametrize("asynchronous", [True, False], ids=["background", "inline"])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_every_completed_instant_publishes_its_snapshot(tmp_path, table_type):
+def test_every_completed_instant_publishes_its_snapshot(tmp_path, table_type, asynchronous):
     table = lakehouse.create_table(str(tmp_path), name="hook", table_type=table_type,
                                    record_key="id", partition_by="city", ordering_field="ts",
-                                   options={"hoodie.cleaner.commits.retained": "1"})
+                                   options={"hoodie.cleaner.commits.retained": "1",
+                                            "hoodie.meta.sync.iceberg.async": str(asynchronous).lower()})
+
+    def check(table, what):  # inline: published before the commit returned, nothing to wait for
+        return globals()["check"](table, what, wait=asynchronous)
+
     table.upsert(batch(["a", "b"], 1))
     check(table, "after the first commit")
     table.upsert(batch(["b", "c"], 2, city="rome"))
@@ -63,8 +73,11 @@ def test_it_can_be_turned_off(tmp_path):
 
 @pytest.mark.iceberg_failure_ok
 def test_a_failed_publish_never_fails_the_commit_and_the_next_catches_up(tmp_path, monkeypatch, caplog):
+    # Inline publishing: an injected fault reaches the writer (in the background publisher it
+    # is logged: the test below).
     table = lakehouse.create_table(str(tmp_path), name="late", record_key="id",
-                                   partition_by="city", ordering_field="ts")
+                                   partition_by="city", ordering_field="ts",
+                                   options={"hoodie.meta.sync.iceberg.async": "false"})
     import lakehouse.iceberg.publish as publish
     real = publish.sync_iceberg
     monkeypatch.setattr(publish, "sync_iceberg", lambda t: (_ for _ in ()).throw(OSError("store down")))
@@ -83,3 +96,97 @@ def test_a_failed_publish_never_fails_the_commit_and_the_next_catches_up(tmp_pat
     check(table, "after catching up")
     ids = assert_every_snapshot_is_its_instant(table, table.storage.uri(ICEBERG_ROOT))
     assert first in ids and len(ids) == 3
+
+
+@pytest.mark.iceberg_failure_ok
+def test_a_failed_background_publish_is_logged_and_the_next_commit_catches_up(tmp_path, monkeypatch, caplog):
+    table = lakehouse.create_table(str(tmp_path), name="late", record_key="id",
+                                   partition_by="city", ordering_field="ts")
+    import lakehouse.iceberg.publish as publish
+    real = publish.sync_iceberg
+    monkeypatch.setattr(publish, "sync_iceberg", lambda t: (_ for _ in ()).throw(OSError("store down")))
+    first = table.upsert(batch(["a"], 1))
+    assert background.wait(table.storage.uri(), timeout=120)
+    assert table.timeline.is_completed(first) and "store down" in caplog.text
+    assert not table.storage.exists(ICEBERG_ROOT)
+    monkeypatch.setattr(publish, "sync_iceberg", real)
+    second = table.upsert(batch(["b"], 2))
+    check(table, "after catching up")
+    ids = assert_every_snapshot_is_its_instant(table, table.storage.uri(ICEBERG_ROOT))
+    assert first in ids and second in ids
+
+
+def test_the_background_publisher_bounds_the_lag_and_sync_waits_for_it(tmp_path, monkeypatch):
+    """Commits faster than their publishing: each still gets its snapshot; a writer more than
+    MAX_BEHIND commits ahead waits for the publisher; sync_iceberg waits for it."""
+    import threading
+    import time
+
+    import lakehouse.iceberg.publish as publish
+    from lakehouse.iceberg import sync_iceberg
+
+    table = lakehouse.create_table(str(tmp_path), name="lag", record_key="id",
+                                   partition_by="city", ordering_field="ts")
+    gate = threading.Event()
+    real = publish.sync_iceberg
+    runs = []
+
+    def slow(meta):
+        if threading.current_thread().name.startswith("iceberg-publisher"):
+            runs.append(threading.current_thread().name)
+            gate.wait(60)
+        return real(meta)
+
+    monkeypatch.setattr(publish, "sync_iceberg", slow)
+    monkeypatch.setattr(background, "MAX_BEHIND", 2)
+    done = []
+
+    def writer():
+        for i in range(5):
+            done.append(table.upsert(batch([f"k{i}"], i)))
+            if i == 0:  # the publisher has started its first run (held at the gate)
+                deadline = time.monotonic() + 30
+                while not runs and time.monotonic() < deadline:
+                    time.sleep(0.01)
+
+    w = threading.Thread(target=writer)
+    w.start()
+    w.join(5)
+    # The first publish is held: the writer got MAX_BEHIND commits past it and waits.
+    assert w.is_alive() and len(done) == 1 + background.MAX_BEHIND
+    gate.set()
+    w.join(60)
+    assert not w.is_alive() and len(done) == 5
+    monkeypatch.setattr(publish, "sync_iceberg", real)
+    res = sync_iceberg(table)  # waits for the publisher, then finds nothing left
+    assert res.published == ()
+    ids = assert_every_snapshot_is_its_instant(table, table.storage.uri(ICEBERG_ROOT))
+    assert set(done) <= set(ids)
+    assert len(runs) < 5  # commits that came during a run were published by the next one
+
+
+def test_a_publish_whose_timeline_moves_under_it_starts_over(tmp_path, monkeypatch):
+    """Archival, a clean or a rollback in another writer may take an instant or a file while a
+    publish reads it: the publish starts over from the timeline as it is now, as a lost race
+    for the metadata version does."""
+    from lakehouse.errors import InstantNotFoundError
+    from lakehouse.iceberg import sync_iceberg
+    from lakehouse.timeline.active import ActiveTimeline
+
+    table = lakehouse.create_table(str(tmp_path), name="moved", record_key="id", partition_by="city",
+                                   ordering_field="ts", options={"hoodie.meta.sync.iceberg.enabled": "false"})
+    table.upsert(batch(["a"], 1))
+    table.upsert(batch(["b"], 2))
+    real = ActiveTimeline.commit_metadata
+    gone = []
+
+    def once(self, inst):
+        if not gone:
+            gone.append(inst.time)
+            raise InstantNotFoundError(f"{inst.time} does not exist")
+        return real(self, inst)
+
+    monkeypatch.setattr(ActiveTimeline, "commit_metadata", once)
+    res = sync_iceberg(table)
+    assert gone and len(res.published) == 2
+    check(table, "after starting over")

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
-from tests.iceberg.iceberg_oracle import assert_same_table, view_read
+from tests.iceberg.iceberg_oracle import assert_same_table, published, view_read
 from tests.servers import free_port, http_server
 
 pytest.importorskip("fastapi", reason="the REST catalog is a FastAPI app (pip install -e '.[catalog]')")
@@ -68,6 +68,7 @@ def test_duckdb_pyiceberg_and_daft_find_the_table_by_name_after_every_service(se
     seen = set()
     for what, step in steps.items():
         step()
+        published(t)
         ours = view_read(t)
         # A fresh connection per step: what a new query of a user sees.
         con = attach(endpoint)

@@ -16,7 +16,7 @@ from lakehouse import layout
 from lakehouse.iceberg import sync_iceberg
 from lakehouse.iceberg.overlay import group_folder, parse
 from lakehouse.properties import rewrite_table_config
-from tests.iceberg.iceberg_oracle import daft_read, iceberg_read, static_table
+from tests.iceberg.iceberg_oracle import daft_read, iceberg_read, published, static_table
 from tests.interop.hudi_oracle import hudi_read
 from tests.model.oracle import Oracle
 
@@ -207,7 +207,8 @@ def test_the_first_use_a_new_user_tries(tmp_path):
     t.upsert(pa.table({"id": list(range(200)), "v": ["a"] * 200}))
     t.upsert(pa.table({"id": [3, 4, 500], "v": ["b", "b", "b"]}))
     t.delete(pa.table({"id": [5]}))
-    location = t.storage.uri(layout.ICEBERG)  # published by the commits themselves
+    published(t)  # by the commits themselves, in the table's background publisher
+    location = t.storage.uri(layout.ICEBERG)
     got = {r["id"]: r["v"] for r in iceberg_read(location).to_pylist()}
     assert len(got) == 200 and got[3] == got[4] == got[500] == "b" and 5 not in got
     assert got == {r["id"]: r["v"] for r in t.read().to_pylist()}
@@ -250,6 +251,7 @@ def test_switching_views_takes_effect_at_the_next_commit(tmp_path):
     t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="id")  # read-optimized by default
     t.upsert(pa.table({"id": list(range(20)), "v": [1] * 20}))
     t.upsert(pa.table({"id": [1, 2], "v": [2, 2]}))
+    published(t)
     location = t.storage.uri(layout.ICEBERG)
     assert static_table(location).properties["lakehouse.iceberg.view"] == "read_optimized"
     # The first write's base files, without the update in the logs.
@@ -257,11 +259,13 @@ def test_switching_views_takes_effect_at_the_next_commit(tmp_path):
     t = _set_view(t, "snapshot")
     assert static_table(location).properties["lakehouse.iceberg.view"] == "read_optimized"
     t.upsert(pa.table({"id": [3], "v": [3]}))  # publishes the snapshot view, every log so far included
+    published(t)
     st = static_table(location)
     assert st.properties["lakehouse.iceberg.view"] == "snapshot"
     assert rows_of_any(st.scan().to_arrow()) == rows_of_any(t.read())
     t = _set_view(t, "read_optimized")
     t.upsert(pa.table({"id": [4], "v": [4]}))
+    published(t)
     st = static_table(location)
     assert st.properties["lakehouse.iceberg.view"] == "read_optimized"
     assert rows_of_any(st.scan().to_arrow()) == rows_of_any(t.read(read_optimized=True))

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
+from lakehouse.iceberg import background
 from lakehouse import faults
 from lakehouse.inspect.health import file_sizes, history
 from lakehouse.inspect.stats import table_stats
@@ -85,6 +86,7 @@ def test_archived_commits_stay_in_the_history(tmp_path):
 def test_a_completed_instant_is_read_once_then_remembered(tmp_path, monkeypatch):
     t = _table(tmp_path / "t", "MERGE_ON_READ")
     _churn(t, 3)
+    background.wait_all()  # its Iceberg publisher reads instants too: done before counting
     first = timeline_rows(t)
     reads = []
     original = type(t.active).read

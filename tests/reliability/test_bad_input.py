@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 import lakehouse
+from lakehouse.iceberg import background
 from lakehouse import cli
 from lakehouse.errors import (ConfigError, CorruptFileError, LakehouseError, RecordKeyError,
                               SchemaError, TableExistsError, TableNotFoundError)
@@ -30,7 +31,9 @@ OCC = {"hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL"}
 
 
 def snapshot(root) -> dict | None:
-    """Every file and folder under ``root``: path -> (size, mtime_ns), None for folders."""
+    """Every file and folder under ``root``: path -> (size, mtime_ns), None for folders, once
+    the Iceberg publishing of earlier commits (in the background) is done."""
+    background.wait_all()
     root = str(root)
     if not os.path.lexists(root):
         return None

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakehouse
+from lakehouse.iceberg import background
 from lakehouse.faults import ENV
 from tests.interop.hudi_oracle import hudi_read
 
@@ -253,6 +254,7 @@ def test_killed_at_fault_point_then_recovered(tmp_path, sc: Scenario, reliabilit
         assert left, "the crash should have left uncommitted files (else the orphan check proves nothing)"
 
     sc.recover(t, model, tmp_path)
+    background.wait_all()  # the recovering write's Iceberg publishing (in the background)
     t = lakehouse.open_table(str(path))
     got = rows(t)
     assert got == expect(model), "after recovery"

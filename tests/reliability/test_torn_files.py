@@ -33,6 +33,7 @@ import pytest
 
 import lakehouse
 from lakehouse.errors import CorruptFileError, LakehouseError
+from lakehouse.iceberg import background
 from lakehouse.log.block import BlockType
 from lakehouse.log.reader import check_committed_blocks, read_log_blocks
 from tests.interop.hudi_oracle import hudi_read
@@ -67,6 +68,7 @@ def make(tmp_path, table_type, model: Model):
     for keys, ts in ((["a", "b", "c"], 1), (["a", "b"], 2), (["d"], 3)):
         times.append(t.upsert(batch(keys, ts)))
         model.apply(keys, ts)
+    background.wait_all()  # their Iceberg publishing done before a test damages a file
     return path, t, times
 
 

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakehouse
+from lakehouse.iceberg import background
 from lakehouse.errors import CheckpointLostError
 from lakehouse.services.archive import archive_files
 from lakehouse.sources.files import ingest, ingest_state
@@ -189,6 +190,7 @@ def test_one_writer_reads_only_the_newest_carrier(tmp_path, monkeypatch):
     ingest(t, str(src))
     for i in range(8):
         t.upsert(pa.table({"id": [f"x{i}"], "v": ["x"], "ts": [0]}))
+    background.wait_all()  # its Iceberg publisher reads commit files too: done before counting
     fresh = lakehouse.open_table(t.path)
     read = []
     original = type(fresh.active).commit_metadata

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
+from lakehouse.iceberg import background
 from lakehouse.spark.datasource import DEFAULT_IDENTIFIER, SINK_CHECKPOINT_KEY, sink_checkpoint, sink_commits
 from tests.iceberg.iceberg_oracle import sync_and_compare
 from tests.spark.spark_tables import batch, write_history
@@ -83,6 +84,7 @@ def test_pushed_filters_plan_again_on_the_timeline_the_query_first_saw(tmp_path,
     reader = PushdownReader.__new__(PushdownReader)  # what DataSource.reader builds, sans Spark
     reader.plan, reader.options = first, dict(options)
     t.upsert(batch(["k99999"], 99))
+    background.wait_all()  # its Iceberg publisher lists the timeline too: done before counting
     loads = []
     real_load = ActiveTimeline.load
     monkeypatch.setattr(ActiveTimeline, "load", lambda self, *a, **k: loads.append(1) or real_load(self, *a, **k))

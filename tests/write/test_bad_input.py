@@ -8,11 +8,13 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
+from lakehouse.iceberg import background
 from lakehouse.errors import (ConfigError, CorruptFileError, LakehouseError, RecordKeyError,
                               SchemaError, TableExistsError, TableNotFoundError)
 
 
 def snapshot_files(path) -> dict[str, int]:
+    background.wait_all()  # the Iceberg publishing of earlier commits (in the background) first
     out = {}
     for root, _, files in os.walk(path):
         for f in files:
@@ -26,6 +28,7 @@ def table(tmp_path):
     t = lakehouse.create_table(str(tmp_path / "t"), name="bad", record_key="id", partition_by="city",
                                ordering_field="ts", table_type="MERGE_ON_READ")
     t.upsert(pa.table({"id": ["a"], "city": ["sf"], "ts": [1], "v": [1.0]}))
+    background.wait_all()  # published to Iceberg before a test damages a file
     return t
 
 

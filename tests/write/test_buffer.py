@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakehouse
+from lakehouse.iceberg import background
 from lakehouse.config import WriteConfig
 from lakehouse.errors import ConfigError, RecordKeyError
 from lakehouse.file_group.naming import BaseFileName, LogFileName
@@ -257,6 +258,7 @@ def test_a_key_in_two_chunks_flushed_together_keeps_the_batchs_last_version(tmp_
 def test_a_bad_record_in_the_last_chunk_fails_before_any_file_is_written(tmp_path):
     t = _table(tmp_path / "t")
     t.bulk_insert(_rows(100, 1))
+    background.wait_all()  # its Iceberg publishing (in the background) done first
     before = sorted(files(tmp_path / "t", lambda n: True))
     hoodie = sorted(os.listdir(tmp_path / "t" / ".hoodie"))
     bad = _rows(4000, 2, 1000)

@@ -26,6 +26,7 @@ import time
 import traceback
 from typing import Any, Callable, Mapping
 
+from lakehouse.iceberg import background
 from lakehouse.errors import ConfigError, LakehouseError, TableNotFoundError
 
 OK, NOTHING, FAILED = "ok", "nothing_to_do", "failed"
@@ -140,6 +141,9 @@ def run_app(app: str, argv: list[str], parser: argparse.ArgumentParser,
         args = parser.parse_args(argv)
         table = args.table
         doc = body(args)
+        # What the application committed is published to Iceberg before it reports (the
+        # background publisher would be waited for at exit anyway: here it is timed with it).
+        background.wait_all()
     except UsageError as e:
         return usage_failure(app, e, started, table)
     except LakehouseError as e:

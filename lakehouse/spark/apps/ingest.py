@@ -23,6 +23,7 @@ import time
 import pyarrow as pa
 
 import lakehouse
+from lakehouse.iceberg import background
 from lakehouse.config import WRITE_OPTION_KEYS
 from lakehouse.errors import LakehouseError, TableNotFoundError
 from lakehouse.sources import demo
@@ -139,6 +140,7 @@ def main(argv: list[str], spark=None) -> int:
     out = {"app": "ingest", "table": args.table}
     try:
         result = run(args, spark)
+        background.wait_all()  # published to Iceberg before the report (lakehouse.spark.apps.run_app)
     except UsageError as e:
         return usage_failure("ingest", e, clock, args.table)
     except LakehouseError as e:
