@@ -46,6 +46,7 @@ def _batch(keys: np.ndarray, round_: int) -> pa.Table:
 def build(root: pathlib.Path, rows: int, rounds: list[int], fraction: float) -> dict[int, pathlib.Path]:
     """One table written round by round, copied aside after each round count asked for."""
     import lakehouse
+    from lakehouse.iceberg import background
     path = root / "t"
     t = lakehouse.create_table(str(path), name="backlog", table_type="MERGE_ON_READ", record_key="id",
                                ordering_field="ts", index="BUCKET",
@@ -58,6 +59,7 @@ def build(root: pathlib.Path, rows: int, rounds: list[int], fraction: float) -> 
         t.upsert(_batch(keys, r))
         if r in rounds:
             copies[r] = root / f"rounds-{r}"
+            background.wait_all()  # its Iceberg publishing (in the background) done before the copy
             shutil.copytree(path, copies[r])
     return copies
 

@@ -227,7 +227,10 @@ def scan(root: pathlib.Path) -> dict[str, int]:
             if e.is_dir(follow_symlinks=False):
                 stack.append(e.path)
             else:
-                out[os.path.relpath(e.path, root)] = e.stat().st_size
+                try:
+                    out[os.path.relpath(e.path, root)] = e.stat().st_size
+                except FileNotFoundError:
+                    continue  # a temporary file a concurrent writer (an Iceberg publisher) renamed
     return out
 
 

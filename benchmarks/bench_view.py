@@ -30,6 +30,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import lakehouse  # noqa: E402
+from lakehouse.iceberg import background  # noqa: E402
 
 
 def _batch(n: int, rows: int) -> pa.Table:
@@ -52,6 +53,7 @@ def build(path: str, instants: int, rows: int = 50) -> int:
             if t.clean().instant:
                 made += 1
             t.archive()
+    background.wait_all()  # published to Iceberg (in the background) before it is copied
     return made
 
 

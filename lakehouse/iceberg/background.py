@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import concurrent.futures.thread  # noqa: F401 - its exit hook first: see _at_exit
 import logging
+import os
 import threading
 import time
 from typing import Callable
@@ -83,6 +84,17 @@ class _Publisher:
 
 _publishers: dict[str, _Publisher] = {}
 _lock = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    """A forked child has none of its parent's threads: it must neither wait for their
+    publishers (at exit) nor find their locks held."""
+    global _lock
+    _lock = threading.Lock()
+    _publishers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _publisher(key: str) -> _Publisher:

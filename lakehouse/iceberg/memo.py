@@ -11,6 +11,7 @@ recently used first out; thread-safe (file groups are published in parallel).
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Callable, Hashable, TypeVar
 
@@ -60,8 +61,14 @@ class Memo:
         with self._lock:
             self._cache.clear()
 
+    def after_fork(self) -> None:
+        # A forked child may have been forked while another thread held the lock.
+        self._lock = threading.Lock()
+
 
 # Arrow arrays and tables, by byte size.
 ARROW = Memo(LRUCache(ARROW_BYTES, getsizeof=_nbytes))
 # Decoded manifest entries and manifest lists, by count.
 METADATA = Memo(LRUCache(MANIFESTS))
+
+os.register_at_fork(after_in_child=lambda: (ARROW.after_fork(), METADATA.after_fork()))

@@ -190,3 +190,36 @@ def test_a_publish_whose_timeline_moves_under_it_starts_over(tmp_path, monkeypat
     res = sync_iceberg(table)
     assert gone and len(res.published) == 2
     check(table, "after starting over")
+
+
+def test_a_process_forked_while_a_publish_runs_neither_hangs_nor_waits_for_it(tmp_path, monkeypatch):
+    """multiprocessing's default on Linux forks: the child has none of the parent's threads, so
+    it must not wait for the parent's publisher at exit, nor find a lock it held taken."""
+    import os
+    import threading
+
+    import lakehouse.iceberg.publish as publish
+
+    table = lakehouse.create_table(str(tmp_path), name="fork", record_key="id", partition_by="city",
+                                   ordering_field="ts")
+    gate = threading.Event()
+    real = publish.sync_iceberg
+    monkeypatch.setattr(publish, "sync_iceberg", lambda meta: gate.wait(60) and real(meta))
+    table.upsert(batch(["a"], 1))  # its publish is held at the gate
+    assert not background.wait(table.storage.uri(), timeout=0)
+    pid = os.fork()
+    if pid == 0:  # the child: nothing to wait for, and the memo usable
+        from lakehouse.iceberg import memo
+        ok = background.wait_all(timeout=5) and memo.ARROW.get(("x",)) is None
+        os._exit(0 if ok else 1)
+    deadline = 0
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        deadline += 1
+        assert deadline < 300, "the forked child hung"
+        threading.Event().wait(0.05)
+    gate.set()
+    assert os.waitstatus_to_exitcode(status) == 0
+    check(table, "after the fork")

@@ -20,6 +20,7 @@ import pyarrow.dataset as ds
 import pytest
 from pyiceberg.table import StaticTable
 
+from lakehouse.iceberg import background
 from tests.iceberg.iceberg_oracle import shows_read_optimized
 from tests.judges.environment import ICEBERG_VERSION, find
 from tests.judges.test_java_hudi_read_matrix import INDEXES, operations, wide
@@ -65,6 +66,7 @@ def iceberg(tmp_path_factory):
     for tt, partitioned in TABLES:
         name = f"ice_{tt.lower()}_{partitioned if isinstance(partitioned, str) else 'part' if partitioned else 'flat'}"
         t = build(root, name, tt, partitioned, options)
+        background.wait(t.storage.uri())  # every commit published (in the background) first
         location = f"{t.path}/.hoodie/iceberg"
         snapshots = [(s.snapshot_id, s.summary["hudi.instant"])
                      for s in StaticTable.from_metadata(location).metadata.snapshots]
