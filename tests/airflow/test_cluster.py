@@ -210,12 +210,15 @@ def test_make_cluster_runs_both_tables_on_postgres_two_spark_workers_and_s3(clus
     import hudi
     import pyarrow as pa
     from pyiceberg.catalog.sql import SqlCatalog
+
+    from lakehouse.iceberg import background
     from tests.iceberg.iceberg_oracle import assert_same_table
     by_name = SqlCatalog(reg.catalog.name, uri=catalog_uri, **{
         "s3.endpoint": store, "s3.access-key-id": "lakehouse", "s3.secret-access-key": "lakehouse-secret",
         "s3.region": "us-east-1"})
     for t in reg.tables:
         _resume_compactions(lakehouse.open_table(t.path))
+        background.wait_all()  # what those commits publish to Iceberg (in the background) first
         table = lakehouse.open_table(t.path)
         files = _applied_files(table, t)
         assert files, t.name
