@@ -79,10 +79,14 @@ class KeyIndex:
         # Equal hashes side by side (a key written twice in the file, or a collision).
         self.repeats = bool(len(hashes) > 1 and (self.sorted[1:] == self.sorted[:-1]).any())
         self.nbytes = keys.nbytes + self.sorted.nbytes + self.order.nbytes
-        self.live = len(keys)  # rows still found (appended() forgets some)
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    @property
+    def live(self) -> int:
+        """Rows still found (:meth:`appended` forgets the replaced ones)."""
+        return len(self.sorted)
 
     def appended(self, forget: np.ndarray, added: pa.Array, keys: "pa.Array | pa.ChunkedArray") -> "KeyIndex":
         """The index of ``keys``: this index's keys followed by ``added``, where the rows at
@@ -103,7 +107,6 @@ class KeyIndex:
         out.order = orders[perm]
         out.repeats = bool(len(out.sorted) > 1 and (out.sorted[1:] == out.sorted[:-1]).any())
         out.nbytes = keys.nbytes + out.sorted.nbytes + out.order.nbytes
-        out.live = len(out.sorted)
         return out
 
     def find(self, query: pa.Array) -> np.ndarray:
