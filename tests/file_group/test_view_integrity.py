@@ -19,6 +19,7 @@ import pytest
 import lakehouse
 from lakehouse.errors import CorruptFileError
 from lakehouse.file_group.view import FileSystemView
+from lakehouse.iceberg import background
 from lakehouse.read.reader import TableReader
 from lakehouse.storage import LocalStorage
 from lakehouse.timeline.active import ActiveTimeline
@@ -244,6 +245,7 @@ def named(table) -> dict[str, str]:
 @contextlib.contextmanager
 def hidden(table, path: str):
     root = pathlib.Path(table.storage.uri().removeprefix("file://"))
+    background.wait_all()  # the Iceberg publisher reads the table's files
     os.rename(root / path, root / (path + ".hidden"))
     try:
         yield

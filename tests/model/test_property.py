@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakehouse
+from lakehouse.iceberg import background
 from tests.interop.hudi_oracle import hudi_read
 from tests.model.oracle import Oracle
 
@@ -88,4 +89,5 @@ def test_random_operations_match_the_oracle(cfg, ops):
         got = h.select(["id", "ts", "v"]).sort_by("id").to_pylist() if h is not None else []
         assert got == oracle.rows(None, ["id", "ts", "v"])
     finally:
+        background.wait_all()  # its Iceberg publisher reads the table being removed
         shutil.rmtree(tmp, ignore_errors=True)

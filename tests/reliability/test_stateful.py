@@ -42,14 +42,21 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
-                                 run_state_machine_as_test)
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 import lakehouse
 from lakehouse import faults
 from lakehouse.concurrency.heartbeat import Heartbeats, heartbeat_path
 from lakehouse.errors import CommitConflictError, InstantNotFoundError, TimelineError
 from lakehouse.file_group.naming import BaseFileName, LogFileName
+from lakehouse.iceberg import background
 from lakehouse.table import create_table, open_table
 from lakehouse.timeline.instant import Action
 
@@ -512,6 +519,7 @@ def test_rolling_back_a_commit_whose_replaced_versions_were_cleaned_is_refused(t
     # Its commit file damaged, the rollback cannot read what it replaced: the files tell (the
     # group's only version is the commit's own, and a clean deleted files of that group).
     commit = tmp_path / "t" / t.active.path(t.timeline.completed_writes().last)
+    background.wait_all()  # the Iceberg publisher reads commit files
     commit.write_bytes(b"{nope")
     with pytest.raises(TimelineError, match="deleted by a clean"):
         lakehouse.open_table(str(tmp_path / "t")).rollback()
@@ -542,6 +550,7 @@ def test_a_corrupt_commit_is_not_rolled_back_over_a_clean_that_crashed(tmp_path,
     finally:
         faults.reset()
     [base] = list(path.glob("*.parquet"))
+    background.wait_all()  # the Iceberg publisher reads commit files
     (path / t.active.path(t.timeline.completed_writes().last)).write_bytes(b"{nope")
     with pytest.raises(TimelineError, match="deleted by a clean"):
         lakehouse.open_table(str(path)).rollback()

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakehouse
+from lakehouse.iceberg import background
 from lakehouse.services.compaction import commit_compaction, execute_compaction
 from tests.interop.hudi_oracle import hudi_read
 from tests.model.oracle import Oracle
@@ -86,4 +87,5 @@ def test_services_interleaved_with_writes(index, steps):
                 got = sorted(t.read(as_of=inst, columns=COLS).to_pylist(), key=lambda r: r["id"])
                 assert got == oracle.rows(inst, COLS), f"as of {inst}"
     finally:
+        background.wait_all()  # its Iceberg publisher reads the table being removed
         shutil.rmtree(tmp, ignore_errors=True)

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import lakehouse
 from lakehouse import cli
 from lakehouse.errors import PartitionPathError
+from lakehouse.iceberg import background
 from lakehouse.sources.files import ingest
 from tests.interop.hudi_oracle import hudi_read
 from tests.model.oracle import Oracle
@@ -200,4 +201,5 @@ def test_random_partition_values_are_refused_before_writing_or_read_back_as_the_
         recorded = set(t.read(columns=["_hoodie_partition_path"]).column(0).to_pylist())
         assert _data_folders(t.storage.root) == recorded
     finally:
+        background.wait_all()  # its Iceberg publisher reads the table being removed
         shutil.rmtree(tmp, ignore_errors=True)
