@@ -262,7 +262,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "0 skips it)")
     p.add_argument("--engines", default=",".join(ENGINES),
                    help="engines to run at the first size (default %(default)s)")
-    p.add_argument("--scale-engines", default="lakehouse-mor,lakehouse-mor-iceberg,delta-rs",
+    p.add_argument("--scale-engines", default="lakehouse-mor,lakehouse-mor-ro,delta-rs",
                    help="engines to run at the further sizes of -n (default %(default)s)")
     p.add_argument("--peer-timeout", type=float, default=900,
                    help="seconds after which a delta-rs or pyiceberg process is stopped and reported "

@@ -22,6 +22,7 @@ from lakehouse.config import KEY_VALUE_FORMAT
 from lakehouse.errors import ConfigError
 from lakehouse.key_text import ARROW, HUDI, as_text
 from lakehouse.properties import format_properties, parse_properties
+from lakehouse.iceberg import background
 
 UTC = dt.timezone.utc
 
@@ -69,6 +70,7 @@ def test_many_rows_print_each_distinct_value_once_in_place():
 def _table(tmp_path, column: str, typ: pa.DataType, values: list) -> lakehouse.Table:
     t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key=column, ordering_field="ts")
     t.upsert(pa.table({column: pa.array(values, typ), "ts": [1] * len(values)}))
+    background.wait_all()  # the callers rewrite hoodie.properties, which the Iceberg publisher reads
     return t
 
 

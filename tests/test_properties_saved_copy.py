@@ -17,6 +17,7 @@ from lakehouse.config import IndexType
 from lakehouse.layout import PROPERTIES as HOODIE_PROPERTIES, SAVED_PROPERTIES
 from lakehouse.properties import format_properties, parse_properties
 from lakehouse.write.bucket_sizing import AUTO_KEY
+from lakehouse.iceberg import background
 
 # What Hudi 0.15's CREATE TABLE kept of a lakehouse table's hoodie.properties.
 HUDI_KEEPS = {
@@ -37,6 +38,7 @@ def hudi_registers(table_dir: pathlib.Path, **changed: str) -> dict[str, str]:
     kept = {k: v for k, v in props.items() if k in HUDI_KEEPS}
     kept["hoodie.compaction.record.merger.strategy"] = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
     kept.update(changed)
+    background.wait_all()  # the Iceberg publisher reads the file being rewritten
     f.write_bytes(format_properties(kept, comment="Properties saved on 2026-11-28T15:31:28Z").encode())
     return {k: v for k, v in props.items() if k not in kept}
 

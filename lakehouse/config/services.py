@@ -172,12 +172,13 @@ class IcebergConfig:
     enabled: bool = opt("hoodie.meta.sync.iceberg.enabled", True, parse_bool,
                         "publish Iceberg v2 metadata under "
                         f"{layout.ICEBERG} after every commit, compaction, clean and rollback")
-    view: IcebergView = opt("hoodie.meta.sync.iceberg.view", IcebergView.READ_OPTIMIZED, parse_enum(IcebergView),
+    view: IcebergView = opt("hoodie.meta.sync.iceberg.view", IcebergView.SNAPSHOT, parse_enum(IcebergView),
                             "what Iceberg readers see of a Merge-On-Read table: snapshot (every "
-                            "commit's rows: its log records published as Iceberg data and position "
-                            "delete files, which costs each delta commit a key lookup in the file "
-                            "groups it touched) or read_optimized (its base files only, as of the "
-                            "last compaction); Copy-On-Write tables are the same either way")
+                            "commit's rows, as lakehouse reads them: its log records published as "
+                            "Iceberg data and position delete files, which costs each delta commit's "
+                            "publish a key lookup in the file groups it touched) or read_optimized "
+                            "(its base files only, as of the last compaction, as Apache XTable "
+                            "publishes it); Copy-On-Write tables are the same either way")
     asynchronous: bool = opt("hoodie.meta.sync.iceberg.async", True, parse_bool,
                              "publish in a thread of the writing process after the commit returns "
                              "(as Delta Lake's UniForm does): the Iceberg view lags by the commits "

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import abc
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import wait as wait_all
 from typing import Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
@@ -50,6 +52,50 @@ class LocalEngine(Engine):
         with pool_cls(max_workers=n) as pool:
             return list(pool.map(fn, items))
 
+
+class SharedThreads(Engine):
+    """Maps on a pool of threads started once per process and kept: for short work that runs
+    after every commit (the Iceberg publish), where starting a pool's threads for each map costs
+    more than the work on a busy machine (each start waits for the new thread to be scheduled).
+
+    The pool is bounded, so a task that maps on the same pool would wait for workers its own
+    siblings hold: a map from inside one of its tasks runs in that task, one item at a time."""
+
+    def __init__(self, name: str, workers: int) -> None:
+        self.name = name
+        self.workers = workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        _shared.append(self)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=self.name)
+            return self._pool
+
+    def map(self, fn, items, parallelism=None):
+        items = list(items)
+        if len(items) <= 1 or threading.current_thread().name.startswith(self.name):
+            return [fn(x) for x in items]
+        futures = [self._executor().submit(fn, x) for x in items]
+        wait_all(futures)  # the first failure is raised once every item has finished
+        return [f.result() for f in futures]
+
+    def _forget(self) -> None:
+        self._pool, self._lock = None, threading.Lock()
+
+
+_shared: list[SharedThreads] = []
+
+
+def _after_fork_in_child() -> None:
+    # A forked child has none of its parent's threads: its pools start afresh.
+    for engine in _shared:
+        engine._forget()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _default: Engine | None = None
 

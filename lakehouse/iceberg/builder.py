@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
-from lakehouse.engine import LocalEngine
+from lakehouse.engine import SharedThreads
 from lakehouse.file_group.naming import BaseFileName
 from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg import memo, overlay
@@ -40,6 +40,7 @@ from lakehouse.iceberg.store import MetadataStore
 
 # Manifests written at once (durable creates: on a local disk each waits for two fsyncs).
 _WRITERS = 8
+_ENGINE = SharedThreads("iceberg-manifests", _WRITERS)
 # A partition gathering more appended manifests than this gets them merged on its next change.
 MAX_MANIFESTS_PER_PARTITION = 8
 _MANIFEST_NAME = re.compile(r"^m-([0-9a-f]{16})-s(\d+)-")
@@ -193,7 +194,7 @@ class SnapshotWriter:
             return write_manifest(self.store.storage, rel, group, spec=self.specs[spec_id], schema=self.schema,
                                   snapshot_id=snapshot_id, sequence_number=sequence_number)
 
-        out = LocalEngine("threads", _WRITERS).map(write, planned)
+        out = _ENGINE.map(write, planned)
         for m, (_, _, group) in zip(out, planned):
             # What was written is what a read would give, with inherited numbers filled in.
             memo.METADATA.put(self._entries_key(m), [

@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 
 from lakehouse.columns import IS_DELETED, RECORD_KEY
 from lakehouse.config import MergeMode
-from lakehouse.engine import LocalEngine
+from lakehouse.engine import SharedThreads
 from lakehouse.field_schema import FIELD_ID, Schema
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 
 # File groups worked on at once: mostly waits on storage (reads, durable creates).
 _WORKERS = 8
+_ENGINE = SharedThreads("iceberg-overlay", _WORKERS)
 
 
 @dataclass
@@ -164,7 +165,7 @@ class SnapshotView:
                     copies.append((fs, g.data_files))
         # File groups are independent: their reads, lookups and (durable) writes overlap; the
         # event-time decision runs once for all of them.
-        engine = LocalEngine("threads", _WORKERS)
+        engine = _ENGINE
         planned = engine.map(lambda c: self._plan(c[0], inst.time, c[1]), copies)
         ready = [p for p in planned if p is not None]
         for (fs, targets), p in zip(copies, planned):

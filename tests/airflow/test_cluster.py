@@ -175,8 +175,8 @@ def test_make_cluster_runs_both_tables_on_postgres_two_spark_workers_and_s3(clus
     on the S3 API server: equal to their history replayed with the Python API, read identically
     by hudi-rs, listed by the Lakehouse view; every server on 127.0.0.1."""
     import lakehouse
-    from lakehouse.airflow import registry as registry_mod
     from deploy.stream_demo import replay_model
+    from lakehouse.airflow import registry as registry_mod
     from tests.interop.hudi_oracle import canonical
 
     layout, started, pids = cluster
@@ -212,7 +212,7 @@ def test_make_cluster_runs_both_tables_on_postgres_two_spark_workers_and_s3(clus
     from pyiceberg.catalog.sql import SqlCatalog
 
     from lakehouse.iceberg import background
-    from tests.iceberg.iceberg_oracle import assert_same_table
+    from tests.iceberg.iceberg_oracle import assert_same_table, view_read
     by_name = SqlCatalog(reg.catalog.name, uri=catalog_uri, **{
         "s3.endpoint": store, "s3.access-key-id": "lakehouse", "s3.secret-access-key": "lakehouse-secret",
         "s3.region": "us-east-1"})
@@ -230,10 +230,10 @@ def test_make_cluster_runs_both_tables_on_postgres_two_spark_workers_and_s3(clus
             "aws_region": "us-east-1", "aws_allow_http": "true"}).build().read(hudi.HudiReadOptions())
         assert canonical(pa.Table.from_batches(theirs).select(cols), cols) == ours, t.name
         assert "lakehouse-secret" not in table.storage.read(".hoodie/hoodie.properties").decode()
-        # Found by name in the Postgres catalog: pyiceberg reads the read-optimized view.
+        # Found by name in the Postgres catalog: pyiceberg reads the view the table publishes.
         found = by_name.load_table(f"{reg.catalog.namespace}.{table.name}")
         assert found.metadata_location.startswith(t.path), found.metadata_location
-        assert_same_table(found.scan().to_arrow(), table.read(read_optimized=True), f"{t.name} by name")
+        assert_same_table(found.scan().to_arrow(), view_read(table), f"{t.name} by name")
 
     # The Lakehouse view of that Airflow lists both tables, and reads their history from S3 as
     # `lakehouse stats --json` does (the api-server has the store's credentials from its environment).
@@ -340,8 +340,8 @@ def test_the_scheduler_runs_the_services_on_their_crons_through_a_lost_worker_an
     history replayed with the Python API and hudi-rs reads it identically."""
     import lakehouse
     from deploy import cluster as cl
-    from lakehouse.airflow import registry as registry_mod
     from deploy.stream_demo import replay_model
+    from lakehouse.airflow import registry as registry_mod
     from lakehouse.errors import TableNotFoundError
     from lakehouse.timeline.instant import Action
     from tests.interop.hudi_oracle import canonical

@@ -126,7 +126,7 @@ def test_a_peer_past_its_timeout_is_reported_with_what_it_did(tmp_path):
 def test_plan_runs_the_floor_around_the_engines_and_scale_engines_at_further_sizes():
     args = bench_peers.parse_args(["-n", "1000,5000", "--engines", "floor,lakehouse-mor,lakehouse-cow"])
     assert args.rows == [1000, 5000]
-    scale = [(e, 5000, 1) for e in ("lakehouse-mor", "lakehouse-mor-iceberg", "delta-rs") if not ENGINES[e].missing()]
+    scale = [(e, 5000, 1) for e in ("lakehouse-mor", "lakehouse-mor-ro", "delta-rs") if not ENGINES[e].missing()]
     assert bench_peers.plan(args) == [("floor", 1000, 1), ("lakehouse-mor", 1000, 1),
                                       ("lakehouse-cow", 1000, 1), ("floor", 1000, 2)] + scale
     # The upsert under a memory budget: once, in lakehouse MOR's run at the first size.
@@ -202,11 +202,11 @@ def test_snapshot_view_upsert_bytes_count_what_its_background_publisher_wrote_af
     """Each upsert's Iceberg files are written during the next step; the last one's during the
     catch-up that follows the upserts: the bytes target counts them with the upserts."""
     def step(name, written):
-        return {"engine": "lakehouse-mor-iceberg", "step": name, "kind": "write", "n": 1000, "seconds": 0.1,
+        return {"engine": "lakehouse-mor", "step": name, "kind": "write", "n": 1000, "seconds": 0.1,
                 "rows": 10, "rows_per_s": 100, "bytes_written": written, "batch_parquet_bytes": 100,
                 "batch_alone_seconds": 0.1}
     steps = [step("upsert#1", 120), step("upsert#2", 150), step("iceberg_catch_up", 30)]
     for s in steps[2:]:
         s.pop("batch_parquet_bytes")
-    [b] = [t for t in targets.evaluate(steps, [1000]) if t["target"] == "mor_iceberg_upsert_bytes"]
+    [b] = [t for t in targets.evaluate(steps, [1000]) if t["target"] == "mor_upsert_bytes"]
     assert b["measured"] == pytest.approx(300 / 200)

@@ -335,6 +335,7 @@ def test_a_missing_base_file_under_a_pending_compaction(tmp_path):
 
 def _set_table_type(table, table_type: str):
     props = pathlib.Path(table.storage.uri().removeprefix("file://")) / ".hoodie" / "hoodie.properties"
+    background.wait_all()  # the Iceberg publisher reads the file being rewritten
     text = props.read_text()
     props.write_text("\n".join(f"hoodie.table.type={table_type}" if line.startswith("hoodie.table.type=")
                                else line for line in text.splitlines()) + "\n")

@@ -10,9 +10,22 @@ import pytest
 
 import lakehouse
 from lakehouse.errors import CorruptFileError
-from lakehouse.iceberg import METADATA_DIR, VERSION_HINT, IcebergSyncError, memo, sync_iceberg
-from tests.iceberg.iceberg_oracle import (MANUAL_SYNC, assert_every_snapshot_is_its_instant, assert_same_table,
-                                          iceberg_read, static_table, sync_and_compare, view_read)
+from lakehouse.iceberg import (
+    METADATA_DIR,
+    VERSION_HINT,
+    IcebergSyncError,
+    memo,
+    sync_iceberg,
+)
+from tests.iceberg.iceberg_oracle import (
+    MANUAL_SYNC,
+    assert_every_snapshot_is_its_instant,
+    assert_same_table,
+    iceberg_read,
+    static_table,
+    sync_and_compare,
+    view_read,
+)
 from tests.model.oracle import Oracle
 
 
@@ -96,7 +109,7 @@ def test_publishing_after_archival(tmp_path):
         inst = snap.summary["hudi.instant"]
         got = st.scan(snapshot_id=snap.snapshot_id).to_arrow()
         if inst in active:
-            assert_same_table(got, t.read(as_of=inst, read_optimized=True), f"snapshot of {inst}")
+            assert_same_table(got, view_read(t, as_of=inst), f"snapshot of {inst}")
         else:  # archived: lakehouse no longer travels there, the model still does
             assert sorted(got.select(cols).to_pylist(), key=lambda r: r["id"]) == model.rows(inst, cols)
 

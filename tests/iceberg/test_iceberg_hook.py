@@ -11,8 +11,13 @@ import pytest
 import lakehouse
 from lakehouse import faults
 from lakehouse.iceberg import ICEBERG_ROOT, background
-from tests.iceberg.iceberg_oracle import (assert_every_snapshot_is_its_instant, assert_same_table,
-                                          iceberg_read, static_table, view_read)
+from tests.iceberg.iceberg_oracle import (
+    assert_every_snapshot_is_its_instant,
+    assert_same_table,
+    iceberg_read,
+    static_table,
+    view_read,
+)
 
 
 def batch(ids, ts, city="paris"):
@@ -51,7 +56,7 @@ def test_every_completed_instant_publishes_its_snapshot(tmp_path, table_type, as
     if table_type == "MERGE_ON_READ":
         table.compact(force=True)
         st = check(table, "after compaction")
-        assert st.properties["lakehouse.iceberg.view"] == "read_optimized"  # the default
+        assert st.properties["lakehouse.iceberg.view"] == "snapshot"  # the default
     table.upsert(batch(["c"], 3, city="rome"))
     table.clean()
     st = check(table, "after a clean")

@@ -41,7 +41,8 @@ class Scenario:
         self.rng = random.Random(seed)
         self.t = lakehouse.create_table(str(path), name="view", record_key="id",
                                         partition_by="city" if partitioned else None,
-                                        ordering_field="ts" if ordering else None, options={**SNAPSHOT, **options})
+                                        ordering_field="ts" if ordering else None,
+                                        options=options)  # the snapshot view is the default
         self.model = Oracle("EVENT_TIME_ORDERING" if ordering else "COMMIT_TIME_ORDERING", "id",
                             "ts" if ordering else None)
         self.ordering = ordering
@@ -240,15 +241,22 @@ def rows_of_any(table: pa.Table) -> list[dict]:
     return sorted(table.select(["id", "v"]).to_pylist(), key=lambda r: r["id"])
 
 
-def _set_view(t, view: str):
+def _set_view(t, view: str | None):
+    """Set the table's view option (None: leave it out, as tables written before it existed)."""
     key = "hoodie.meta.sync.iceberg.view"
+    extra = {k: v for k, v in t.config.extra.items() if k != key}
     with t.exclusive():
-        rewrite_table_config(t.storage, t.config.replace(extra={**t.config.extra, key: view}), may_change=[key])
+        rewrite_table_config(t.storage, t.config.replace(extra={**extra, **({key: view} if view else {})}),
+                             may_change=[key])
     return lakehouse.open_table(t.path)
 
 
-def test_switching_views_takes_effect_at_the_next_commit(tmp_path):
-    t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="id")  # read-optimized by default
+def test_a_table_published_read_optimized_publishes_the_snapshot_view_from_its_next_commit(tmp_path):
+    """A Merge-On-Read table written when read_optimized was the default (no view option in its
+    properties, its metadata the base files only) publishes the snapshot view, every log so far
+    included, from its next commit on; switching back takes effect at the next commit too."""
+    t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="id",
+                               options={"hoodie.meta.sync.iceberg.view": "read_optimized"})
     t.upsert(pa.table({"id": list(range(20)), "v": [1] * 20}))
     t.upsert(pa.table({"id": [1, 2], "v": [2, 2]}))
     published(t)
@@ -256,13 +264,15 @@ def test_switching_views_takes_effect_at_the_next_commit(tmp_path):
     assert static_table(location).properties["lakehouse.iceberg.view"] == "read_optimized"
     # The first write's base files, without the update in the logs.
     assert {r["id"]: r["v"] for r in iceberg_read(location).to_pylist()}[1] == 1
-    t = _set_view(t, "snapshot")
+    t = _set_view(t, None)  # the table as an older release left it, opened by this one
+    assert "hoodie.meta.sync.iceberg.view" not in (tmp_path / "t" / ".hoodie" / "hoodie.properties").read_text()
     assert static_table(location).properties["lakehouse.iceberg.view"] == "read_optimized"
     t.upsert(pa.table({"id": [3], "v": [3]}))  # publishes the snapshot view, every log so far included
     published(t)
     st = static_table(location)
     assert st.properties["lakehouse.iceberg.view"] == "snapshot"
     assert rows_of_any(st.scan().to_arrow()) == rows_of_any(t.read())
+    assert {r["id"]: r["v"] for r in st.scan().to_arrow().to_pylist()}[1] == 2
     t = _set_view(t, "read_optimized")
     t.upsert(pa.table({"id": [4], "v": [4]}))
     published(t)

@@ -12,6 +12,7 @@ import lakehouse
 from lakehouse import faults
 from lakehouse.spark import submit
 from lakehouse.timeline.instant import Action, State
+from lakehouse.iceberg import background
 from tests.spark.spark_tables import assert_same_tables, late_batch, rows, write_history
 
 pytestmark = pytest.mark.spark
@@ -237,6 +238,7 @@ def test_the_apps_serve_a_table_whose_properties_hold_keys_lakehouse_does_not_kn
     from lakehouse.spark.apps import ingest
     table = write_history(tmp_path / "t")
     props = Path(table.path.removeprefix("file://")) / ".hoodie" / "hoodie.properties"
+    background.wait_all()  # the Iceberg publisher reads the file being rewritten
     props.write_text(props.read_text("latin-1") + "hoodie.table.future.feature=on\n", "latin-1")
     assert submit.main(["compaction-plan", table.path, "--force"]) == 0
     assert _last_json(capsys.readouterr()[0])["status"] == "ok"

@@ -21,6 +21,7 @@ from lakehouse.file_group.naming import bucket_of_file_id
 from lakehouse.properties import parse_properties
 from lakehouse.write.bucket_sizing import AUTO_KEY
 from lakehouse.bucket_identifier import bucket_ids
+from lakehouse.iceberg import background
 from tests.interop.hudi_oracle import hudi_read
 from tests.write.test_operations import files
 
@@ -156,6 +157,7 @@ def test_a_consistent_hashing_table_is_read_but_not_written(tmp_path):
     p = tmp_path / "t"
     t = lakehouse.create_table(str(p), name="t", record_key="id", ordering_field="ts")
     t.upsert(_batch(range(10)))
+    background.wait_all()  # the Iceberg publisher reads the file being rewritten
     props = (p / ".hoodie" / "hoodie.properties").read_text("latin-1")
     (p / ".hoodie" / "hoodie.properties").write_text(
         props.replace("hoodie.index.bucket.engine=SIMPLE", "hoodie.index.bucket.engine=CONSISTENT_HASHING"),
@@ -219,6 +221,7 @@ def test_a_write_hashed_with_another_bucket_count_than_the_tables_cannot_commit(
     t.upsert(_batch(range(30)))
     pending = t.upsert(_batch(range(30, 60)), commit=False)
     props = (p / ".hoodie" / "hoodie.properties").read_text("latin-1")
+    background.wait_all()  # the Iceberg publisher reads the file being rewritten
     (p / ".hoodie" / "hoodie.properties").write_text(
         props.replace("hoodie.bucket.index.num.buckets=2", "hoodie.bucket.index.num.buckets=3"), "latin-1")
     with pytest.raises(CommitConflictError, match="hashed its keys into 2 buckets"):
