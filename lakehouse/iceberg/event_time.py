@@ -89,8 +89,19 @@ class _Slice:
     prior: _Fold | None  # the log level before t
     own: pa.Table | None  # t's versions (one per key: the caller checks)
     key: tuple  # memo key of the log level after t
-    base: pa.Table | None  # base rows of t's keys, in the deciding columns
-    base_twice: bool  # the base file holds a key twice
+    base_index: KeyIndex | None  # the base file's key index (kept in memo.ARROW)
+    base_columns: pa.Table | None  # the base file in the deciding columns (kept too)
+
+    @property
+    def base_twice(self) -> bool:
+        """The base file holds a key twice."""
+        return self.base_index is not None and self.base_index.repeats
+
+    def base_rows(self, keys: pa.Array) -> pa.Table | None:
+        """The base rows of ``keys``, every one of a key the file holds twice."""
+        if self.base_index is None:
+            return None
+        return self.base_columns.take(pa.array(self.base_index.positions(keys)))
 
 
 def decide(storage: Storage, ctx: SliceReadContext, groups: list[Group], t: str) -> list[Decision]:
@@ -149,14 +160,12 @@ def _slice(storage: Storage, ctx: SliceReadContext, g: Group, t: str) -> _Slice:
     own_rows = (own[0] if len(own) == 1 else pa.concat_tables(own, promote_options="permissive")) if own else None
     if own_rows is not None:
         own_rows = own_rows.filter(pc.is_in(own_rows.column(KEY), value_set=g.keys))
-    base, twice = None, False
+    index = columns = None
     base_file = g.whole.merged_base_file
     if base_file is not None:
         index = key_index.load(storage, base_file.path, base_file.size)
-        twice = index.repeats
-        at = pa.array(index.positions(g.keys))
-        base = key_index.file_columns(storage, base_file.path, base_file.size, ctx.needed_columns()).take(at)
-    return _Slice(g, prior, own_rows, key(used), base, twice)
+        columns = key_index.file_columns(storage, base_file.path, base_file.size, ctx.needed_columns())
+    return _Slice(g, prior, own_rows, key(used), index, columns)
 
 
 def _fast(s: _Slice, ordering: str) -> tuple[pa.Array, pa.Array, np.ndarray]:
@@ -184,15 +193,15 @@ def _fast(s: _Slice, ordering: str) -> tuple[pa.Array, pa.Array, np.ndarray]:
         bad = pc.or_(bad, pc.and_(pa.array(there), l_bad))
         beats = pc.fill_null(pc.greater_equal(t_ord, l_ord.cast(t_ord.type)), False)
         wins = pc.and_(wins, pc.or_(pa.array(~there), beats))
-    if s.base is not None and s.base.num_rows:
+    if s.base_index is not None and s.base_columns.num_rows:
         if s.base_twice:
             return none, keys, prior_at
-        b_at = s.base.column(RECORD_KEY)
-        b_pos = KeyIndex(b_at).find(t_keys)
+        b_pos = s.base_index.find(t_keys)
         there = b_pos >= 0
         at = pa.array(np.where(there, b_pos, 0))
-        b_ord = s.base.column(ordering).combine_chunks().take(at)
-        b_bad = pc.or_(delete_flags(s.base).combine_chunks().take(at), pc.is_null(b_ord))
+        taken = s.base_columns.take(at)
+        b_ord = taken.column(ordering).combine_chunks()
+        b_bad = pc.or_(delete_flags(taken).combine_chunks(), pc.is_null(b_ord))
         bad = pc.or_(bad, pc.and_(pa.array(there), b_bad))
         beats = pc.fill_null(pc.greater_equal(t_ord, b_ord.cast(t_ord.type)), False)
         wins = pc.and_(wins, pc.or_(pa.array(~there), beats))
@@ -242,7 +251,7 @@ def _merged(s: _Slice, keys: pa.Array, ctx: SliceReadContext, t: str) -> Decisio
         return [v] if v.num_rows else []
 
     prior = pick(s.prior.rows if s.prior is not None else None)
-    base = s.base.filter(pc.is_in(s.base.column(RECORD_KEY), value_set=keys)) if s.base is not None else None
+    base = s.base_rows(keys)
     before = merge_logs_over_base(prior, base, ctx).select(NARROW)
     now = merge_logs_over_base(prior + pick(s.own), base, ctx).select(NARROW)
     return Decision(*_compare(before, now, t))
