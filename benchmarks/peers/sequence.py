@@ -149,9 +149,10 @@ def run_table_engine(runner: EngineRunner, cls: type[Engine], n: int, work: path
         batch, info = model.upsert_batch(args.batch_rows, args.update_fraction, args.late_fraction)
         info.update(batch_alone(batch, work / "batch-alone"))
         runner.step(name, f"upsert#{k}", "write", root, lambda: engine.upsert(batch), batch.num_rows, info)
+    # Right after the last upsert (before the check reads the table): how far the view lagged.
+    catch_up(runner, engine, "iceberg_catch_up", root, args.batch_rows)
     runner.verify(name, "after_upserts", engine.read([KEY, ORDERING]), model)
 
-    catch_up(runner, engine, "iceberg_catch_up", root, args.batch_rows)
     keys = model.delete_batch(args.delete_rows)
     runner.step(name, "delete", "write", root, lambda: engine.delete(keys), keys.num_rows)
     catch_up(runner, engine, "iceberg_catch_up_delete", root, keys.num_rows)
