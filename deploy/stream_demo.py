@@ -143,8 +143,11 @@ def replay_model(table: Table, path: str, files_of: dict[str, list[str]]) -> Tab
     deleted until a compaction drops its delete from the logs, as in Hudi, whose base files keep
     no tombstones; so the rows depend on where the compactions fell.)"""
     cfg = table.config
+    # A scratch table, removed once compared: no Iceberg metadata (its publisher would still be
+    # reading the files the removal deletes).
     model = create_table(path, name="model", table_type="MERGE_ON_READ", index="BUCKET", schema=demo.SCHEMA,
-                         options={"hoodie.bucket.index.num.buckets": str(cfg.bucket_num)}, **demo.TABLE_OPTIONS)
+                         options={"hoodie.bucket.index.num.buckets": str(cfg.bucket_num),
+                                  "hoodie.meta.sync.iceberg.enabled": "false"}, **demo.TABLE_OPTIONS)
     tl = table.timeline
     for inst in tl.completed_writes().instants:
         if inst.time in files_of:

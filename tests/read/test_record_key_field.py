@@ -11,6 +11,7 @@ import pytest
 import lakehouse
 from lakehouse.columns import RECORD_KEY
 from lakehouse.config import KeyGeneratorType, TableConfig
+from lakehouse.iceberg import background
 from lakehouse.read.reader import simple_key_field
 
 SCHEMA = pa.schema([("id", pa.string()), ("n", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
@@ -45,6 +46,7 @@ def table(tmp_path, request):
                                ordering_field="ts")
     t.upsert(rows(range(20_000), 1))
     t.upsert(rows(range(0, 20_000, 7), 2))  # logs on Merge-On-Read
+    background.wait_all()  # the Iceberg publisher reads the files these tests spy on or rewrite
     return t
 
 
