@@ -169,6 +169,7 @@ class Interleavings(RuleBasedStateMachine):
         for t in [*self.writers, self.service]:
             if t._heartbeats is not None:
                 t._heartbeats.stop_all()
+        background.wait_all()  # the Iceberg publisher may still read (and write) the table
         shutil.rmtree(self.dir, ignore_errors=True)
 
     @property
