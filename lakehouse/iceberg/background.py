@@ -9,7 +9,11 @@ published yet, each as its own snapshot; a commit arriving while it runs makes i
 
 How far the Iceberg view lags: by the commits this process completed since the publisher's
 current run began. A writer more than :data:`MAX_BEHIND` commits ahead waits for the run to end
-(so the lag stays bounded when commits come faster than they publish). The process waits for its
+(so the lag stays bounded when commits come faster than they publish). The publisher yields to
+the process's writes (lakehouse.engine.foreground): between its steps it waits while a write
+runs, for up to :data:`MAX_YIELD_SECONDS` per run, so a write that follows a commit runs at the
+speed it has with nothing in the background; anyone waiting for the publisher (:func:`wait`, a
+writer :data:`MAX_BEHIND` commits ahead, the process's exit) stops the yielding. The process waits for its
 publishers when it exits (up to :data:`EXIT_WAIT_SECONDS`), so a job that commits and ends leaves
 the Iceberg view at its last commit; a process killed before that leaves it to the next commit
 or to ``lakehouse iceberg-sync`` (publishing catches up on everything unpublished).
@@ -26,10 +30,15 @@ import threading
 import time
 from typing import Callable
 
+from lakehouse.engine import foreground
+
 log = logging.getLogger("lakehouse.iceberg")
 
 # Commits a writer may complete while its table's publisher runs before it waits for the run.
 MAX_BEHIND = 8
+# How long one run of a publisher may wait, in all, for the process's writes to end before it
+# works beside them: the most yielding adds to how far the Iceberg view lags.
+MAX_YIELD_SECONDS = 2.0
 # How long an exiting process waits for its publishers.
 EXIT_WAIT_SECONDS = 600.0
 
@@ -41,6 +50,8 @@ class _Publisher:
         self.thread: threading.Thread | None = None
         self.job: Callable[[], None] | None = None  # the latest request (covers earlier ones)
         self.behind = 0  # commits requested since the running run began
+        self.waiters = 0  # threads waiting for the publisher: it stops yielding to writes
+        self.yielded = 0.0  # seconds the running run waited for writes
 
     def submit(self, job: Callable[[], None]) -> None:
         with self.cond:
@@ -50,8 +61,13 @@ class _Publisher:
                 self.thread = threading.Thread(target=self._run, name=f"iceberg-publisher {self.key}",
                                                daemon=True)
                 self.thread.start()
-            while self.behind > MAX_BEHIND and self.thread is not None:
-                self.cond.wait()
+            if self.behind > MAX_BEHIND and self.thread is not None:
+                self.waiters += 1
+                try:
+                    while self.behind > MAX_BEHIND and self.thread is not None:
+                        self.cond.wait()
+                finally:
+                    self.waiters -= 1
 
     def _run(self) -> None:
         while True:
@@ -62,28 +78,50 @@ class _Publisher:
                     self.thread = None
                     self.cond.notify_all()
                     return
+                self.yielded = 0.0
                 self.cond.notify_all()
+            _local.publisher = self
             try:
+                self.pause()  # the commit's write is still returning: let it
                 job()
             except BaseException:  # noqa: BLE001 - a publish never fails the commits; logged
                 log.warning("%s: background Iceberg publishing failed; the next commit retries",
                             self.key, exc_info=True)
 
+    def pause(self) -> None:
+        """Wait while the process writes, within the run's budget, unless someone waits."""
+        left = MAX_YIELD_SECONDS - self.yielded
+        if left > 0 and foreground.busy() and not self.waiters:
+            self.yielded += foreground.wait_idle(left, stop=lambda: self.waiters > 0)
+
     def wait(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self.cond:
-            while self.thread is not None:
-                if self.thread is threading.current_thread():
-                    return True  # the publisher itself (its own sync_iceberg)
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self.cond.wait(left)
+            if self.thread is threading.current_thread():
+                return True  # the publisher itself (its own sync_iceberg)
+            self.waiters += 1
+            try:
+                while self.thread is not None:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self.cond.wait(left)
+            finally:
+                self.waiters -= 1
         return True
 
 
 _publishers: dict[str, _Publisher] = {}
 _lock = threading.Lock()
+_local = threading.local()  # .publisher: the _Publisher whose thread this is
+
+
+def pause() -> None:
+    """A point between two steps of a publish where a table's publisher thread yields to the
+    process's writes (see the module's doc); nothing on any other thread."""
+    p = getattr(_local, "publisher", None)
+    if p is not None:
+        p.pause()
 
 
 def _forget_after_fork() -> None:

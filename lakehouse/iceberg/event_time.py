@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from lakehouse.columns import COMMIT_TIME, DELETE, KEY, RECORD_KEY, SEQ
 from lakehouse.file_group.file_slice import FileSlice
-from lakehouse.iceberg import key_index, memo
+from lakehouse.iceberg import background, key_index, memo
 from lakehouse.iceberg.key_index import KeyIndex
 from lakehouse.merge import delete_flags
 from lakehouse.read.file_slice_reader import merge_logs_over_base
@@ -111,6 +111,7 @@ def decide(storage: Storage, ctx: SliceReadContext, groups: list[Group], t: str)
     out: list[Decision] = []
     slow: list[tuple[int, _Slice, pa.Array]] = []
     for i, g in enumerate(groups):
+        background.pause()
         s = _slice(storage, ctx, g, t)
         fast_mine, slow_keys, prior_at = _fast(s, ordering)
         out.append(Decision(fast_mine, fast_mine, pa.array([], g.keys.type), _logged(s, g.keys)))

@@ -340,6 +340,7 @@ class _Attempt:
         last_ts = max((e.timestamp_ms for e in self.md.snapshot_log), default=0) if self.md else 0
         new: list[Snapshot] = []
         for inst in candidates:
+            background.pause()
             newest = max(newest, inst.time)
             schema = self._use_schema_as_of(newest)
             changes = instant_changes(self.meta.active, self.timeline, inst)
@@ -352,6 +353,7 @@ class _Attempt:
                 sid = secrets.randbits(63)
             taken.add(sid)
             self.last_seq += 1
+            background.pause()
             uri, manifests, stats = self.writer.write(
                 parent_manifests=parent_manifests, changes=parts, rebuild=rebuild, snapshot_id=sid,
                 parent_id=parent.snapshot_id if parent else None, sequence_number=self.last_seq)

@@ -46,7 +46,7 @@ from lakehouse.field_schema import FIELD_ID, Schema
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
 from lakehouse.file_group.naming import BaseFileName
 from lakehouse.file_group.view import FileSystemView
-from lakehouse.iceberg import event_time, key_index, overlay
+from lakehouse.iceberg import background, event_time, key_index, overlay
 from lakehouse.iceberg.builder import GroupFiles, PartitionChange, SnapshotWriter
 from lakehouse.iceberg.key_index import Probe
 from lakehouse.iceberg.manifest import DataFile, ManifestFile
@@ -173,6 +173,7 @@ class SnapshotView:
                 job(fs, {inst.time}, targets)
         if self.event_time:
             self._decide(ready, inst.time, arrow, visible)
+        background.pause()
         work: list[Callable[[], _Emitted]] = [functools.partial(self._finish, p, schema, name_ids) for p in ready]
         for e in engine.map(lambda j: j(), work + jobs):
             self.writer.written.extend(e.written)

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from lakehouse.config import (SERVICE_CONFIGS, TABLE_OPTION_KEYS, BucketEngine, BulkInsertSortMode, ConcurrencyConfig, IndexType,
                               TableConfig, WriteConfig, option_keys)
 from lakehouse.faults import InjectedFault, fault_point
+from lakehouse.engine import foreground
 from lakehouse.concurrency.conflict import START_KEY, start_marker
 from lakehouse.commit import exclusive, request, start
 from lakehouse.concurrency.retry import retry_policy
@@ -148,7 +149,11 @@ class WriteClient:
         """``batch``: a table, or a stream (a ``RecordBatchReader``, anything with
         ``__arrow_c_stream__``: spooled to a local file, lakehouse.write.source) or staged files,
         which a write taken in chunks never holds whole."""
-        op = Operation(op)
+        with foreground.running():  # background publishers of this process yield to it
+            return self._write_any(batch, Operation(op), commit, extra_metadata)
+
+    def _write_any(self, batch: "pa.Table | BatchSource | pa.RecordBatchReader", op: Operation, commit: bool,
+                   extra_metadata: ExtraMetadata | None) -> str:
         in_memory = isinstance(batch, (pa.Table, pa.RecordBatch))
         if in_memory and batch.nbytes <= self.write_config.task_max_bytes:
             return self._write(as_source(batch), op, commit, extra_metadata)

@@ -228,3 +228,98 @@ def test_a_process_forked_while_a_publish_runs_neither_hangs_nor_waits_for_it(tm
     gate.set()
     assert os.waitstatus_to_exitcode(status) == 0
     check(table, "after the fork")
+
+
+@pytest.fixture()
+def publisher_spy(monkeypatch):
+    """(paused, published): set when the publisher starts waiting for the process's writes and
+    when it starts publishing."""
+    import threading
+
+    import lakehouse.iceberg.publish as publish
+    from lakehouse.engine import foreground
+
+    paused, published = threading.Event(), threading.Event()
+    real_wait, real_sync = foreground.wait_idle, publish.sync_iceberg
+
+    def wait_idle(*args, **kwargs):
+        paused.set()
+        return real_wait(*args, **kwargs)
+
+    def sync(meta):
+        if threading.current_thread().name.startswith("iceberg-publisher"):
+            published.set()
+        return real_sync(meta)
+
+    monkeypatch.setattr(foreground, "wait_idle", wait_idle)
+    monkeypatch.setattr(publish, "sync_iceberg", sync)
+    return paused, published
+
+
+def test_the_publisher_yields_to_a_write_of_its_process_until_it_ends(tmp_path, monkeypatch, publisher_spy):
+    """The next write after a commit runs without the commit's publishing beside it
+    (lakehouse.engine.foreground): the publisher waits for it, then publishes."""
+    from lakehouse.engine import foreground
+
+    paused, published = publisher_spy
+    monkeypatch.setattr(background, "MAX_YIELD_SECONDS", 600.0)
+    table = lakehouse.create_table(str(tmp_path), name="yields", record_key="id", partition_by="city",
+                                   ordering_field="ts")
+    with foreground.running():  # a write of this process runs (as a Spark or Airflow task's would)
+        table.upsert(batch(["a", "b"], 1))
+        assert paused.wait(60)
+        assert not published.is_set()
+    assert published.wait(60)
+    check(table, "after the write ended")
+
+
+def test_waiting_for_the_publisher_stops_its_yielding(tmp_path, monkeypatch, publisher_spy):
+    """sync_iceberg, a test, the process's exit: whoever waits for the publisher does not wait
+    for the yielding too (a write that waits for it would otherwise wait for itself)."""
+    from lakehouse.engine import foreground
+
+    paused, published = publisher_spy
+    monkeypatch.setattr(background, "MAX_YIELD_SECONDS", 600.0)
+    table = lakehouse.create_table(str(tmp_path), name="urgent", record_key="id", partition_by="city",
+                                   ordering_field="ts")
+    with foreground.running():
+        table.upsert(batch(["a"], 1))
+        assert paused.wait(60)
+        assert background.wait(table.storage.uri(), timeout=60)
+        assert published.is_set()
+    check(table, "after the wait")
+
+
+def test_the_publisher_yields_for_a_bounded_time(tmp_path, monkeypatch, publisher_spy):
+    """Writes that never stop do not starve the Iceberg view: past MAX_YIELD_SECONDS a run
+    publishes beside them."""
+    from lakehouse.engine import foreground
+
+    paused, published = publisher_spy
+    monkeypatch.setattr(background, "MAX_YIELD_SECONDS", 0.05)
+    table = lakehouse.create_table(str(tmp_path), name="bounded", record_key="id", partition_by="city",
+                                   ordering_field="ts")
+    with foreground.running():
+        table.upsert(batch(["a"], 1))
+        assert paused.wait(60)
+        assert published.wait(60)  # the write still runs
+    check(table, "after the bounded yield")
+
+
+def test_a_write_is_foreground_work_of_its_process(tmp_path, monkeypatch):
+    from lakehouse.engine import foreground
+    from lakehouse.write.client import WriteClient
+
+    seen = []
+    real = WriteClient.prepare
+
+    def prepare(self, *args, **kwargs):
+        seen.append(foreground.busy())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(WriteClient, "prepare", prepare)
+    table = lakehouse.create_table(str(tmp_path), name="fg", record_key="id", partition_by="city",
+                                   ordering_field="ts", options={"hoodie.meta.sync.iceberg.enabled": "false"})
+    table.upsert(batch(["a"], 1))
+    table.delete(pa.table({"id": ["a"], "city": ["paris"]}))
+    assert seen == [True, True] and not foreground.busy()
