@@ -19,9 +19,41 @@ from cachetools import LRUCache
 
 V = TypeVar("V")
 
+
+
+def memory_limit() -> int | None:
+    """The memory this process may use: the machine's, or its container's (cgroup v2 or v1)
+    limit when lower; None where neither can be read."""
+    limits: list[int] = []
+    try:
+        limits.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            limits.append(int(text))
+    limits = [x for x in limits if x > 0]
+    return min(limits) if limits else None
+
+
+def arrow_budget(limit: int | None) -> int:
+    """What the Arrow memo may hold: a sixteenth of ``limit``, at least 256 MiB and at most
+    2 GiB. A file group's keys take ~60 bytes per row with their index and deciding columns, so
+    the publisher of a 5M-row table needs ~300 MiB to look nothing up twice (a budget below the
+    table's keys reads them again at every commit)."""
+    if limit is None:
+        return 256 << 20
+    return max(256 << 20, min(2 << 30, limit // 16))
+
+
 # Arrow data (record keys, decision columns) kept per process: ~110 ms of reading per 1M uuid
 # keys saved per base file and commit.
-ARROW_BYTES = 256 << 20
+ARROW_BYTES = arrow_budget(memory_limit())
 # Decoded manifests (one entry per data or delete file) and manifest lists kept per process.
 MANIFESTS = 4096
 

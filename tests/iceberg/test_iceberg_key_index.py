@@ -78,3 +78,41 @@ def test_appended_index_finds_what_a_fresh_one_finds(old, new, query):
                            pa.chunked_array(list(rows.chunks) + [pa.array(third, pa.string())]))
     last = {k: i for k, i in newest.items()} | {k: n + i for i, k in enumerate(third)}
     assert again.find(pa.array(query + old, pa.string())).tolist() == [last.get(k, -1) for k in query + old]
+
+
+def test_a_kept_index_holds_positions_in_32_bits_and_its_file_columns_keys_once(tmp_path):
+    """What a process keeps per base file (memo.ARROW): positions in int32 (half of int64), and
+    the deciding columns without a second copy of the keys their key index holds."""
+    import pyarrow.parquet as pq
+
+    from lakehouse.columns import RECORD_KEY
+    from lakehouse.iceberg import key_index, memo
+    from lakehouse.storage.local import LocalStorage
+
+    keys = pa.array([f"k{i:05d}" for i in range(5000)])
+    idx = KeyIndex(keys)
+    assert idx.order.dtype == np.int32
+    grown = idx.appended(np.array([3]), pa.array(["new"]), pa.concat_arrays([keys, pa.array(["new"])]))
+    assert grown.order.dtype == np.int32 and grown.find(pa.array(["new", "k00003"])).tolist() == [5000, -1]
+
+    pq.write_table(pa.table({RECORD_KEY: keys, "ts": pa.array(range(5000))}), tmp_path / "f.parquet")
+    storage = LocalStorage(str(tmp_path))
+    size = (tmp_path / "f.parquet").stat().st_size
+    memo.ARROW.clear()
+    got = key_index.file_columns(storage, "f.parquet", size, ["ts", RECORD_KEY])
+    assert got.column(RECORD_KEY).to_pylist() == keys.to_pylist() and got.column("ts").to_pylist() == list(range(5000))
+    kept = memo.ARROW.get(("columns", storage.uri("f.parquet"), size, ("ts", RECORD_KEY)))
+    assert kept is not None and RECORD_KEY not in kept.column_names
+
+
+def test_the_memo_budget_follows_the_memory_the_process_may_use():
+    from lakehouse.iceberg import memo
+
+    mib, gib = 1 << 20, 1 << 30
+    assert memo.arrow_budget(None) == 256 * mib
+    assert memo.arrow_budget(2 * gib) == 256 * mib  # a small container: the floor
+    assert memo.arrow_budget(24 * gib) == 24 * gib // 16
+    assert memo.arrow_budget(512 * gib) == 2 * gib  # a big machine: the ceiling
+    limit = memo.memory_limit()
+    assert limit is None or limit > 0
+    assert memo.ARROW_BYTES == memo.arrow_budget(limit)
