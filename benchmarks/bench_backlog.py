@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     results, ok = [], True
     with tempfile.TemporaryDirectory(prefix="bench-backlog-") as tmp:
         copies = build(pathlib.Path(tmp), rows, rounds, args.fraction)
+        from lakehouse.iceberg import background
+        background.wait_all()  # the copies are taken whole: no publisher still writing into them
         for r, src in copies.items():
             seen = set()
             for label, budget in budgets:

@@ -48,6 +48,15 @@ TS0 = 1_700_000_000_000  # epoch millis
 TABLE_TYPES = {"mor": "MERGE_ON_READ", "cow": "COPY_ON_WRITE"}
 
 
+def remove_tables(path) -> None:
+    """Remove a folder of tables once this process's Iceberg publishers are done with them: a
+    publisher still running (it yields to writes, so it often runs after the last one) would
+    read files the removal takes and write its metadata into folders it recreates."""
+    from lakehouse.iceberg import background
+    background.wait_all()
+    shutil.rmtree(path, ignore_errors=True)
+
+
 class CorrectnessError(AssertionError):
     pass
 
@@ -209,7 +218,7 @@ def warm_up(rows: pa.Table, root: pathlib.Path) -> None:
         t.read()
         t.delete(rows.slice(0, 10).select([KEY, PARTITION]))
         t.read(columns=[KEY])
-    shutil.rmtree(root, ignore_errors=True)
+    remove_tables(root)
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -431,7 +440,7 @@ class Runner:
                 self.baseline(initial, work, i + 2)
         finally:
             if not args.keep:
-                shutil.rmtree(work, ignore_errors=True)
+                remove_tables(work)
         return self.report(time.perf_counter() - t_start, work)
 
     def report(self, total: float, work: pathlib.Path) -> dict:

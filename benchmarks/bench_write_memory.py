@@ -41,7 +41,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_core import CITIES, CITY_WEIGHTS, KEY, ORDERING, PARTITION, make_rows  # noqa: E402
+from benchmarks.bench_core import CITIES, CITY_WEIGHTS, KEY, ORDERING, PARTITION, make_rows, remove_tables  # noqa: E402
 
 # name -> (table type, index (None: the table type's default), operation)
 PATHS = {
@@ -198,7 +198,7 @@ def run_spark_write(args, t, ids: np.ndarray, op: str, opts: dict, per_row: floa
                 "peak_over_start_mib": round((worst["peak_kib"] - worst["start_kib"]) / 1024, 1),
                 "seconds": round(seconds, 2)}
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_tables(work)
 
 
 def _warm_up_spark(spark, args, opts: dict, work: pathlib.Path) -> None:
@@ -233,7 +233,7 @@ def _warm_up(args, opts: dict) -> None:
         ids = _batch_ids(2000, 2000, op)
         t.write(_stream(ids, 2, 250), op, options={"write.task.max.size": 0.0625} if opts else {})
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_tables(work)
     gc.collect()
     release_unused()
 
@@ -312,7 +312,7 @@ def main(argv=None) -> int:
                   f"= {ratio:4.2f}x budget ({c['seconds']:6.1f} s)  whole: +{w['peak_over_start_mib']:7.1f} MiB "
                   f"({w['seconds']:6.1f} s)  same table: {same}  {'ok' if passed else 'FAILED'}", flush=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_tables(work)
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"target_peak_in_budgets": TARGET, "times": args.times, "load": args.load,

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from benchmarks import bench_core
-from benchmarks.bench_core import KEY, ORDERING, PARTITION, Model, Step
+from benchmarks.bench_core import KEY, ORDERING, PARTITION, Model, Step, remove_tables
 from benchmarks.peers.checks import MalformedKeys, checksum, live_rows, model_checksum
 from benchmarks.peers.engines import ENGINES, Engine
 from benchmarks.peers.memory import PeakMemory
@@ -128,7 +128,7 @@ def warm_up(cls: type[Engine], rows: pa.Table, scratch: pathlib.Path, args: Any)
         e.catch_up()
     for reader in e.other_readers().values():
         reader()
-    shutil.rmtree(scratch, ignore_errors=True)
+    remove_tables(scratch)
 
 
 def run_table_engine(runner: EngineRunner, cls: type[Engine], n: int, work: pathlib.Path) -> None:
@@ -315,7 +315,7 @@ def run_child(args: Any) -> int:
         raise
     finally:
         if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+            remove_tables(work)
     events.emit("done", peak_rss_mib=runner.memory.process_peak_mib())
     return 0
 

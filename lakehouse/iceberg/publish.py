@@ -150,6 +150,9 @@ class _Attempt:
         self.last_seq = metadata.last_sequence_number if metadata else 0
         self.mapper: PartitionMapper | None = None
         self.missing: set[str] = set()
+        # Instants whose snapshot view could not be made: a log or base file of theirs was
+        # cleaned (its slice compacted or replaced) before they were published.
+        self.unpublishable: list[str] = []
         self._described: dict[str, tuple[int, DataFile]] = {}
         self.writer = SnapshotWriter(store, self.specs, metadata.schema() if metadata else None,
                                      self._describe)
@@ -346,8 +349,23 @@ class _Attempt:
             changes = instant_changes(self.meta.active, self.timeline, inst)
             parts = self._rebuild(changes, published) if rebuild else self._patch(changes)
             if self.snapshot_view is not None:
-                self.snapshot_view.apply(inst, changes, parts, parent_manifests, schema, name_ids(self.schemas),
-                                         published, rebuild)
+                written = len(self.writer.written)
+                try:
+                    self.snapshot_view.apply(inst, changes, parts, parent_manifests, schema,
+                                             name_ids(self.schemas), published, rebuild)
+                except FileNotFoundError:
+                    if inst is candidates[-1]:
+                        raise  # nothing later explains it: the timeline moved (sync_iceberg retries)
+                    # A file of this instant is gone: a later instant compacted or replaced its
+                    # slice and a clean removed it. The instant is never published (as a snapshot
+                    # whose base files were cleaned is not); the next one is made from a listing,
+                    # with this instant's surviving files in it.
+                    self.store.discard(self.writer.written[written:])
+                    del self.writer.written[written:]
+                    self.unpublishable.append(inst.time)
+                    published.add(inst.time)
+                    rebuild = True
+                    continue
             sid = 0
             while sid == 0 or sid in taken:
                 sid = secrets.randbits(63)
@@ -420,6 +438,7 @@ class _Attempt:
                 if s.snapshot_id in unreadable:
                     (expired if s.snapshot_id in old_ids else skipped).append(s.instant)
             chain = [s for s in chain if s.snapshot_id not in unreadable]
+        skipped.extend(self.unpublishable)
         kept_new = [s for s in new if s in chain]
         if not (kept_new or rolled or expired or skipped or verify):
             return None, self._result(md, self.version)

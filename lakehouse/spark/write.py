@@ -565,7 +565,9 @@ def _file_writer(client: WriteClient, df: "DataFrame", job: _Job, counts: dict[s
     of phase 1, as for a batch written in this process)."""
     def write_files(context: WriteContext, t: str, timeline) -> tuple[list[WriteStat], None]:
         job.instant, job.context = t, context
-        view, timeline = client.write_view(timeline)
+        # The partitions the rows go to (WriteClient.write_scope): all of them for a global index.
+        scope = None if job.context.config.index_type.is_global else sorted(counts)
+        view, timeline = client.write_view(timeline, scope)
         job.pending = client.pending_compaction_fgs(timeline)
         if not counts:
             return [], None

@@ -400,9 +400,20 @@ class WriteClient:
                 out[(o.partition_path, o.file_id)] = inst.time
         return out
 
-    def write_view(self, timeline) -> tuple[FileSystemView, Timeline]:
-        """The file-system view a write looks keys up in and routes by, with the timeline it
-        was built on. A compaction pending on the write's ``timeline`` may have committed (and
+    def write_scope(self, prepared: Prepared) -> list[str] | None:
+        """The partitions a write must list (None: the whole table). A write's file groups,
+        key lookups and replaced file groups are all in the partitions its records go to, as
+        Hudi's non-global indexes look keys up in the record's own partition; a global index
+        (a key's older record may be in any partition) and insert_overwrite_table (it replaces
+        every partition) list the whole table. An upsert into one partition then lists one
+        folder, whatever the table's partition count (on object storage: requests)."""
+        if self.config.index_type.is_global or prepared.operation is Operation.INSERT_OVERWRITE_TABLE:
+            return None
+        return sorted(prepared.batch_partitions())
+
+    def write_view(self, timeline, partitions: list[str] | None = None) -> tuple[FileSystemView, Timeline]:
+        """The file-system view a write looks keys up in and routes by (of ``partitions``, or
+        of the whole table), with the timeline it was built on. A compaction pending on the write's ``timeline`` may have committed (and
         a clean then deleted its input slice) before the files were listed: the write would
         find those file groups empty and insert their keys a second time. The listing is then
         read with a timeline loaded just before it (every file of an instant completed there
@@ -418,13 +429,13 @@ class WriteClient:
             pending = {i.time for i in timeline.pending_compactions()}
             while True:
                 before = self.active.load()
-                files = list_data_files(self.storage)
+                files = list_data_files(self.storage, partitions)
                 still = {i.time for i in before.pending_compactions()}
                 if still == {i.time for i in self.active.load().pending_compactions()}:
                     break
             if pending - still:
                 timeline = before
-            view = FileSystemView(files, timeline, self.active)
+            view = FileSystemView(files, timeline, self.active, partitions=partitions)
             newer = view.verify(merge_on_read=self.config.is_mor)
             if newer is None:
                 return view, timeline
@@ -436,7 +447,7 @@ class WriteClient:
     def _write_files(self, prepared: Prepared, context: WriteContext, t: str,
                      timeline) -> tuple[list[WriteStat], dict]:
         op = prepared.operation
-        view, timeline = self.write_view(timeline)
+        view, timeline = self.write_view(timeline, self.write_scope(prepared))
         pending = self.pending_compaction_fgs(timeline)
         groups = view.file_groups()
         latest: dict[tuple[str, str], FileSlice] = {}

@@ -296,3 +296,34 @@ def test_a_file_id_that_is_not_a_plain_name_never_names_a_folder(file_id):
     # made of them, so one that could leave .hoodie/iceberg/data is refused before any write.
     with pytest.raises(lakehouse.errors.IcebergSyncError, match="file id"):
         group_folder("0123456789abcdef", file_id)
+
+
+@pytest.mark.parametrize("index", ["BUCKET", "SIMPLE"])
+def test_an_instant_whose_logs_were_cleaned_before_it_was_published_is_skipped(tmp_path, monkeypatch, index):
+    """A delta commit not yet published when a compaction of its slice committed and a clean
+    (one file version kept) deleted its log (a writer process killed before its publisher ran,
+    or a publisher outrun by the services): its snapshot view cannot be made. It is skipped and
+    remembered as retired, as a snapshot whose base files were cleaned is, and the next
+    instant is made from a listing; before, every publish failed on the missing log for ever."""
+    from lakehouse.iceberg import hook
+    from lakehouse.iceberg.publish import RETIRED_PROPERTY
+
+    t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="id", partition_by="city",
+                               ordering_field="ts", index=index,
+                               options={"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                                        "hoodie.cleaner.fileversions.retained": "1"})
+    t.upsert(pa.table({"id": ["a", "b", "c"], "city": ["sf", "sf", "la"], "ts": [1, 1, 1], "v": ["1", "1", "1"]}))
+    published(t)
+    monkeypatch.setattr(hook, "after_commit", lambda *a, **k: None)  # nothing publishes meanwhile
+    late = t.upsert(pa.table({"id": ["a", "c"], "city": ["sf", "la"], "ts": [2, 2], "v": ["2", "2"]}))
+    t.compact(force=True)
+    t.clean()
+    monkeypatch.undo()
+    res = sync_iceberg(t)
+    assert late in res.skipped and late not in {i for i, _ in res.published}
+    md = static_table(t.storage.uri(layout.ICEBERG)).metadata
+    assert late in md.properties[RETIRED_PROPERTY].split(",")
+    assert rows_of_any(iceberg_read(t.storage.uri(layout.ICEBERG))) == rows_of_any(t.read())
+    t.upsert(pa.table({"id": ["b"], "city": ["sf"], "ts": [3], "v": ["3"]}))
+    published(t)
+    assert rows_of_any(iceberg_read(t.storage.uri(layout.ICEBERG))) == rows_of_any(t.read())
