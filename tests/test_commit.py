@@ -112,6 +112,8 @@ def test_the_iceberg_sync_tool_is_loaded_from_the_tables_options(tmp_path):
     assert meta_sync.configured(off.meta_client) == ()
     on.upsert(_batch(range(3), 1))
     off.upsert(_batch(range(3), 1))
+    from lakehouse.iceberg import background
+    background.wait_all()  # published by the table's background publisher
     assert (tmp_path / "on" / ".hoodie" / "iceberg" / "metadata" / "v1.metadata.json").exists()
     assert not (tmp_path / "off" / ".hoodie" / "iceberg").exists()
     # What a tool published seeds the column ids of a table whose commits record none.

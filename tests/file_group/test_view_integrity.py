@@ -265,8 +265,9 @@ def assert_refused(table, path: str, by: str) -> None:
             with pytest.raises(CorruptFileError) as e:
                 read()
             assert f".hoodie/{by}." in e.value.path and path in str(e.value)
+        # A write lists (and checks) the partitions it writes: the hidden file's.
         with pytest.raises(CorruptFileError, match=path.rsplit("/", 1)[-1]):
-            table.upsert(rows([0, 99], 50))
+            table.upsert(rows([0, 99], 50, path.rpartition("/")[0]))
         assert not table.timeline.pending().filter(actions=WRITE_ACTIONS).instants
     assert [i.time for i in table.timeline.completed_writes()] == writes
     assert data_files(table) == files

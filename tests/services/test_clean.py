@@ -248,6 +248,8 @@ def test_nothing_to_do_says_why_and_dry_run_writes_nothing(tmp_path):
     res = plan_clean(t, cfg(**{"clean.max.commits": 3}))
     assert res.reason == "2 of 3 commits since the table was created (hoodie.clean.max.commits)"
     t.upsert(batch(["b"], 3, "la"))  # a new file group: nothing older to delete there
+    from lakehouse.iceberg import background
+    background.wait_all()  # the Iceberg publisher writes under .hoodie after the commit
     hoodie = sorted(os.listdir(path / ".hoodie"))
     files = data_files(path)
     dry = plan_clean(t, cfg(**{"cleaner.commits.retained": 1}), dry_run=True)
