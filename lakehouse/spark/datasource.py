@@ -53,6 +53,7 @@ import pyarrow.parquet as pq
 from lakehouse.config import SERVICE_OPTION_KEYS
 from lakehouse.errors import CheckpointLostError, ConfigError, CorruptFileError, TableNotFoundError
 from lakehouse.faults import fault_point
+from lakehouse.iceberg import background
 from lakehouse.keygen import KeyGenerator
 from lakehouse.meta_client import split_storage_options
 from lakehouse.partition_path import check_paths
@@ -423,6 +424,10 @@ class Sink:
             # Hudi's inline compaction reads its trigger from the writer's config: the write's
             # hoodie.compact.* options count, over the table's.
             table.compact(options={k: v for k, v in self.write_options.items() if k in SERVICE_OPTION_KEYS})
+        # Spark runs this in a Python worker it may reuse or end as soon as the commit returns
+        # (no exit hook runs there): the commit's Iceberg snapshot is published before it does,
+        # or it would wait for the next commit (for a stream's last batch: for ever).
+        background.wait(table.storage.uri())
         return instant
 
     def last_batch(self, table: Table) -> int | None:

@@ -282,6 +282,11 @@ def test_a_streaming_query_applies_each_batch_once_and_skips_a_replayed_batch(tm
         query.stop()
     t = lakehouse.open_table(t.path)
     assert _checkpoints(t) == [0, 1, 2]
+    # Each batch's commit returned with its Iceberg snapshot published (Spark may end the Python
+    # worker that ran it as soon as it returns): nobody waited, the view is at the last batch.
+    from lakehouse.iceberg.store import MetadataStore
+    md = MetadataStore(t.storage).load()[1]
+    assert md is not None and md.current_snapshot.instant == t.timeline.completed_writes().last.time
     expected = {}
     for n in range(3):
         for r in batch([f"k{i:03d}" for i in range(n * 10, n * 10 + 15)], n + 1).to_pylist():
