@@ -107,6 +107,18 @@ class CommitConflictError(WriteError):
         super().__init__(message, help=help)
 
 
+class ClusteringUpdateError(WriteError):
+    """A write would change records in file groups a pending clustering rewrites (Hudi's
+    HoodieClusteringUpdateException, under its default SparkRejectUpdateStrategy). Definitely
+    failed, before any file was written; ``clustering`` names the pending clustering."""
+
+    def __init__(self, message: str, *, help: str | None = None, clustering: str = "",
+                 file_groups: tuple[tuple[str, str], ...] = ()) -> None:
+        self.clustering = clustering
+        self.file_groups = file_groups
+        super().__init__(message, help=help)
+
+
 class CommitOutcomeUnknownError(LakehouseError):
     """The commit may or may not have landed: check the timeline before retrying."""
 

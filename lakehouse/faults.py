@@ -81,6 +81,9 @@ POINTS = (
     "compaction.mid_execute",      # one operation's base file written, the others not
     "compaction.after_execute",    # every base file written, results not recorded
     "compaction.before_commit",    # results checked, <t>.commit not written
+    "clustering.mid_execute",      # the first group's first base file written, the rest not
+    "clustering.after_execute",    # every base file written, results not recorded
+    "clustering.before_commit",    # results checked, <t>.replacecommit not written
     "clean.after_plan",            # clean requested, nothing deleted
     "clean.mid_delete",            # some files of the plan deleted
     "clean.before_complete",       # every file deleted, <t>.clean not written

@@ -54,9 +54,10 @@ def timeline_file(file_name: str) -> str:
     return f"{METAFOLDER}/{file_name}"
 
 
-def compaction_results(instant_time: str) -> str:
-    """Where a compaction's execute step leaves its write stats for its commit step."""
-    return f"{AUX}/{instant_time}.compaction.results.json"
+def service_results(instant_time: str, service: str) -> str:
+    """Where a table service's execute step (``service``: compaction, clustering) leaves its
+    write stats for its commit step."""
+    return f"{AUX}/{instant_time}.{service}.results.json"
 
 
 def in_metafolder(path: str) -> bool:

@@ -20,6 +20,7 @@ from lakehouse.read.scan import TableScan
 from lakehouse.services.archive import archive
 from lakehouse.services.auto_clean import cleaning_with_write
 from lakehouse.services.clean import clean, plan_clean
+from lakehouse.services.clustering import commit_clustering, execute_clustering, schedule_clustering
 from lakehouse.services.compaction import commit_compaction, execute_compaction, schedule_compaction
 from lakehouse.services.restore import restore
 from lakehouse.services.rollback import rollback_instant
@@ -190,8 +191,8 @@ class Table:
         timeline = self.timeline
         if instant_time is None:
             writes = timeline.completed_writes()
-            pend = timeline.pending().filter(actions=[Action.COMMIT, Action.DELTA_COMMIT,
-                                                      Action.REPLACE_COMMIT])
+            # A pending clustering is a table service's, not a failed write.
+            pend = timeline.pending_writes([Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT])
             if self.concurrency.multi_writer:
                 # Other writers' writes in progress are theirs, not failed ones.
                 pend = [i for i in pend if self.heartbeats.is_expired(i.time)]
@@ -237,6 +238,28 @@ class Table:
             return scheduled
         self.run_compaction(scheduled.instant)
         return self.commit_compaction(scheduled.instant)
+
+    def schedule_clustering(self, *, force: bool = False, options: Mapping[str, Any] | None = None,
+                            extra_metadata: Mapping[str, str] | None = None):
+        """Plan a clustering (``<t>.replacecommit.requested``) if its trigger fires (or ``force``);
+        ``options``: ``hoodie.clustering.*`` and ``hoodie.layout.optimize.*`` for this plan."""
+        return schedule_clustering(self.meta_client, force=force, options=options,
+                                   extra_metadata=extra_metadata)
+
+    def run_clustering(self, instant_time: str | None = None, **kw: Any):
+        return execute_clustering(self.meta_client, instant_time, **kw)
+
+    def commit_clustering(self, instant_time: str | None = None):
+        return commit_clustering(self.meta_client, instant_time)
+
+    def cluster(self, *, force: bool = False, options: Mapping[str, Any] | None = None):
+        """Schedule, execute and commit a clustering in one call; returns the commit result (or
+        the schedule result saying why nothing was scheduled)."""
+        scheduled = self.schedule_clustering(force=force, options=options)
+        if not scheduled.scheduled:
+            return scheduled
+        self.run_clustering(scheduled.instant)
+        return self.commit_clustering(scheduled.instant)
 
     def clean(self, *, options: Mapping[str, Any] | None = None, dry_run: bool = False,
               engine=None, extra_metadata: Mapping[str, str] | None = None):

@@ -9,6 +9,10 @@ application submitted by :class:`~lakehouse.airflow.operators.LakehouseSparkSubm
   Scheduled by the Asset (``after_commits: K``: it runs after ingest commits, and its plan step
   fires once K delta commits are waiting: hoodie.compact.inline.max.delta.commits=K, Hudi's own
   trigger) or on a cron. Nothing planned: the plan task is skipped, and the rest with it.
+* ``<table>_clustering`` (tables without the bucket index): clustering-plan → clustering-execute →
+  commit. Scheduled by the Asset (``after_commits: K``: its plan step fires once K commits
+  completed since the last clustering, hoodie.clustering.async.max.commits=K), on a cron, or only
+  when triggered (the default, as Hudi's async clustering is off by default).
 * ``<table>_clean`` (daily by default): clean, with the table's retention settings.
 
 Every DAG runs one run at a time (``max_active_runs=1``): one run of a service per table. The
@@ -85,6 +89,13 @@ def compaction_plan_args(t: TableEntry) -> list[str]:
     return [FORCE_FROM_CONF, *_options(opts)]
 
 
+def clustering_plan_args(t: TableEntry) -> list[str]:
+    opts = dict(t.clustering_options)
+    if t.schedule.clustering_after_commits:
+        opts.setdefault("hoodie.clustering.async.max.commits", str(t.schedule.clustering_after_commits))
+    return [FORCE_FROM_CONF, *_options(opts)]
+
+
 def _doc(t: TableEntry, what: str) -> str:
     return (f"**{t.name}** ({t.table_type}, {t.index} index) at `{t.path}`: {what}\n\n"
             "Generated from the lakehouse table registry; edit the registry, not this DAG.")
@@ -124,6 +135,18 @@ def table_dags(t: TableEntry) -> dict[str, DAG]:
             pulled = "{{ ti.xcom_pull(task_ids='compaction_plan') }}"
             (op("compaction_plan", "compaction-plan", compaction_plan_args(t))
              >> op("compaction_execute", "compaction-execute", instant=pulled)
+             >> op("commit", "commit", instant=pulled))
+        out[d.dag_id] = d
+
+    if t.clusters:
+        s = t.schedule
+        schedule = [commits_asset(t)] if s.clustering_after_commits else s.clustering_cron
+        with DAG(t.dag_id("clustering"), schedule=schedule,
+                 doc_md=_doc(t, "plan a clustering (small file groups rewritten, sorted if sort columns "
+                                "are set) if its trigger fires, execute it, commit it."), **common) as d:
+            pulled = "{{ ti.xcom_pull(task_ids='clustering_plan') }}"
+            (op("clustering_plan", "clustering-plan", clustering_plan_args(t))
+             >> op("clustering_execute", "clustering-execute", instant=pulled)
              >> op("commit", "commit", instant=pulled))
         out[d.dag_id] = d
 

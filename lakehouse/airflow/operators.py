@@ -38,10 +38,11 @@ MAKES: dict[str, tuple[Action, ...]] = {
     "ingest": (Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT),
     "stream": (Action.DELTA_COMMIT, Action.COMMIT),
     "compaction-plan": (Action.COMPACTION,),
+    "clustering-plan": (Action.REPLACE_COMMIT,),
     "clean": (Action.CLEAN,),
 }
 #: Applications that work on an instant an upstream task made.
-TAKES_INSTANT = ("compaction-execute", "commit")
+TAKES_INSTANT = ("compaction-execute", "clustering-execute", "commit")
 #: The XCom key of a skipped task's application report (its "reason" says why nothing was done).
 REPORT_KEY = "lakehouse_report"
 _NO_INSTANT = ("", "None", "null")
@@ -65,7 +66,8 @@ def _identity(tags: dict[str, str]) -> dict[str, str]:
 class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     """Submit ``submit.py <app> <table_path> <app_args...>`` with the task run's tags.
 
-    :param app: ingest, stream, compaction-plan, compaction-execute, commit or clean.
+    :param app: ingest, stream, compaction-plan, compaction-execute, clustering-plan,
+        clustering-execute, commit or clean.
     :param table_path: the table's path or URI, as the Spark driver and executors reach it.
     :param app_args: (templated) the application's own arguments; one rendering empty is dropped.
     :param instant: (templated) for compaction-execute and commit: the instant an upstream task
@@ -122,7 +124,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             # An earlier try may have stopped between micro-batches: run again, the query's
             # checkpoint and the sink's batch ids apply nothing twice.
             return False
-        if inst.is_completed or self.app == "compaction-plan":
+        if inst.is_completed or self.app in ("compaction-plan", "clustering-plan"):
             return True
         return self.app == "ingest" and inst.is_inflight and table.write_ready(inst.time) == ""
 

@@ -19,6 +19,7 @@ an import error naming the file, the entry and the field, not a DAG that fails a
         schedule:
           ingest: "*/10 * * * *"
           compaction: {after_commits: 4}  # or {cron: "0 * * * *"}; null: manual only
+          clustering: {cron: "0 3 * * *"}   # tables without the bucket index; default: manual only
           clean: "@daily"
           health: "*/15 * * * *"            # the alerts check; null: on demand only
 
@@ -31,7 +32,8 @@ A source in ``mode: stream`` is applied by a Structured Streaming query through
 checkpoint in ``checkpoint``, by default inside the table) instead of the ``ingest`` application.
 
 Each table gets its DAGs (:mod:`lakehouse.airflow.dags`): ``<name>_ingest``,
-``<name>_compaction`` (Merge-On-Read), ``<name>_clean`` and ``<name>_health``.
+``<name>_compaction`` (Merge-On-Read), ``<name>_clustering`` (tables without the bucket index),
+``<name>_clean`` and ``<name>_health``.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class Schedule:
     ingest: str | None = None
     compaction_after_commits: int | None = DEFAULT_AFTER_COMMITS  # asset-driven, after K ingest commits
     compaction_cron: str | None = None
+    clustering_after_commits: int | None = None  # asset-driven, after K ingest commits
+    clustering_cron: str | None = None  # neither: the clustering DAG runs when triggered
     clean: str | None = "@daily"
     health: str | None = DEFAULT_HEALTH
 
@@ -91,6 +95,7 @@ class TableEntry:
     ordering_field: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
     compaction_options: Mapping[str, str] = field(default_factory=dict)
+    clustering_options: Mapping[str, str] = field(default_factory=dict)
     clean_options: Mapping[str, str] = field(default_factory=dict)
     schedule: Schedule = Schedule()
     spark_conn_id: str = DEFAULT_CONN
@@ -107,9 +112,16 @@ class TableEntry:
         return f"{self.name}_{service}"
 
     @property
+    def clusters(self) -> bool:
+        """Whether the table can be clustered: a bucket-index table's file groups are its buckets."""
+        return self.index != "BUCKET"
+
+    @property
     def services(self) -> tuple[str, ...]:
-        """The services this table has a DAG for (no compaction for a copy-on-write table)."""
-        return ("ingest", *(("compaction",) if self.is_mor else ()), "clean", "health")
+        """The services this table has a DAG for (no compaction for a copy-on-write table, no
+        clustering for a bucket-index one)."""
+        return ("ingest", *(("compaction",) if self.is_mor else ()),
+                *(("clustering",) if self.clusters else ()), "clean", "health")
 
     @property
     def service_options(self) -> dict[str, str]:
@@ -211,6 +223,7 @@ def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
         src = t["source"]
         sched = t.get("schedule") or {}
         comp = sched.get("compaction", {"after_commits": DEFAULT_AFTER_COMMITS})
+        clus = sched.get("clustering") or {}
         # The registry's catalog, unless the entry names its own (stored at the table's creation).
         opts = {**(catalog.options() if catalog else {}), **_strs(t.get("options"))}
         # An entry may name the table type or index as hoodie.* options only (Hudi style): then
@@ -234,9 +247,12 @@ def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
             record_key=_fields(t.get("record_key")), partition_by=_fields(t.get("partition_by")),
             ordering_field=t.get("ordering_field"), options=opts,
             compaction_options=_strs(t.get("compaction_options")), clean_options=_strs(t.get("clean_options")),
+            clustering_options=_strs(t.get("clustering_options")),
             schedule=Schedule(ingest=sched.get("ingest"),
                               compaction_after_commits=(comp or {}).get("after_commits"),
                               compaction_cron=(comp or {}).get("cron"),
+                              clustering_after_commits=clus.get("after_commits"),
+                              clustering_cron=clus.get("cron"),
                               clean=sched.get("clean", "@daily"),
                               health=sched.get("health", DEFAULT_HEALTH)),
             spark_conn_id=rt.get("spark_conn_id", DEFAULT_CONN), spark_conf=_strs(rt.get("spark_conf")),

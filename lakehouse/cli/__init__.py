@@ -24,7 +24,7 @@ from __future__ import annotations
 import click
 
 from lakehouse import __version__
-from lakehouse.cli import catalog, data, services, timeline
+from lakehouse.cli import catalog, clustering, data, services, timeline
 from lakehouse.iceberg import background
 from lakehouse.cli.common import (EPILOG, EXIT_COMMIT_UNCERTAIN, EXIT_LAKEHOUSE_ERROR,
                                   EXIT_TABLE_NOT_FOUND, EXIT_USAGE, LakehouseGroup, exit_code_for)
@@ -48,5 +48,5 @@ def main(ctx: click.Context, debug: bool) -> None:
     ctx.call_on_close(background.wait_all)
 
 
-for _command in (*data.COMMANDS, *services.COMMANDS, *timeline.COMMANDS, *catalog.COMMANDS):
+for _command in (*data.COMMANDS, *services.COMMANDS, *clustering.COMMANDS, *timeline.COMMANDS, *catalog.COMMANDS):
     main.add_command(_command)

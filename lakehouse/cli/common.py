@@ -8,10 +8,11 @@ import it.
 from __future__ import annotations
 
 import datetime as dt
+import dataclasses
 import json
 import sys
 import traceback
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import click
 from rich.cells import cell_len
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, LakehouseError,
+from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, ConfigError, LakehouseError,
                               TableNotFoundError, TimelineError)
 from lakehouse.inspect.timeline import ns_iso
 from lakehouse.timeline.instant_time import instant_time_of
@@ -156,6 +157,16 @@ def service_options_flag(what: str) -> Callable:
                         metavar="KEY=VALUE",
                         help=f"A hoodie.* {what} option for this run (repeatable); "
                              "`lakehouse options` lists them.")
+
+
+def options_for(options: Mapping[str, str], cls: type, what: str) -> dict[str, str]:
+    """``options`` if each one configures ``what``: another service's option would be ignored
+    silently otherwise, and a misspelt one too."""
+    keys = sorted(f.metadata["key"] for f in dataclasses.fields(cls) if "key" in f.metadata)
+    if bad := sorted(k for k in options if k not in keys):
+        raise ConfigError(f"{', '.join(bad)}: not an option of {what}",
+                          help=f"{what} takes {', '.join(keys)}")
+    return dict(options)
 
 
 def emit(doc: Any) -> None:

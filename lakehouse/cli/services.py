@@ -12,36 +12,25 @@ schedule, run and commit may be separate processes (an Airflow task each)::
 
 from __future__ import annotations
 
-import dataclasses
 import getpass
 import sys
-from typing import Any, Mapping
+from typing import Any
 
 import click
 
 from lakehouse.cli.common import (EPILOG, clock, console, emit, instant_arg, json_flag,
-                                  ms_iso, note, rich_table, service_options_flag)
+                                  ms_iso, note, options_for, rich_table, service_options_flag)
 from lakehouse.config import ArchivalConfig, CleanConfig, CompactionConfig
-from lakehouse.errors import ConfigError, InstantNotFoundError, LakehouseError
+from lakehouse.errors import InstantNotFoundError, LakehouseError
 from lakehouse.inspect.describe import human_bytes
 from lakehouse.inspect.timeline import plan_or_none
 from lakehouse.services.compaction import require_mor
-from lakehouse.services.compaction.results import read_results
+from lakehouse.services.results import read_results
 from lakehouse.services.savepoint import pending_clean_plan
 from lakehouse.table import Table, open_table
 from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.avro_files import CleanMetadata, CompactionPlan
 from lakehouse.timeline.instant import Action, Instant
-
-
-def _for(options: Mapping[str, str], cls: type, what: str) -> dict[str, str]:
-    """``options`` if each one configures ``what``: another service's option would be ignored
-    silently otherwise, and a misspelt one too."""
-    keys = sorted(f.metadata["key"] for f in dataclasses.fields(cls) if "key" in f.metadata)
-    if bad := sorted(k for k in options if k not in keys):
-        raise ConfigError(f"{', '.join(bad)}: not an option of {what}",
-                          help=f"{what} takes {', '.join(keys)}")
-    return dict(options)
 
 
 def _mor_table(path: str) -> Table:
@@ -75,7 +64,7 @@ def compaction_schedule(path: str, force: bool, options: dict[str, str], as_json
     "nothing scheduled: <reason>" goes to stderr and the exit code is 0.
     """
     table = _mor_table(path)
-    res = table.schedule_compaction(force=force, options=_for(options, CompactionConfig, "compaction"))
+    res = table.schedule_compaction(force=force, options=options_for(options, CompactionConfig, "compaction"))
     doc = {**res.to_json(), "scheduled": res.scheduled}
     if as_json:
         emit(doc)
@@ -267,7 +256,7 @@ def clean() -> None:
 def clean_plan(path: str, options: dict[str, str], as_json: bool) -> dict:
     """Dry run: list what a clean would delete now. Writes nothing."""
     table = open_table(path)
-    res = table.clean(options=_for(options, CleanConfig, "cleaning"), dry_run=True)
+    res = table.clean(options=options_for(options, CleanConfig, "cleaning"), dry_run=True)
     doc = {**res.to_json(), "file_paths": list(res.files)}
     if as_json:
         emit(doc)
@@ -300,7 +289,7 @@ def clean_run(path: str, options: dict[str, str], as_json: bool) -> dict:
     could not be deleted: the clean completes and a later one plans them again.
     """
     table = open_table(path)
-    res = table.clean(options=_for(options, CleanConfig, "cleaning"))
+    res = table.clean(options=options_for(options, CleanConfig, "cleaning"))
     doc = res.to_json()
     if as_json:
         emit(doc)
@@ -510,7 +499,7 @@ def archive(path: str, options: dict[str, str], as_json: bool) -> dict:
     """Move the oldest instants to .hoodie/archived when the active timeline holds more than
     hoodie.keep.max.commits commits. Prints the archived instant times on stdout."""
     table = open_table(path)
-    res = table.archive(options=_for(options, ArchivalConfig, "archival"))
+    res = table.archive(options=options_for(options, ArchivalConfig, "archival"))
     doc = res.to_json()
     if as_json:
         emit(doc)

@@ -242,3 +242,39 @@ def check_conflicts(active: ActiveTimeline, timeline: Timeline, own_time: str,
                 help="nothing of this write is visible; write the batch again: the keys are found "
                      "in the table now and become updates",
                 winner=inst.time, keys=tuple(keys))
+
+
+def check_clustering(active: ActiveTimeline, timeline: Timeline, own_time: str, own: CommitMetadata) -> None:
+    """Raise :class:`CommitConflictError` if the write touched a file group that a clustering
+    pending now rewrites, or that a completed replace commit replaced: the clustering's new file
+    groups would not hold this write's changes, and a replaced group is never read again. Run
+    under the table lock at every commit, one writer too (the clustering is a table service in
+    another process). As Hudi's default conflict strategy, the writer is the one that fails
+    (SimpleConcurrentFileWritesConflictResolutionStrategy: the clustering checks nothing)."""
+    mine = _touched(own).file_groups
+    if not mine:
+        return
+    for inst in timeline.pending_clusterings():
+        if inst.time == own_time:
+            continue
+        shared = mine & active.clustering_plan(inst.time).file_groups
+        if shared:
+            raise CommitConflictError(
+                f"instant {own_time} changed file group(s) that clustering {inst.time} is "
+                f"rewriting: {_sample(f'{p}/{f}' if p else f for p, f in shared)}",
+                help="nothing of this write is visible; write the batch again once the clustering "
+                     "is committed (its records then go to the new file groups), or roll the "
+                     "clustering back (`lakehouse clustering rollback`)",
+                winner=inst.time, file_groups=tuple(sorted(shared)))
+    for inst in timeline.completed().filter(actions=[Action.REPLACE_COMMIT]):
+        if inst.time == own_time:
+            continue
+        shared = mine & active.commit_metadata(inst).replaced_file_ids()
+        if shared:
+            raise CommitConflictError(
+                f"instant {own_time} changed file group(s) that replace commit {inst.time} "
+                f"replaced while this write was in flight: "
+                f"{_sample(f'{p}/{f}' if p else f for p, f in shared)}",
+                help="nothing of this write is visible; write the batch again (it goes to the new "
+                     "file groups)",
+                winner=inst.time, file_groups=tuple(sorted(shared)))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from lakehouse.config.clustering import ClusteringConfig, CurveBuildMethod, LayoutStrategy, PartitionFilterMode
 from lakehouse.config.concurrency import (LOCK_PROVIDER_ALIASES, STORAGE_LOCK_PROVIDER, ConcurrencyConfig,
                                           ConcurrencyMode, FailedWritesPolicy)
 from lakehouse.config.options import (FLINK_KEYS, KNOWN_OPTION_KEYS, PASSTHROUGH_KEYS, check_option_names, opt,
@@ -24,14 +25,15 @@ from lakehouse.config.write import WRITE_OPTION_KEYS, BulkInsertSortMode, LogBlo
 from lakehouse.errors import ConfigError
 
 __all__ = [
-    "ArchivalConfig", "BucketEngine", "BulkInsertSortMode", "CleanConfig", "CompactionConfig", "ConcurrencyConfig",
+    "ArchivalConfig", "BucketEngine", "BulkInsertSortMode", "CleanConfig", "ClusteringConfig",
+    "CurveBuildMethod", "LayoutStrategy", "PartitionFilterMode", "CompactionConfig", "ConcurrencyConfig",
     "ConcurrencyMode", "FailedWritesPolicy", "FLINK_KEYS", "KEY_VALUE_FORMAT", "IcebergConfig", "IcebergView", "IndexType", "KeyGeneratorType",
     "KNOWN_OPTION_KEYS", "LOCK_PROVIDER_ALIASES", "LogBlockFormat", "MemoryConfig", "MergeMode", "merged_options",
     "SERVICE_CONFIGS", "SERVICE_OPTION_KEYS", "STORAGE_LOCK_PROVIDER", "TABLE_OPTION_KEYS", "TableConfig",
     "TableType", "WRITE_OPTION_KEYS", "WriteConfig", "check_option_names", "opt", "option_docs", "option_keys", "table_checksum",
 ]
 
-SERVICE_CONFIGS = (CompactionConfig, CleanConfig, ArchivalConfig, ConcurrencyConfig, IcebergConfig,
+SERVICE_CONFIGS = (CompactionConfig, ClusteringConfig, CleanConfig, ArchivalConfig, ConcurrencyConfig, IcebergConfig,
                    MemoryConfig)
 SERVICE_OPTION_KEYS = frozenset(k for c in SERVICE_CONFIGS for k in option_fields(c))
 KNOWN_OPTION_KEYS.update(TABLE_OPTION_KEYS | WRITE_OPTION_KEYS | SERVICE_OPTION_KEYS | PASSTHROUGH_KEYS)

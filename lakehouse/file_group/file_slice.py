@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lakehouse.file_group.naming import BaseFileName, LogFileName, join
+
+if TYPE_CHECKING:
+    from lakehouse.storage.base import Storage
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +109,14 @@ class FileGroup:
         """The newest base file (what Hudi's SIMPLE and BLOOM indexes look in): a slice that has
         only logs so far (a pending compaction's) does not hide the one before it."""
         return next((s.base_file for s in reversed(self.slices) if s.base_file is not None), None)
+
+
+def slice_of_files(storage: "Storage", partition: str, file_id: str, base_instant: str,
+                   base_name: str | None, log_names: tuple[str, ...]) -> FileSlice:
+    """The file slice a plan names (a compaction's operation, a clustering's slice), with the
+    files' sizes as they are now."""
+    base = None
+    if base_name:
+        base = BaseFile(partition, BaseFileName.parse(base_name), storage.size(join(partition, base_name)))
+    logs = [LogFile(partition, LogFileName.parse(n), storage.size(join(partition, n))) for n in log_names]
+    return FileSlice(partition, file_id, base_instant, base, tuple(sorted(logs, key=lambda f: f.name.sort_key)))

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lakehouse.bloom_filter import BloomFilter
 from lakehouse.file_group.file_slice import BaseFile
 from lakehouse.storage.base import Storage
-from lakehouse.storage.parquet import unreadable
+from lakehouse.storage.parquet import read_metadata
 
 
 @dataclass(frozen=True)
@@ -64,16 +63,7 @@ def read_footer(storage: Storage, bf: BaseFile) -> BaseFileFooter:
         if hit is not None:
             _FOOTERS.move_to_end(uri)
             return hit
-    try:
-        with storage.open_input(bf.path) as f:
-            md = pq.read_metadata(f).metadata or {}
-    except (pa.ArrowInvalid, OSError) as e:
-        if isinstance(e, FileNotFoundError):
-            raise
-        error = unreadable(storage, bf.path, e)
-        if error is e:
-            raise
-        raise error from e
+    md = read_metadata(storage, bf.path).metadata or {}
     bloom = None
     raw = md.get(b"org.apache.hudi.bloomfilter")
     if raw:

@@ -118,7 +118,14 @@ def explain(table: Table, instant_time: str, facts: list[Fact] | None = None) ->
     state = State[row["state"].upper()]
     inst = Instant(instant_time, action, state)
     try:
-        if row["action"] == "compaction" or action is Action.COMPACTION:
+        if action is Action.REPLACE_COMMIT and _is_clustering(table, inst, fact):
+            out["clustering"] = _clustering(table, inst)
+            if fact.meta is not None and state is State.COMPLETED:
+                out["write"] = _write(fact.meta)
+            elif state is not State.COMPLETED:
+                out["note"] = ("a clustering waiting to run or be committed: writers may not update "
+                               "its file groups until then; failed-write recovery leaves it alone")
+        elif row["action"] == "compaction" or action is Action.COMPACTION:
             out["compaction"] = _compaction(table, fact)
         elif fact.meta is not None:
             out["write"] = _write(fact.meta)
@@ -136,6 +143,22 @@ def explain(table: Table, instant_time: str, facts: list[Fact] | None = None) ->
     except (InstantNotFoundError, LakehouseError) as e:
         out["note"] = f"its files could not be read: {e}"
     return out
+
+
+def _is_clustering(table: Table, inst: Instant, fact: Fact) -> bool:
+    if inst.state is State.COMPLETED:
+        return fact.meta is not None and fact.meta.operation_type == "CLUSTER"
+    return table.timeline.is_clustering(inst.time)
+
+
+def _clustering(table: Table, inst: Instant) -> dict[str, Any]:
+    """What a clustering rewrites: its groups, their slices and bytes, its sort."""
+    plan = table.active.clustering_plan(inst.time)
+    return {"groups": len(plan.input_groups), "file_slices": len(plan.slices),
+            "input_bytes": int(sum(g.metrics.get("TOTAL_IO_READ_MB", 0) for g in plan.input_groups) * 1024 * 1024),
+            "output_file_groups": sum(g.num_output_file_groups for g in plan.input_groups),
+            "sort_columns": list(plan.sort_columns),
+            "partitions": sorted({g.partition for g in plan.input_groups})}
 
 
 __all__ = ["explain", "FILES_SHOWN"]

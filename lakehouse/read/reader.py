@@ -19,6 +19,7 @@ from lakehouse.errors import ConfigError, InstantNotFoundError, SchemaError, Tim
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.file_slice_reader import SliceReadContext, collect_slice, iter_file_slice, merge_slices
+from lakehouse.read.data_skipping import skip_by_stats
 from lakehouse.read.pruning import pinned_keys, prune_by_key
 from lakehouse.read.time_partitions import TimeSpans, may_hold
 from lakehouse.read.read_ahead import read_ahead
@@ -336,6 +337,12 @@ class TableReader:
             slices = [s.previous if s.base_file is None and s.previous else s for s in slices]
             slices = [FileSlice(s.partition, s.file_id, s.base_instant, s.base_file)
                       for s in slices if s.base_file is not None]
+        if filters is not None and not isinstance(filters, pc.Expression):
+            # Partition columns were pruned on by folder already: their footers are not read.
+            slices = skip_by_stats(self.storage, slices, [(c, op, _fit_value(v, schema.field(c).type))
+                                                          for c, op, v in filters
+                                                          if c not in self.config.partition_fields],
+                                   ignore_logs=read_optimized)
         visible = frozenset(t for t in self.timeline.completed_write_times if as_of is None or t <= as_of)
         return ReadPlan(schema, tuple(slices), visible, columns, columns or schema.names, row_filter,
                         read_logs=not read_optimized, keys=None if pinned is None else pinned[1])

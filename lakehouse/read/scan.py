@@ -49,7 +49,8 @@ class TableScan:
         return self._planned[1].output_schema
 
     def plan_files(self) -> list[FileSlice]:
-        """The file slices the scan reads (after pruning by partition and key), each with its
+        """The file slices the scan reads (after pruning by partition, key and column statistics:
+        lakehouse.read.data_skipping), each with its
         base file and log files and their sizes: what an engine distributing the read plans."""
         return list(self._planned[1].slices)
 

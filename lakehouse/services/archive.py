@@ -188,12 +188,23 @@ def _boundary(meta: "TableMetaClient", timeline: Timeline, cfg: ArchivalConfig) 
     if savepoints and savepoints[0].time < limit:
         limit, why = savepoints[0].time, f"savepoint {savepoints[0].time}"
     cleans = timeline.completed().filter(actions=[Action.CLEAN]).instants
+    keep = None
     if cleans:
         inst = cleans[-1]
         last_clean = CleanMetadata.from_bytes(meta.active.read(inst), meta.active.path(inst))
-        keep = last_clean.earliest_commit_to_retain
-        if keep and keep < limit:
+        keep = last_clean.earliest_commit_to_retain or inst.time
+        if last_clean.earliest_commit_to_retain and keep < limit:
             limit, why = keep, f"the last clean retains from {keep}"
+    # A replace commit (a clustering, an insert overwrite) stays until a clean has deleted the
+    # file groups it replaced: archived, its list of them would be lost and readers would see
+    # old and new groups side by side (Hudi's ClusteringUtils.getOldestInstantToRetainForClustering:
+    # from the first replace commit at or after the last clean's earliest retained commit, or
+    # the first of all before any clean).
+    replaces = timeline.filter(actions=[Action.REPLACE_COMMIT]).instants
+    first = next((i for i in replaces if keep is None or i.time >= keep), None)
+    if first is not None and first.time < limit:
+        limit, why = first.time, (f"replace commit {first.time} stays until a clean deletes the "
+                                  "file groups it replaced")
     return limit, why
 
 

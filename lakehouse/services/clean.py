@@ -417,7 +417,8 @@ def _delete_partitions(meta: "TableMetaClient", partitions: tuple[str, ...]) -> 
     storage = meta.storage
     deleted = []
     with exclusive(meta):
-        if meta.active.load().pending().filter(actions=WRITE_ACTIONS).instants:
+        timeline = meta.active.load()
+        if timeline.pending_writes().instants or timeline.pending_clusterings().instants:
             return ()
         for partition in partitions:
             # Re-checked here: a writer may have put a file in it since the plan was made.

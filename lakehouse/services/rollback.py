@@ -340,7 +340,9 @@ def rollback_failed_writes(meta: "TableMetaClient", timeline: Timeline | None = 
     results = resume_pending_rollbacks(meta, timeline)
     if results:
         timeline = active.load()
-    pending = [i for i in timeline.pending().filter(actions=ROLLBACKABLE) if i.time not in keep]
+    # Pending clusterings are a table service's work, not failed writes (Hudi's
+    # getInflightTimelineExcludeCompactionAndClustering): their executor undoes and redoes them.
+    pending = [i for i in timeline.pending_writes(ROLLBACKABLE) if i.time not in keep]
     for inst in sorted(pending, reverse=True):
         results.append(rollback_instant(meta, inst, timeline))
     return results
@@ -354,7 +356,7 @@ def rollback_expired_writes(meta: "TableMetaClient", timeline: Timeline | None =
     active = meta.active
     timeline = timeline if timeline is not None else active.load()
     beats = meta.heartbeats
-    writes = [i.time for i in timeline.pending().filter(actions=ROLLBACKABLE)]
+    writes = [i.time for i in timeline.pending_writes(ROLLBACKABLE)]
     rollbacks = timeline.pending().filter(actions=[Action.ROLLBACK]).instants
     if not rollbacks and not any(beats.is_expired(t) for t in writes):
         return timeline

@@ -6,6 +6,8 @@
 
     compaction-plan    TABLE [--force] [--option hoodie.compact...=V ...]
     compaction-execute TABLE [--instant T] [--parallelism N]
+    clustering-plan    TABLE [--force] [--option hoodie.clustering...=V ...]
+    clustering-execute TABLE [--instant T] [--parallelism N]
     commit             TABLE [--instant T]
     clean              TABLE [--dry-run] [--option hoodie.clean...=V ...]
     stream             TABLE --source-dir DIR [--processing-time S --run-for S] ...
@@ -84,6 +86,8 @@ from lakehouse.spark.apps import (  # noqa: E402
 APPS = {
     "compaction-plan": "lakehouse.spark.apps.compaction_plan",
     "compaction-execute": "lakehouse.spark.apps.compaction_execute",
+    "clustering-plan": "lakehouse.spark.apps.clustering_plan",
+    "clustering-execute": "lakehouse.spark.apps.clustering_execute",
     "commit": "lakehouse.spark.apps.commit",
     "clean": "lakehouse.spark.apps.clean",
     "stream": "lakehouse.spark.apps.stream",

@@ -569,6 +569,7 @@ def _file_writer(client: WriteClient, df: "DataFrame", job: _Job, counts: dict[s
         scope = None if job.context.config.index_type.is_global else sorted(counts)
         view, timeline = client.write_view(timeline, scope)
         job.pending = client.pending_compaction_fgs(timeline)
+        job.context = context.for_clustering(client.pending_clustering_fgs(timeline))
         if not counts:
             return [], None
         ensure_partitions(client.storage, set(counts), t)

@@ -183,3 +183,18 @@ def unreadable(storage, path: str, e: Exception) -> LakehouseError:
                             help="check the storage settings and the network, then retry; "
                                  "the file itself is not known to be damaged")
     return CorruptFileError(storage.uri(path), f"not a readable parquet file ({e})")
+
+
+def read_metadata(storage, path: str) -> pq.FileMetaData:
+    """The footer of parquet file ``path`` (a missing file raises FileNotFoundError; anything
+    else unreadable, :func:`unreadable`'s error)."""
+    try:
+        with storage.open_input(path) as f:
+            return pq.read_metadata(f)
+    except (pa.ArrowInvalid, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        error = unreadable(storage, path, e)
+        if error is e:
+            raise
+        raise error from e

@@ -7,6 +7,7 @@ each one a single atomic file create, so a crash leaves every instant in a well-
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import time as _time
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Callable, ContextManager, Iterable
 
 from lakehouse.errors import CorruptFileError, FileAlreadyExistsError, InstantNotFoundError, TimelineError
 from lakehouse.storage.base import Storage
+from lakehouse.timeline.clustering_plan import ClusteringPlan, clustering_plan_of
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from lakehouse.timeline.instant_time import DEFAULT_GENERATOR, InstantTimeGenerator
@@ -29,6 +31,9 @@ class Timeline:
     instants: tuple[Instant, ...]
     # Times whose completed commit came from a compaction plan.
     compaction_times: frozenset[str] = field(default_factory=frozenset)
+    # Times of replace commits that are clusterings (their requested file holds a plan); known
+    # for pending ones (ActiveTimeline.load reads their requested files).
+    clustering_times: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
     def from_file_names(cls, names: Iterable[str]) -> "Timeline":
@@ -60,7 +65,7 @@ class Timeline:
         sts = set(states) if states is not None else None
         return Timeline(tuple(i for i in self.instants
                               if (acts is None or i.action in acts) and (sts is None or i.state in sts)),
-                        self.compaction_times)
+                        self.compaction_times, self.clustering_times)
 
     def completed(self) -> "Timeline":
         return self.filter(states=[State.COMPLETED])
@@ -78,11 +83,30 @@ class Timeline:
     def pending_compactions(self) -> "Timeline":
         return self.filter(actions=[Action.COMPACTION], states=[State.REQUESTED, State.INFLIGHT])
 
+    def pending_clusterings(self) -> "Timeline":
+        """Replace commits requested or inflight that are clusterings (a table service's, not a
+        writer's: failed-write recovery leaves them alone, as Hudi's
+        getInflightTimelineExcludeCompactionAndClustering does)."""
+        return Timeline(tuple(i for i in self.pending() if i.action is Action.REPLACE_COMMIT
+                              and i.time in self.clustering_times),
+                        self.compaction_times, self.clustering_times)
+
+    def pending_writes(self, actions: Iterable[Action] = WRITE_ACTIONS) -> "Timeline":
+        """Writers' instants requested or inflight: ``actions`` pending, clusterings left out."""
+        return Timeline(tuple(i for i in self.filter(actions=actions).pending()
+                              if not (i.action is Action.REPLACE_COMMIT and i.time in self.clustering_times)),
+                        self.compaction_times, self.clustering_times)
+
+    def is_clustering(self, time: str) -> bool:
+        return time in self.clustering_times
+
     def before_or_on(self, time: str) -> "Timeline":
-        return Timeline(tuple(i for i in self.instants if i.time <= time), self.compaction_times)
+        return Timeline(tuple(i for i in self.instants if i.time <= time), self.compaction_times,
+                        self.clustering_times)
 
     def after(self, time: str) -> "Timeline":
-        return Timeline(tuple(i for i in self.instants if i.time > time), self.compaction_times)
+        return Timeline(tuple(i for i in self.instants if i.time > time), self.compaction_times,
+                        self.clustering_times)
 
     @cached_property
     def _by_time(self) -> dict[str, Instant]:
@@ -127,6 +151,7 @@ class ActiveTimeline:
         # HoodieTableMetaClient.getArchivePath; before 0.x's default "archived" it was .hoodie).
         self.archive_path = layout.archive_folder(archive_folder)
         self._metadata_cache: dict[str, CommitMetadata] = {}
+        self._clustering_cache: dict[str, bool] = {}
         # Several writers allocate instant times under the table lock: otherwise one delayed
         # between listing the timeline and creating its file lands below a newer instant.
         self.allocation_guard: Callable[[], ContextManager] = contextlib.nullcontext
@@ -135,8 +160,37 @@ class ActiveTimeline:
     # --- reading ---------------------------------------------------------------------------
 
     def load(self) -> Timeline:
-        return Timeline.from_file_names(
+        timeline = Timeline.from_file_names(
             info.name for info in self.storage.list(layout.METAFOLDER) if not info.is_dir)
+        replaces = [i for i in timeline.pending() if i.action is Action.REPLACE_COMMIT]
+        if not replaces:
+            return timeline
+        return dataclasses.replace(timeline, clustering_times=frozenset(
+            i.time for i in replaces if self._is_clustering(i.time)))
+
+    def _is_clustering(self, time: str) -> bool:
+        """Whether the replace commit ``time`` is a clustering (its requested file, which never
+        changes, holds a plan): read once per instant."""
+        known = self._clustering_cache.get(time)
+        if known is None:
+            req = Instant(time, Action.REPLACE_COMMIT, State.REQUESTED)
+            try:
+                data = self.storage.read(self.path(req))
+            except FileNotFoundError:
+                return False  # rolled back meanwhile
+            known = self._clustering_cache[time] = clustering_plan_of(
+                data, self.storage.uri(self.path(req))) is not None
+        return known
+
+    def clustering_plan(self, time: str) -> ClusteringPlan:
+        """The plan of the clustering ``time`` (requested, inflight or completed)."""
+        req = Instant(time, Action.REPLACE_COMMIT, State.REQUESTED)
+        plan = clustering_plan_of(self.read(req), self.storage.uri(self.path(req)))
+        if plan is None:
+            raise TimelineError(f"replace commit {time} is not a clustering (its requested file "
+                                "holds no clustering plan)",
+                                help="`lakehouse clustering show` lists the clusterings")
+        return plan
 
     def state_times(self) -> dict[tuple[str, bool], dict[State, int]]:
         """When each instant entered each state (ns since the epoch, from its files' mtimes),

@@ -26,7 +26,7 @@ from lakehouse.errors import CorruptFileError, SchemaError
 from lakehouse.timeline.avro_schemas import AvroKind, parsed_schema
 
 __all__ = [
-    "AvroKind", "serialize", "deserialize",
+    "AvroKind", "AvroModel", "AvroTimelineFile", "serialize", "deserialize",
     "InstantInfo", "ActionInstant",
     "CompactionOperation", "CompactionStrategy", "CompactionPlan",
     "RollbackRequest", "RollbackPlan", "RollbackPartitionMetadata", "RollbackMetadata",
@@ -100,7 +100,7 @@ def _map(values: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(values or {})
 
 
-class _Model:
+class AvroModel:
     """Base of the typed records: freezes sequences into tuples and copies mappings, so that a
     model equals what it reads back as and does not change under a caller's later mutations."""
 
@@ -120,7 +120,7 @@ class _Model:
                     k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
 
 
-class _TopLevel(_Model):
+class AvroTimelineFile(AvroModel):
     """A record that is a whole timeline file on its own."""
 
     __slots__ = ()
@@ -150,7 +150,7 @@ class _TopLevel(_Model):
 # --- instants ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class InstantInfo(_Model):
+class InstantInfo(AvroModel):
     """``HoodieInstantInfo``: an instant named by time and action (rollback plan and metadata)."""
 
     commit_time: str
@@ -165,7 +165,7 @@ class InstantInfo(_Model):
 
 
 @dataclass(frozen=True, slots=True)
-class ActionInstant(_Model):
+class ActionInstant(AvroModel):
     """``HoodieActionInstant``: an instant with its state name, e.g. ``COMPLETED`` (clean plan)."""
 
     timestamp: str
@@ -183,7 +183,7 @@ class ActionInstant(_Model):
 # --- compaction --------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class CompactionOperation(_Model):
+class CompactionOperation(AvroModel):
     """One file slice to compact. File names are relative to the partition (plan version 2)."""
 
     file_id: str
@@ -212,7 +212,7 @@ class CompactionOperation(_Model):
 
 
 @dataclass(frozen=True, slots=True)
-class CompactionStrategy(_Model):
+class CompactionStrategy(AvroModel):
     compactor_class_name: str | None = None
     strategy_params: Mapping[str, str] = field(default_factory=dict)
     version: int = 1
@@ -227,7 +227,7 @@ class CompactionStrategy(_Model):
 
 
 @dataclass(frozen=True, slots=True)
-class CompactionPlan(_TopLevel):
+class CompactionPlan(AvroTimelineFile):
     """``HoodieCompactionPlan``, the content of ``<t>.compaction.requested``."""
 
     KIND: ClassVar[AvroKind] = AvroKind.COMPACTION_PLAN
@@ -260,7 +260,7 @@ class CompactionPlan(_TopLevel):
 # --- rollback ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class RollbackRequest(_Model):
+class RollbackRequest(AvroModel):
     """What to undo in one file group (or, with an empty ``file_id``, which files to delete).
 
     Hudi writes paths here as absolute URIs and uses "" rather than null for a missing file id.
@@ -285,7 +285,7 @@ class RollbackRequest(_Model):
 
 
 @dataclass(frozen=True, slots=True)
-class RollbackPlan(_TopLevel):
+class RollbackPlan(AvroTimelineFile):
     """``HoodieRollbackPlan``, the content of ``<t>.rollback.requested``."""
 
     KIND: ClassVar[AvroKind] = AvroKind.ROLLBACK_PLAN
@@ -307,7 +307,7 @@ class RollbackPlan(_TopLevel):
 
 
 @dataclass(frozen=True, slots=True)
-class RollbackPartitionMetadata(_Model):
+class RollbackPartitionMetadata(AvroModel):
     partition_path: str
     success_delete_files: tuple[str, ...] = ()
     failed_delete_files: tuple[str, ...] = ()
@@ -329,7 +329,7 @@ class RollbackPartitionMetadata(_Model):
 
 
 @dataclass(frozen=True, slots=True)
-class RollbackMetadata(_TopLevel):
+class RollbackMetadata(AvroTimelineFile):
     """``HoodieRollbackMetadata``, the content of a completed ``<t>.rollback``."""
 
     KIND: ClassVar[AvroKind] = AvroKind.ROLLBACK_METADATA
@@ -364,7 +364,7 @@ class RollbackMetadata(_TopLevel):
 # --- clean -------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class CleanFileInfo(_Model):
+class CleanFileInfo(AvroModel):
     file_path: str
     is_bootstrap_base_file: bool = False
 
@@ -377,7 +377,7 @@ class CleanFileInfo(_Model):
 
 
 @dataclass(frozen=True, slots=True)
-class CleanerPlan(_TopLevel):
+class CleanerPlan(AvroTimelineFile):
     """``HoodieCleanerPlan``, the content of ``<t>.clean.requested`` (plan version 2)."""
 
     KIND: ClassVar[AvroKind] = AvroKind.CLEANER_PLAN
@@ -426,7 +426,7 @@ class CleanerPlan(_TopLevel):
 
 
 @dataclass(frozen=True, slots=True)
-class CleanPartitionMetadata(_Model):
+class CleanPartitionMetadata(AvroModel):
     partition_path: str
     policy: str
     delete_path_patterns: tuple[str, ...] = ()
@@ -449,7 +449,7 @@ class CleanPartitionMetadata(_Model):
 
 
 @dataclass(frozen=True, slots=True)
-class CleanMetadata(_TopLevel):
+class CleanMetadata(AvroTimelineFile):
     """``HoodieCleanMetadata``, the content of a completed ``<t>.clean`` (version 2)."""
 
     KIND: ClassVar[AvroKind] = AvroKind.CLEAN_METADATA
@@ -492,7 +492,7 @@ class CleanMetadata(_TopLevel):
 # --- replace -----------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class RequestedReplaceMetadata(_TopLevel):
+class RequestedReplaceMetadata(AvroTimelineFile):
     """``HoodieRequestedReplaceMetadata``, the content of ``<t>.replacecommit.requested``.
 
     INSERT OVERWRITE has Hudi write every field null, ``version`` included; clustering fills in

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from lakehouse.config import BulkInsertSortMode, WriteConfig
 from lakehouse.engine import parallel_take
+from lakehouse.errors import ClusteringUpdateError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import bucket_file_id, new_file_id
 from lakehouse.columns import BUCKET, DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
@@ -347,6 +348,7 @@ def small_file_room(context: "WriteContext", partition: str, latest: dict[tuple[
     wc = context.write_config
     small = [s for (p, f), s in latest.items()
              if p == partition and s.base_file is not None and (p, f) not in pending
+             and (p, f) not in context.clustering
              and s.base_file.size < wc.small_file_limit and (not cfg.is_mor or not s.log_files)]
     small = sorted(small, key=lambda s: (s.base_file.size, s.file_id))
     if cfg.is_mor:
@@ -362,6 +364,16 @@ def small_file_room(context: "WriteContext", partition: str, latest: dict[tuple[
 def update_target(context: "WriteContext", partition: str, fid: str, latest: dict, pending: dict,
                   small: bool = False) -> "Target":
     """The handle for a file group that takes updates or deletes (and, if ``small``, inserts)."""
+    clustering = context.clustering.get((partition, fid))
+    if clustering is not None:
+        # Hudi's SparkRejectUpdateStrategy: the clustering would drop the change.
+        where = f"{partition}/{fid}" if partition else fid
+        raise ClusteringUpdateError(
+            f"the write updates or deletes records in file group {where}, which clustering "
+            f"{clustering} is rewriting",
+            help="nothing was written; write again once the clustering is committed (`lakehouse "
+                 "clustering run` finishes it), or roll the clustering back (`lakehouse clustering "
+                 "rollback`)", clustering=clustering, file_groups=((partition, fid),))
     fs = latest.get((partition, fid))
     if small and fs is not None:
         return new_target(partition, fid, fs, None, TargetKind.MERGE)

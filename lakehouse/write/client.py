@@ -23,7 +23,7 @@ from lakehouse.engine import foreground
 from lakehouse.concurrency.conflict import START_KEY, start_marker
 from lakehouse.commit import exclusive, request, start
 from lakehouse.concurrency.retry import retry_policy
-from lakehouse.errors import (CommitConflictError, CommitOutcomeUnknownError, ConfigError, CorruptFileError,
+from lakehouse.errors import (ClusteringUpdateError, CommitConflictError, CommitOutcomeUnknownError, ConfigError, CorruptFileError,
                               LockError,
                               LockTimeoutError, RecordKeyError, SchemaError, TimelineError,
                               UnsupportedTableError, WriteError)
@@ -38,7 +38,7 @@ from lakehouse.services.rollback import rollback_expired_writes, rollback_failed
 from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
-from lakehouse.timeline.instant import WRITE_ACTIONS, Action, State
+from lakehouse.timeline.instant import Action, State
 from lakehouse.write import assign, bucket_sizing, buffer, commit_phase, datetime_partitioning, memory, spill
 from lakehouse.write.source import BatchSource, as_source
 from lakehouse.write.commit_phase import BUCKETS_KEY, RESULTS_KEY, phase_one_problem, rollback_own
@@ -238,7 +238,7 @@ class WriteClient:
 
     def rollback_failed_writes(self, timeline):
         """Roll back failed writes seen on ``timeline``; returns the timeline after that."""
-        writes = [i.time for i in timeline.pending().filter(actions=WRITE_ACTIONS)]
+        writes = [i.time for i in timeline.pending_writes()]
         rollbacks = timeline.pending().filter(actions=[Action.ROLLBACK]).instants
         if not writes and not rollbacks:
             return timeline
@@ -355,7 +355,7 @@ class WriteClient:
         errors and damaged table files as they are (their message names what to fix), anything
         else as a WriteError (definitely not visible)."""
         self.rollback_own(inflight)
-        if isinstance(error, (SchemaError, RecordKeyError, CorruptFileError)):
+        if isinstance(error, (SchemaError, RecordKeyError, CorruptFileError, ClusteringUpdateError)):
             raise error
         raise WriteError(f"writing instant {inflight.time} failed: {error}",
                          help="nothing of it is visible; fix the cause and write again") from error
@@ -398,6 +398,14 @@ class WriteClient:
             plan = CompactionPlan.from_bytes(self.active.read(req), self.active.path(req))
             for o in plan.operations:
                 out[(o.partition_path, o.file_id)] = inst.time
+        return out
+
+    def pending_clustering_fgs(self, timeline) -> dict[tuple[str, str], str]:
+        """(partition, file id) -> the pending clustering rewriting it, on ``timeline``."""
+        out: dict[tuple[str, str], str] = {}
+        for inst in timeline.pending_clusterings():
+            for fg in self.active.clustering_plan(inst.time).file_groups:
+                out[fg] = inst.time
         return out
 
     def write_scope(self, prepared: Prepared) -> list[str] | None:
@@ -449,6 +457,7 @@ class WriteClient:
         op = prepared.operation
         view, timeline = self.write_view(timeline, self.write_scope(prepared))
         pending = self.pending_compaction_fgs(timeline)
+        context = context.for_clustering(self.pending_clustering_fgs(timeline))
         groups = view.file_groups()
         latest: dict[tuple[str, str], FileSlice] = {}
         base_files: dict[tuple[str, str], BaseFile] = {}
@@ -470,6 +479,14 @@ class WriteClient:
             for (p, fid) in sorted(latest):
                 if p in parts:
                     replaced[p] = replaced.get(p, ()) + (fid,)
+            busy = sorted((p, f) for p, fids in replaced.items() for f in fids if (p, f) in context.clustering)
+            if busy:
+                raise ClusteringUpdateError(
+                    f"{op.value} would replace file group(s) that clustering "
+                    f"{context.clustering[busy[0]]} is rewriting: {', '.join(f'{p}/{f}' for p, f in busy[:5])}",
+                    help="nothing was written; write again once the clustering is committed, or "
+                         "roll the clustering back (`lakehouse clustering rollback`)",
+                    clustering=context.clustering[busy[0]], file_groups=tuple(busy))
             if op is Operation.DELETE_PARTITION:
                 return [], replaced
         if rows is None:  # larger than write.task.max.size: lakehouse.write.spill

@@ -10,7 +10,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.commit import complete, exclusive, hooks_deferred
-from lakehouse.concurrency.conflict import START_KEY, check_conflicts
+from lakehouse.concurrency.conflict import START_KEY, check_clustering, check_conflicts
 from lakehouse.errors import CommitConflictError, TimelineError, WriteError
 from lakehouse import field_ids
 from lakehouse.field_ids import FieldIds
@@ -112,6 +112,11 @@ def _complete(meta: "TableMetaClient", context: "WriteContext", inst, recorded: 
     # pending, and a commit step in another process must not publish what it is undoing).
     with exclusive(meta):
         now = _still_ours(meta, inst)
+        try:
+            check_clustering(meta.active, now, instant_time, recorded)
+        except CommitConflictError:
+            rollback_own(meta, inst)
+            raise
         if meta.concurrency.multi_writer:
             try:
                 _check_bucket_count(meta, recorded, instant_time)

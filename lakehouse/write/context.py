@@ -36,6 +36,9 @@ class WriteContext:
     # The ids of the instant's columns (lakehouse.field_ids), put on its base files; None until
     # the instant has them.
     field_ids: FieldIds | None = None
+    # File groups a pending clustering rewrites, by that clustering's instant: they take no
+    # inserts, and an update or delete of a record in one is refused (assign.update_target).
+    clustering: Mapping[tuple[str, str], str] = field(default_factory=dict)
     # Derived from config: the table's key generator and partition spec, its merge rules.
     keygen: KeyGenerator = field(init=False, repr=False, compare=False)
     spec: MergeSpec = field(init=False, repr=False, compare=False)
@@ -52,6 +55,10 @@ class WriteContext:
     def for_instant(self, ids: FieldIds | None) -> "WriteContext":
         """This context with the column ids of the instant being written."""
         return dataclasses.replace(self, field_ids=ids)
+
+    def for_clustering(self, file_groups: Mapping[tuple[str, str], str]) -> "WriteContext":
+        """This context with the file groups pending clusterings rewrite (on the write's view)."""
+        return dataclasses.replace(self, clustering=dict(file_groups))
 
     def buffered(self, op: Operation) -> bool:
         """Whether ``op`` is written through bounded write buffers (lakehouse.write.buffer): on

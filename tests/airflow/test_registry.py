@@ -139,3 +139,29 @@ tables:
     t = reg.table("t")
     assert (t.table_type, t.index) == ("COPY_ON_WRITE", "SIMPLE")
     assert t.schedule.compaction_after_commits is None  # a copy-on-write table has nothing to compact
+
+
+def test_a_table_without_the_bucket_index_gets_a_clustering_dag(tmp_path):
+    """clustering-plan → clustering-execute → commit, exchanging the plan's instant through the
+    timeline like compaction's; Asset-driven with after_commits (Hudi's
+    hoodie.clustering.async.max.commits), manual by default; none for a bucket-index table."""
+    pytest.importorskip("airflow", reason="the DAGs are built with Airflow")
+    from lakehouse.airflow.dags import commits_asset, table_dags
+
+    text = GOOD.replace('schedule: {ingest: "0 * * * *", compaction: {cron: "0 3 * * *"}, clean: null}',
+                        'schedule: {ingest: "0 * * * *", clustering: {after_commits: 3}, clean: null}\n'
+                        '    clustering_options: {hoodie.clustering.plan.strategy.sort.columns: updated_at}')
+    reg = registry.load(write(tmp_path, text))
+    orders, trips = reg.table("orders"), reg.table("trips")
+    assert orders.services == ("ingest", "clustering", "clean", "health")
+    assert "clustering" not in trips.services and "clustering" not in {k.split("_", 1)[1] for k in table_dags(trips)}
+    dag = table_dags(orders)["orders_clustering"]
+    assert [t.task_id for t in dag.topological_sort()] == ["clustering_plan", "clustering_execute", "commit"]
+    plan = dag.get_task("clustering_plan")
+    assert plan.app == "clustering-plan"
+    assert "hoodie.clustering.async.max.commits=3" in plan.app_args
+    assert "hoodie.clustering.plan.strategy.sort.columns=updated_at" in plan.app_args
+    assert dag.get_task("clustering_execute").instant == "{{ ti.xcom_pull(task_ids='clustering_plan') }}"
+    assert commits_asset(orders).name in repr(dag.timetable.asset_condition)
+    manual = registry.load(write(tmp_path, GOOD)).table("orders")
+    assert type(table_dags(manual)["orders_clustering"].timetable).__name__ == "NullTimetable"

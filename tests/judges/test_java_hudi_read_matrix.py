@@ -165,6 +165,11 @@ def matrix(tmp_path_factory):
         built[name] = (t, latest, None)
         queue(name, t, None)
     for tt in KINDS:
+        name = f"clustered_{tt.lower()}"
+        t, m, marks = clustered(root / name, tt)
+        built[name] = (t, m, marks)
+        queue(name, t, marks)
+    for tt in KINDS:
         for mode in MODES:
             name = f"merge_{tt.lower()}_{mode.lower()}"
             t = merging(root / name, tt, mode)
@@ -199,6 +204,36 @@ def test_java_hudi_reads_after_restore_rollback_and_replace(matrix, table_type, 
     assert set(got.column("city").to_pylist()) == {"sf", "nyc"}
     keys = got.column("_hoodie_record_key")
     assert pc.count_distinct(keys).as_py() == len(keys)
+    same(t.read(), got, f"{name} snapshot", judge)
+    same(t.read(read_optimized=True), java(out, f"{name}.read_optimized"), f"{name} read-optimized", judge)
+    same(t.read_changes(marks["first"], marks["last"]), java(out, f"{name}.incremental"), f"{name} incremental", judge)
+
+
+def clustered(path: pathlib.Path, table_type: str) -> tuple[lakehouse.Table, Model, dict]:
+    """The history, clustered (sorted by fare: a replacecommit with operation CLUSTER replacing
+    every file group), then written to again (on Merge-On-Read: logs on the new file groups)."""
+    t, m, marks = history(path, table_type, True, {"hoodie.index.type": "SIMPLE",
+                                                   "hoodie.parquet.small.file.limit": 0})
+    if t.timeline.pending_compactions().instants:
+        t.run_compaction()
+        t.commit_compaction()
+    res = t.cluster(force=True, options={"hoodie.clustering.plan.strategy.sort.columns": "fare"})
+    assert res.committed and res.file_groups_replaced > 3
+    batch = rows(list(range(3, 340, 19)) + [450], 9)
+    m.upsert(batch)
+    marks["last"] = t.upsert(batch)
+    return t, m, marks
+
+
+@pytest.mark.parametrize("hudi", list(HUDI_LINES))
+@pytest.mark.parametrize("table_type", KINDS)
+def test_java_hudi_reads_a_clustered_table(matrix, table_type, hudi):
+    built, outs = matrix
+    out, judge = output(outs, hudi), f"Hudi {hudi}"
+    name = f"clustered_{table_type.lower()}"
+    t, m, marks = built[name]
+    got = java(out, f"{name}.snapshot")
+    assert canonical(got.select(SCHEMA.names), SCHEMA.names) == m.table()
     same(t.read(), got, f"{name} snapshot", judge)
     same(t.read(read_optimized=True), java(out, f"{name}.read_optimized"), f"{name} read-optimized", judge)
     same(t.read_changes(marks["first"], marks["last"]), java(out, f"{name}.incremental"), f"{name} incremental", judge)

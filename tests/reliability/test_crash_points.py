@@ -136,6 +136,7 @@ class Scenario:
     history: int = 2  # committed upserts before the crash
     compact_first: bool = False  # MOR: compact the history, so a clean has old slices to delete
     detail: str = ""
+    index: str | None = None  # the table's index (default: BUCKET for MOR, SIMPLE for COW)
 
 
 def _next_write(t, model, tmp):
@@ -150,6 +151,16 @@ def _finish_compaction(t, model, tmp):
     inst = pending.instants[0].time
     t.run_compaction(inst)
     t.commit_compaction(inst)
+    _next_write(t, model, tmp)
+
+
+def _finish_clustering(t, model, tmp):
+    pending = t.timeline.pending_clusterings()
+    assert pending.instants, "the interrupted clustering should still be pending"
+    inst = pending.instants[0].time
+    if not t.commit_clustering(inst).committed:  # its results are missing: undone, run again
+        t.run_clustering(inst)
+        assert t.commit_clustering(inst).committed
     _next_write(t, model, tmp)
 
 
@@ -172,7 +183,8 @@ WRITE = "t.upsert(pq.read_table(data))"
 # Points after which the crashed operation has left data files that nothing committed.
 LEAVES_FILES = {"write.mid_data_file", "write.after_data_files", "write.after_results",
                 "commit.before_complete", "compaction.mid_execute", "compaction.after_execute",
-                "compaction.before_commit"}
+                "compaction.before_commit", "clustering.mid_execute", "clustering.after_execute",
+                "clustering.before_commit"}
 WRITE_POINTS = [("write.after_requested", False), ("write.after_first_marker", False),
                 ("write.mid_data_file", False), ("write.after_data_files", False),
                 ("write.after_results", False), ("commit.before_complete", False),
@@ -211,6 +223,14 @@ def scenarios() -> list[Scenario]:
         out.append(Scenario("compaction killed, redone by the next run (MOR)", point,
                             "MERGE_ON_READ", "t.compact(force=True)", False, recover,
                             detail="rows unchanged; partial base files removed, compaction redone"))
+    sort = {"hoodie.clustering.plan.strategy.sort.columns": "v"}
+    for tt in ("MERGE_ON_READ", "COPY_ON_WRITE"):
+        short = "MOR" if tt == "MERGE_ON_READ" else "COW"
+        for point in ("clustering.mid_execute", "clustering.after_execute", "clustering.before_commit"):
+            out.append(Scenario(f"clustering killed, redone or committed by the next run ({short})", point,
+                                tt, f"t.cluster(force=True, options={sort!r})", False, _finish_clustering,
+                                history=3, index="SIMPLE",
+                                detail="rows unchanged; partial files removed, clustering redone"))
     return out
 
 
@@ -224,10 +244,10 @@ def test_killed_at_fault_point_then_recovered(tmp_path, sc: Scenario, reliabilit
     # MOR with the bucket index, so updates go to log files (with SIMPLE, small file groups
     # take them through a merge); COW with Hudi's default index.
     mor = sc.table_type == "MERGE_ON_READ"
+    index = sc.index or ("BUCKET" if mor else "SIMPLE")
     t = lakehouse.create_table(str(path), name="c", table_type=sc.table_type, record_key="id",
-                               partition_by="city", ordering_field="ts",
-                               index="BUCKET" if mor else "SIMPLE",
-                               options={"hoodie.bucket.index.num.buckets": 2} if mor else {})
+                               partition_by="city", ordering_field="ts", index=index,
+                               options={"hoodie.bucket.index.num.buckets": 2} if index == "BUCKET" else {})
     model: Model = {}
     for i in range(sc.history):
         # Updates and inserts, two partitions: log appends, merges and new file groups.

@@ -57,6 +57,34 @@ def test_plan_execute_commit_each_a_spark_submit_equal_the_python_api(tmp_path, 
     assert_same_tables(ours.path, reference.path)
 
 
+def test_clustering_plan_execute_commit_as_apps_equal_the_python_api(tmp_path, capsys):
+    ours = write_history(tmp_path / "spark", index="SIMPLE")
+    reference = write_history(tmp_path / "python", index="SIMPLE")
+    sort = "hoodie.clustering.plan.strategy.sort.columns=v"
+    assert submit.main(["clustering-plan", ours.path, "--force", "--option", sort]) == 0
+    doc = _last_json(capsys.readouterr()[0])
+    assert doc["status"] == "ok" and doc["app"] == "clustering-plan" and doc["groups"] > 0, doc
+    t = doc["instant"]
+    assert ours.timeline.is_clustering(t) and ours.timeline.get(t).state is State.REQUESTED
+    assert submit.main(["clustering-execute", ours.path, "--instant", t]) == 0
+    doc = _last_json(capsys.readouterr()[0])
+    assert doc["status"] == "ok" and doc["failed"] == 0 and doc["files"] > 0, doc
+    assert ours.timeline.get(t).state is State.INFLIGHT
+    assert submit.main(["commit", ours.path]) == 0
+    doc = _last_json(capsys.readouterr()[0])
+    assert [(c["instant"], c["action"]) for c in doc["committed"]] == [(t, "clustering")], doc
+    ref = reference.cluster(force=True, options={sort.split("=")[0]: "v"})
+    assert ref.committed and doc["committed"][0]["files"] == ref.files_written
+    background.wait_all()
+    assert rows(lakehouse.open_table(ours.path).read()) == rows(reference.read())
+    from tests.interop.hudi_oracle import hudi_read
+    assert rows(hudi_read(ours.path)) == rows(reference.read())
+    # A bucket-index table is refused, saying why.
+    bucket = write_history(tmp_path / "bucket")
+    assert submit.main(["clustering-plan", bucket.path, "--force"]) == 1
+    assert "bucket index" in _last_json(capsys.readouterr()[0])["reason"]
+
+
 def test_clean_via_spark_submit_deletes_what_the_dry_run_planned(tmp_path, spark_submit):
     table = write_history(tmp_path / "cow", table_type="COPY_ON_WRITE")
     before = rows(table.read())

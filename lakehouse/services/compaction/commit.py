@@ -14,7 +14,7 @@ from lakehouse.commit import complete, exclusive
 from lakehouse import field_ids
 from lakehouse.services.compaction.execute import undo_execution
 from lakehouse.services.compaction.plan import read_plan
-from lakehouse.services.compaction.results import delete_results, read_results
+from lakehouse.services.results import delete_results, files_not_as_recorded, read_results
 from lakehouse.timeline.carried import carry_forward
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import Action, Instant
@@ -45,11 +45,7 @@ def _problems(meta: "TableMetaClient", t: str, stats: list[WriteStat], failures:
     done = {(s.partition_path, s.file_id) for s in stats}
     out += [f"{o.partition_path}/{o.file_id}: no result" for o in plan.operations
             if (o.partition_path, o.file_id) not in done]
-    for s in stats:
-        info = meta.storage.info(s.path)
-        if info is None or info.size != s.file_size_in_bytes:
-            out.append(f"{s.path}: {'missing' if info is None else 'size differs from its result'}")
-    return out
+    return out + files_not_as_recorded(meta.storage, stats)
 
 
 def commit_compaction(meta: "TableMetaClient", instant_time: str | None = None, *,

@@ -15,8 +15,8 @@ from lakehouse.config import TableConfig, WriteConfig, merged_options
 from lakehouse.engine import Engine, default_engine
 from lakehouse.errors import CorruptFileError, TimelineError
 from lakehouse.faults import InjectedFault, fault_point
-from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
-from lakehouse.file_group.naming import BaseFileName, LogFileName, join
+from lakehouse.file_group.file_slice import FileSlice, slice_of_files
+from lakehouse.file_group.naming import BaseFileName, join
 from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
 from lakehouse.merge import MergeSpec
 import pyarrow as pa
@@ -24,7 +24,7 @@ import pyarrow as pa
 from lakehouse.columns import META_FIELDS
 from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.services.compaction.plan import read_plan
-from lakehouse.services.compaction.results import delete_results, results_path, write_results
+from lakehouse.services.results import delete_results, results_path, write_results
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.avro_files import CompactionOperation
 from lakehouse.timeline.commit_metadata import WriteStat
@@ -88,17 +88,8 @@ class _Task:
 
 
 def _slice(storage: Storage, op: CompactionOperation) -> FileSlice:
-    p = op.partition_path
-    base = None
-    if op.data_file_path:
-        bn = BaseFileName.parse(op.data_file_path)
-        base = BaseFile(p, bn, storage.size(join(p, op.data_file_path)))
-    logs = []
-    for name in op.delta_file_paths:
-        ln = LogFileName.parse(name)
-        logs.append(LogFile(p, ln, storage.size(join(p, name))))
-    return FileSlice(p, op.file_id, op.base_instant_time, base,
-                     tuple(sorted(logs, key=lambda f: f.name.sort_key)))
+    return slice_of_files(storage, op.partition_path, op.file_id, op.base_instant_time,
+                          op.data_file_path, op.delta_file_paths)
 
 
 def compact_operation(task: _Task) -> WriteStat:

@@ -12,12 +12,11 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.config import CompactionConfig
+from lakehouse.services.pending_files import without_files_of
 from lakehouse.services.rollback import rollback_expired_writes
 from lakehouse.errors import ConfigError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
-from lakehouse.io.markers import Markers
-from lakehouse.log.reader import iter_log_blocks
 from lakehouse.timeline.avro_files import CompactionOperation, CompactionPlan
 from lakehouse.timeline.instant import Action, Instant, State
 from lakehouse.timeline.instant_time import parse_instant_time
@@ -122,8 +121,8 @@ def schedule_compaction(meta: "TableMetaClient", config: CompactionConfig | None
 def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | None, force: bool,
               extra_metadata: Mapping[str, str] | None) -> ScheduleResult:
     timeline = meta.timeline
-    pending_writes = timeline.pending().filter(
-        actions=[Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT])
+    # A pending clustering is not a write: its file groups are left out of the plan instead.
+    pending_writes = timeline.pending_writes([Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT])
     if pending_writes.instants and not meta.concurrency.multi_writer:
         # One writer: its commit checks nothing against a plan, so the plan waits for it.
         first = pending_writes.instants[0]
@@ -135,12 +134,12 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
     deltas = [i for i in timeline.completed().filter(actions=[Action.DELTA_COMMIT])
               if last is None or i.time > last]
     view = FileSystemView.load(meta.storage, timeline, meta.active)
-    in_plan = set(_pending_operations(meta, timeline))
+    in_plan = set(_pending_operations(meta, timeline)) | _pending_clustering_file_groups(meta, timeline)
     # File groups already in a pending plan wait for it; their new logs go to the next slice.
     slices = [s for s in view.latest_slices_for_write()
               if s.log_files and (s.partition, s.file_id) not in in_plan]
     if pending_writes.instants:
-        slices = _without_files_of(meta, slices, pending_writes.instants)
+        slices = without_files_of(meta, slices, pending_writes.instants)
     log_bytes = sum(s.total_log_size for s in slices)
     since = last or (deltas[0].time if deltas else None)
     now = now or datetime.now(timezone.utc)
@@ -174,40 +173,6 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
                           reason=trig.reason if trig.fire else "forced")
 
 
-def _without_files_of(meta: "TableMetaClient", slices: list, writes) -> list:
-    """Several writers: a plan made past writes in flight (Hudi's ScheduleCompactionActionExecutor
-    under OCC) leaves out the log files those writes created, which their rollback deletes; a
-    write that logged to a planned file group yields at its commit
-    (lakehouse.concurrency.conflict). Markers come before files, and they are read after the
-    listing, so every listed file of such a write is found."""
-    marked = {m.data_path: w.time for w in writes for m in Markers(meta.storage, w.time).all()}
-    if not marked:
-        return slices
-    out = []
-    for s in slices:
-        logs = tuple(lf for lf in s.log_files
-                     if lf.path not in marked or not _created_by(meta, lf.path, marked[lf.path]))
-        if logs:
-            out.append(s.with_logs(logs))
-    return out
-
-
-def _created_by(meta: "TableMetaClient", path: str, instant_time: str) -> bool:
-    """Whether the write ``instant_time`` created the log file (its first block is the write's,
-    or it has none yet), rather than appended to a committed one (whose rollback keeps it)."""
-    try:
-        head = meta.storage.read_range(path, 0, _HEAD_BYTES)
-    except FileNotFoundError:
-        return True
-    first = next(iter_log_blocks(head, path), None)  # a block cut off by the range keeps its header
-    if (first is None or not first.instant_time) and len(head) == _HEAD_BYTES:
-        first = next(iter_log_blocks(meta.storage.read(path), path), None)  # a header past the range
-    return first is None or not first.instant_time or first.instant_time == instant_time
-
-
-_HEAD_BYTES = 64 * 1024
-
-
 def require_mor(meta: "TableMetaClient") -> "TableMetaClient":
     """``meta``, if its table can compact at all (every compaction entry point checks this first)."""
     if not meta.config.is_mor:
@@ -219,6 +184,15 @@ def require_mor(meta: "TableMetaClient") -> "TableMetaClient":
 def read_plan(meta: "TableMetaClient", instant_time: str) -> CompactionPlan:
     inst = Instant(instant_time, Action.COMPACTION, State.REQUESTED)
     return CompactionPlan.from_bytes(meta.active.read(inst), meta.storage.uri(meta.active.path(inst)))
+
+
+def _pending_clustering_file_groups(meta: "TableMetaClient", timeline) -> set[tuple[str, str]]:
+    """File groups a pending clustering rewrites: no compaction plans them (Hudi's
+    BaseHoodieCompactionPlanGenerator leaves them out), so no file group is in both plans."""
+    out: set[tuple[str, str]] = set()
+    for inst in timeline.pending_clusterings():
+        out |= meta.active.clustering_plan(inst.time).file_groups
+    return out
 
 
 def _pending_operations(meta: "TableMetaClient", timeline) -> dict[tuple[str, str], str]:

@@ -8,7 +8,8 @@
   file groups or keys), while the others are committed;
 - an inflight compaction whose execution recorded its results is committed with
   ``commit_compaction`` (which puts the plan back to requested when a result is missing or
-  failed: that is reported as a failure).
+  failed: that is reported as a failure), and an inflight clustering with
+  ``commit_clustering`` likewise.
 
 Anything else pending is left alone and listed as skipped: a write without complete results or a
 compaction without results may still be running in another process. ``--instant T`` restricts it
@@ -21,8 +22,9 @@ import argparse
 from typing import Any
 
 from lakehouse.errors import CommitConflictError, InstantNotFoundError, LakehouseError
+from lakehouse.services.clustering import commit_clustering
 from lakehouse.services.compaction import commit_compaction
-from lakehouse.services.compaction.results import read_results
+from lakehouse.services.results import read_results
 from lakehouse.spark.apps import FAILED, NOTHING, OK, add_tag_arg, new_parser, run_app
 from lakehouse.timeline.tags import parse_tags
 from lakehouse.table import Table, open_table
@@ -66,6 +68,16 @@ def _commit_write(table: Table, inst: Instant, tags: dict[str, str]) -> dict[str
             "bytes": sum(s.file_size_in_bytes for s in stats)}
 
 
+def _commit_clustering(table: Table, inst: Instant, tags: dict[str, str]) -> dict[str, Any] | None:
+    if read_results(table.storage, inst.time, "clustering") is None:
+        return None
+    res = commit_clustering(table, inst.time, extra_metadata=tags)
+    if not res.committed:
+        return {"committed": False, "reason": res.reason}
+    return {"committed": True, "row": {"instant": inst.time, "action": "clustering", "operation": "CLUSTER",
+                                       "files": res.files_written, "rows": res.rows}}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     table = open_table(args.table)
     cands = _candidates(table, args.instant)
@@ -87,6 +99,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                       "files": res.operations, "rows": res.rows})
                 else:
                     failed.append({"instant": inst.time, "action": "compaction", "reason": res.reason})
+            elif table.timeline.is_clustering(inst.time):
+                committed_or_failed = _commit_clustering(table, inst, tags)
+                if committed_or_failed is None:
+                    skipped.append({"instant": inst.time, "action": "clustering",
+                                    "reason": "its execution has recorded no results (still running, "
+                                              "or crashed: run clustering-execute again)"})
+                elif committed_or_failed.get("committed"):
+                    committed.append(committed_or_failed["row"])
+                else:
+                    failed.append({"instant": inst.time, "action": "clustering",
+                                   "reason": committed_or_failed["reason"]})
             elif why := _write_ready(table, inst):
                 skipped.append({"instant": inst.time, "action": str(inst.action), "reason": why})
             else:

@@ -14,7 +14,7 @@ import argparse
 from typing import Any
 
 from lakehouse.services.compaction import execute_compaction
-from lakehouse.services.compaction.results import read_results
+from lakehouse.services.results import read_results
 from lakehouse.spark.apps import FAILED, NOTHING, OK, new_parser, positive_int, run_app, spark_info
 from lakehouse.spark.apps.compaction_plan import open_mor_table
 from lakehouse.spark.engine import SparkEngine
