@@ -29,6 +29,10 @@ CREATED_FOLDERS = (AUX, TEMP, SCHEMA)
 # Each partition folder's marker file (HoodiePartitionMetadata.HOODIE_PARTITION_METAFILE_PREFIX).
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
+# The consistent-hashing bucket index's rings, a folder per partition
+# (HoodieTableMetaClient.getHashingMetadataPath).
+HASHING_METADATA = f"{METAFOLDER}/.bucket_index/consistent_hashing_metadata"
+
 # lakehouse's folders.
 LOCKS = f"{METAFOLDER}/.locks"  # the storage lock's leases (lakehouse.concurrency.lock)
 ICEBERG = f"{METAFOLDER}/iceberg"  # the Iceberg metadata published for every commit
@@ -58,6 +62,11 @@ def service_results(instant_time: str, service: str) -> str:
     """Where a table service's execute step (``service``: compaction, clustering) leaves its
     write stats for its commit step."""
     return f"{AUX}/{instant_time}.{service}.results.json"
+
+
+def hashing_metadata_folder(partition: str) -> str:
+    """Where a partition's consistent-hashing rings are (the folder itself when unpartitioned)."""
+    return f"{HASHING_METADATA}/{partition}" if partition else HASHING_METADATA
 
 
 def in_metafolder(path: str) -> bool:
