@@ -254,18 +254,16 @@ def check_clustering(active: ActiveTimeline, timeline: Timeline, own_time: str, 
     mine = _touched(own).file_groups
     if not mine:
         return
-    for inst in timeline.pending_clusterings():
-        if inst.time == own_time:
-            continue
-        shared = mine & active.clustering_plan(inst.time).file_groups
-        if shared:
-            raise CommitConflictError(
-                f"instant {own_time} changed file group(s) that clustering {inst.time} is "
-                f"rewriting: {_sample(f'{p}/{f}' if p else f for p, f in shared)}",
-                help="nothing of this write is visible; write the batch again once the clustering "
-                     "is committed (its records then go to the new file groups), or roll the "
-                     "clustering back (`lakehouse clustering rollback`)",
-                winner=inst.time, file_groups=tuple(sorted(shared)))
+    planned = active.pending_clustering_file_groups(timeline)
+    for t in sorted({t for fg, t in planned.items() if fg in mine and t != own_time}):
+        shared = {fg for fg in mine if planned.get(fg) == t}
+        raise CommitConflictError(
+            f"instant {own_time} changed file group(s) that clustering {t} is "
+            f"rewriting: {_sample(f'{p}/{f}' if p else f for p, f in shared)}",
+            help="nothing of this write is visible; write the batch again once the clustering "
+                 "is committed (its records then go to the new file groups), or roll the "
+                 f"clustering back (`lakehouse rollback <table> {t}`)",
+            winner=t, file_groups=tuple(sorted(shared)))
     for inst in timeline.completed().filter(actions=[Action.REPLACE_COMMIT]):
         if inst.time == own_time:
             continue

@@ -16,6 +16,7 @@ from typing import Callable, ContextManager, Iterable
 
 from lakehouse.errors import CorruptFileError, FileAlreadyExistsError, InstantNotFoundError, TimelineError
 from lakehouse.storage.base import Storage
+from lakehouse.timeline.avro_files import CompactionPlan
 from lakehouse.timeline.clustering_plan import ClusteringPlan, clustering_plan_of
 from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import WRITE_ACTIONS, Action, Instant, State
@@ -181,6 +182,23 @@ class ActiveTimeline:
             known = self._clustering_cache[time] = clustering_plan_of(
                 data, self.storage.uri(self.path(req))) is not None
         return known
+
+    def pending_compaction_file_groups(self, timeline: Timeline) -> dict[tuple[str, str], str]:
+        """(partition, file id) -> the compaction pending on ``timeline`` that works on it."""
+        out: dict[tuple[str, str], str] = {}
+        for inst in timeline.pending_compactions():
+            req = inst.with_state(State.REQUESTED)
+            for o in CompactionPlan.from_bytes(self.read(req), self.path(req)).operations:
+                out[(o.partition_path, o.file_id)] = inst.time
+        return out
+
+    def pending_clustering_file_groups(self, timeline: Timeline) -> dict[tuple[str, str], str]:
+        """(partition, file id) -> the clustering pending on ``timeline`` that rewrites it."""
+        out: dict[tuple[str, str], str] = {}
+        for inst in timeline.pending_clusterings():
+            for fg in self.clustering_plan(inst.time).file_groups:
+                out[fg] = inst.time
+        return out
 
     def clustering_plan(self, time: str) -> ClusteringPlan:
         """The plan of the clustering ``time`` (requested, inflight or completed)."""

@@ -372,8 +372,8 @@ def update_target(context: "WriteContext", partition: str, fid: str, latest: dic
             f"the write updates or deletes records in file group {where}, which clustering "
             f"{clustering} is rewriting",
             help="nothing was written; write again once the clustering is committed (`lakehouse "
-                 "clustering run` finishes it), or roll the clustering back (`lakehouse clustering "
-                 "rollback`)", clustering=clustering, file_groups=((partition, fid),))
+                 "clustering run`, then `commit`), or roll the clustering back (`lakehouse rollback "
+                 f"<table> {clustering}`)", clustering=clustering, file_groups=((partition, fid),))
     fs = latest.get((partition, fid))
     if small and fs is not None:
         return new_target(partition, fid, fs, None, TargetKind.MERGE)

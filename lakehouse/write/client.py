@@ -36,7 +36,7 @@ from lakehouse.timeline.schema_resolver import recorded_schema, with_meta_fields
 from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.services.rollback import rollback_expired_writes, rollback_failed_writes
 from lakehouse.timeline.active import Timeline
-from lakehouse.timeline.avro_files import CompactionPlan, RequestedReplaceMetadata
+from lakehouse.timeline.avro_files import RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import Action, State
 from lakehouse.write import assign, bucket_sizing, buffer, commit_phase, datetime_partitioning, memory, spill
@@ -392,21 +392,12 @@ class WriteClient:
     # --- file writing ----------------------------------------------------------------------
 
     def pending_compaction_fgs(self, timeline) -> dict[tuple[str, str], str]:
-        out: dict[tuple[str, str], str] = {}
-        for inst in timeline.pending_compactions():
-            req = inst.with_state(State.REQUESTED)
-            plan = CompactionPlan.from_bytes(self.active.read(req), self.active.path(req))
-            for o in plan.operations:
-                out[(o.partition_path, o.file_id)] = inst.time
-        return out
+        """(partition, file id) -> the pending compaction working on it, on ``timeline``."""
+        return self.active.pending_compaction_file_groups(timeline)
 
     def pending_clustering_fgs(self, timeline) -> dict[tuple[str, str], str]:
         """(partition, file id) -> the pending clustering rewriting it, on ``timeline``."""
-        out: dict[tuple[str, str], str] = {}
-        for inst in timeline.pending_clusterings():
-            for fg in self.active.clustering_plan(inst.time).file_groups:
-                out[fg] = inst.time
-        return out
+        return self.active.pending_clustering_file_groups(timeline)
 
     def write_scope(self, prepared: Prepared) -> list[str] | None:
         """The partitions a write must list (None: the whole table). A write's file groups,
@@ -485,7 +476,7 @@ class WriteClient:
                     f"{op.value} would replace file group(s) that clustering "
                     f"{context.clustering[busy[0]]} is rewriting: {', '.join(f'{p}/{f}' for p, f in busy[:5])}",
                     help="nothing was written; write again once the clustering is committed, or "
-                         "roll the clustering back (`lakehouse clustering rollback`)",
+                         f"roll the clustering back (`lakehouse rollback <table> {context.clustering[busy[0]]}`)",
                     clustering=context.clustering[busy[0]], file_groups=tuple(busy))
             if op is Operation.DELETE_PARTITION:
                 return [], replaced

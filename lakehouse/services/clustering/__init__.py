@@ -3,8 +3,7 @@ steps that share nothing but the timeline: schedule (plan), execute, commit."""
 
 from lakehouse.services.clustering.commit import CommitResult, commit_clustering
 from lakehouse.services.clustering.execute import ExecuteResult, execute_clustering, undo_execution
-from lakehouse.services.clustering.plan import (ScheduleResult, pending_clustering_file_groups,
-                                                require_clusterable, schedule_clustering)
+from lakehouse.services.clustering.plan import (ScheduleResult, require_clusterable, schedule_clustering)
 
 __all__ = ["CommitResult", "ExecuteResult", "ScheduleResult", "commit_clustering", "execute_clustering",
-           "pending_clustering_file_groups", "require_clusterable", "schedule_clustering", "undo_execution"]
+           "require_clusterable", "schedule_clustering", "undo_execution"]

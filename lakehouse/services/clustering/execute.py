@@ -138,7 +138,7 @@ def _log_base_instant(log_names: tuple[str, ...]) -> str:
         if ln is not None:
             return ln.base_instant
     raise TimelineError("a clustering plan's slice names neither a base file nor a log file",
-                        help="roll the clustering back (`lakehouse clustering rollback`) and schedule again")
+                        help="roll the clustering back (`lakehouse rollback <table> <instant>`) and schedule again")
 
 
 def run_group(task: _Task) -> list[WriteStat] | dict:

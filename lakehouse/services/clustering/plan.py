@@ -26,10 +26,9 @@ from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.services.pending_files import without_files_of
 from lakehouse.services.rollback import rollback_expired_writes
-from lakehouse.timeline.avro_files import CompactionPlan
 from lakehouse.timeline.clustering_plan import (SORT_COLUMNS_PARAM, ClusteringGroup, ClusteringPlan,
                                                 ClusteringStrategy, SliceInfo)
-from lakehouse.timeline.instant import Action, State
+from lakehouse.timeline.instant import Action
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
@@ -72,24 +71,6 @@ def require_clusterable(meta: "TableMetaClient") -> "TableMetaClient":
             help="tables with hoodie.index.type SIMPLE, BLOOM, GLOBAL_SIMPLE or GLOBAL_BLOOM cluster; "
                  "create the table with one of those to cluster it")
     return meta
-
-
-def pending_clustering_file_groups(meta: "TableMetaClient", timeline: "Timeline") -> dict[tuple[str, str], str]:
-    """(partition, file id) -> the pending clustering that rewrites it."""
-    out: dict[tuple[str, str], str] = {}
-    for inst in timeline.pending_clusterings():
-        for fg in meta.active.clustering_plan(inst.time).file_groups:
-            out[fg] = inst.time
-    return out
-
-
-def _pending_compaction_file_groups(meta: "TableMetaClient", timeline: "Timeline") -> set[tuple[str, str]]:
-    out = set()
-    for inst in timeline.pending_compactions():
-        req = inst.with_state(State.REQUESTED)
-        plan = CompactionPlan.from_bytes(meta.active.read(req), meta.active.path(req))
-        out |= {(o.partition_path, o.file_id) for o in plan.operations}
-    return out
 
 
 def last_clustering(meta: "TableMetaClient", timeline: "Timeline") -> str | None:
@@ -140,7 +121,8 @@ def _schedule(meta: "TableMetaClient", cfg: ClusteringConfig, max_file_size: int
     if len(commits) < cfg.max_commits and not force:
         return ScheduleResult(None, reason=f"not yet: {reason}")
     view = FileSystemView.load(meta.storage, timeline, meta.active)
-    busy = set(pending_clustering_file_groups(meta, timeline)) | _pending_compaction_file_groups(meta, timeline)
+    busy = set(meta.active.pending_clustering_file_groups(timeline)) | set(
+        meta.active.pending_compaction_file_groups(timeline))
     candidates = view.latest_slices_for_write()
     if pending.instants:  # several writers: planned past writes in flight, without their files
         candidates = without_files_of(meta, candidates, pending.instants, keep_base_only=True)

@@ -134,7 +134,10 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
     deltas = [i for i in timeline.completed().filter(actions=[Action.DELTA_COMMIT])
               if last is None or i.time > last]
     view = FileSystemView.load(meta.storage, timeline, meta.active)
-    in_plan = set(_pending_operations(meta, timeline)) | _pending_clustering_file_groups(meta, timeline)
+    # File groups a pending clustering rewrites are left out too (Hudi's
+    # BaseHoodieCompactionPlanGenerator), so no file group is in both plans.
+    in_plan = set(meta.active.pending_compaction_file_groups(timeline)) | set(
+        meta.active.pending_clustering_file_groups(timeline))
     # File groups already in a pending plan wait for it; their new logs go to the next slice.
     slices = [s for s in view.latest_slices_for_write()
               if s.log_files and (s.partition, s.file_id) not in in_plan]
@@ -185,20 +188,4 @@ def read_plan(meta: "TableMetaClient", instant_time: str) -> CompactionPlan:
     inst = Instant(instant_time, Action.COMPACTION, State.REQUESTED)
     return CompactionPlan.from_bytes(meta.active.read(inst), meta.storage.uri(meta.active.path(inst)))
 
-
-def _pending_clustering_file_groups(meta: "TableMetaClient", timeline) -> set[tuple[str, str]]:
-    """File groups a pending clustering rewrites: no compaction plans them (Hudi's
-    BaseHoodieCompactionPlanGenerator leaves them out), so no file group is in both plans."""
-    out: set[tuple[str, str]] = set()
-    for inst in timeline.pending_clusterings():
-        out |= meta.active.clustering_plan(inst.time).file_groups
-    return out
-
-
-def _pending_operations(meta: "TableMetaClient", timeline) -> dict[tuple[str, str], str]:
-    out = {}
-    for inst in timeline.pending_compactions():
-        for o in read_plan(meta, inst.time).operations:
-            out[(o.partition_path, o.file_id)] = inst.time
-    return out
 
