@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-long test-cluster judges bench bench-read bench-avro bench-backlog bench-view bench-spark reliability venv clean
+.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-long test-cluster judges bench bench-read bench-avro bench-backlog bench-growth bench-view bench-spark reliability venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_peers.py -n 1000000,5000000
 	$(PY) benchmarks/bench_read_bound.py
 	$(PY) benchmarks/bench_avro_blocks.py
+	$(PY) benchmarks/bench_growth.py
+	$(PY) benchmarks/bench_growth.py --grow 5000000 --max-file-size 0 --out bench-out/growth-5m.json
 
 # A default MOR table's snapshot read of pending logs against the least a merge by key must do
 # (bench-out/read_bound.json, ~20 s).
@@ -99,6 +101,12 @@ reliability: $(STAMP)
 	cp reliability-out/reliability.md docs/reliability.md
 
 # Memory of merging a large log backlog (one file group, many rounds of updates in its logs).
+# A default Merge-On-Read table written with one row, then grown by 400k rows (1 MiB files):
+# its largest base file and a 2k-row upsert's cost, consistent hashing against the SIMPLE
+# engine (bench-out/growth.json, ~1 min)
+bench-growth: $(STAMP)
+	$(PY) benchmarks/bench_growth.py
+
 bench-backlog: $(STAMP)
 	$(PY) benchmarks/bench_backlog.py
 

@@ -1,6 +1,6 @@
 """Hudi's BucketIdentifier: a record's bucket is a hash of its key modulo a fixed bucket count.
 
-The writer routes records by it (:mod:`lakehouse.write.index.bucket`); a read of given keys finds
+The writer routes records by it (:mod:`lakehouse.write.bucket_layout`); a read of given keys finds
 by it the one file group per partition that may hold each. The hash is Java's
 ``List<String>.hashCode()`` over the hash-field values, exactly as Hudi's BucketIdentifier
 computes it, so a table written here and later by Java Hudi agree on buckets. It is computed over

@@ -171,17 +171,26 @@ class HashingMetadata:
         nodes = tuple(ring[v] for v in sorted(ring))
         return replace(self, instant=instant, seq_no=self.seq_no + 1, nodes=nodes)
 
-    def split_children(self, index: int, new_prefixes: tuple[str, str]) -> tuple[ConsistentHashingNode, ...] | None:
-        """Child nodes splitting node ``index`` in two at the middle of its range, or None when its
-        range is too narrow to split."""
+    def renewed(self, instant: str, prefix: Callable[[], str]) -> "HashingMetadata":
+        """The ring with the same nodes over new file groups, as of ``instant``: what a write that
+        replaces every file group of the partition (insert_overwrite, delete_partition) leaves,
+        so that no later write reuses a replaced file group's id."""
+        nodes = tuple(ConsistentHashingNode(n.value, prefix()) for n in self.nodes)
+        return replace(self, instant=instant, seq_no=self.seq_no + 1, nodes=nodes)
+
+    def split_children(self, index: int, new_prefixes: Sequence[str]) -> tuple[ConsistentHashingNode, ...] | None:
+        """Child nodes splitting node ``index`` into ``len(new_prefixes)`` equal ranges (two: at
+        the middle of its range, as ``ConsistentBucketIdentifier.splitBucket``), or None when its
+        range is too narrow."""
+        k = len(new_prefixes)
         b = self.nodes[index]
         a = self.nodes[index - 1] if len(self.nodes) > 1 else b
         wrap = 0 if a.value < b.value else HASH_MASK + 1
-        mid = ((a.value + b.value + wrap) >> 1) & HASH_MASK
-        if mid in (a.value, b.value):
+        width = b.value + wrap - a.value
+        if k < 2 or width < k:
             return None
-        return (ConsistentHashingNode(mid, new_prefixes[0], NodeTag.REPLACE),
-                ConsistentHashingNode(b.value, new_prefixes[1], NodeTag.REPLACE))
+        points = [((a.value + width * j // k) & HASH_MASK) for j in range(1, k)] + [b.value]
+        return tuple(ConsistentHashingNode(v, p, NodeTag.REPLACE) for v, p in zip(points, new_prefixes))
 
     def merge_children(self, indices: Sequence[int], new_prefix: str) -> tuple[ConsistentHashingNode, ...]:
         """Child nodes merging the ring neighbours ``indices`` (in ring order) into one node."""
@@ -232,6 +241,14 @@ def committed_ring(storage: "Storage", partition: str, completed: Callable[[str]
     return None
 
 
+def ring_committed(timeline) -> Callable[[str], bool]:
+    """Whether a ring file's instant is committed, on ``timeline``: a completed instant, or one
+    older than the active timeline (archived: archival moves only completed instants, and a
+    rolled-back clustering's ring file is deleted with it)."""
+    first = timeline.first
+    return lambda t: timeline.is_completed(t) or (first is not None and t < first.time)
+
+
 def ring_for_write(storage: "Storage", partition: str, num_buckets: int,
                    completed: Callable[[str], bool]) -> HashingMetadata:
     """The partition's ring, created with ``num_buckets`` equal ranges if it has none (Hudi's
@@ -247,3 +264,13 @@ def ring_for_write(storage: "Storage", partition: str, num_buckets: int,
     except FileExistsError:
         return HashingMetadata.from_bytes(storage.read(path), storage.uri(path))
     return ring
+
+
+def delete_rings_of(storage: "Storage", instant: str) -> list[str]:
+    """Delete the ring files ``instant`` wrote (a clustering rolled back); returns their paths."""
+    name = f"{instant}{FILE_SUFFIX}"
+    gone = [i.path for i in storage.list(layout.HASHING_METADATA, recursive=True)
+            if not i.is_dir and i.name == name]
+    for path in gone:
+        storage.delete(path)
+    return gone

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from lakehouse import layout
 from lakehouse.config import (KEY_VALUE_FORMAT, SERVICE_CONFIGS, SERVICE_OPTION_KEYS, TABLE_OPTION_KEYS,
-                              WRITE_OPTION_KEYS, IndexType, KeyGeneratorType, MergeMode, TableConfig,
+                              WRITE_OPTION_KEYS, BucketEngine, IndexType, KeyGeneratorType, MergeMode, TableConfig,
                               TableType, WriteConfig)
 from lakehouse.errors import ConfigError, FileAlreadyExistsError, TableExistsError
 from lakehouse.keygen import KEYGEN_AUTO_KEY, KEYGEN_CHOICE_KEYS, KeyGenerator, datetime_partitioning
@@ -32,6 +32,10 @@ from lakehouse.write.validate import data_schema
 
 # Hudi's write-config name of the record key, stored for Hudi's table services (see TableBuilder.config).
 RECORD_KEY_WRITE_KEY = "hoodie.datasource.write.recordkey.field"
+# The bucket limit stored with the consistent-hashing tables lakehouse creates (per partition;
+# 65536 buckets of the default 120 MiB files hold 7.5 TiB).
+MAX_BUCKETS_KEY = "hoodie.bucket.index.max.num.buckets"
+DEFAULT_MAX_BUCKETS = 65536
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,19 @@ class TableBuilder:
             "ordering_field": ordering_field is not None, "table_type": ttype is not TableType.MERGE_ON_READ,
             "payload_class": merge_mode is not None, "index_type": index is not None,
             "hive_style_partitioning": hive_style_partitioning, "database_name": database != "default"})
+        if (ttype is TableType.MERGE_ON_READ and config.index_type is IndexType.BUCKET
+                and "hoodie.index.bucket.engine" not in table_opts):
+            # Hudi's default engine (SIMPLE) fixes the bucket count for ever; consistent hashing
+            # lets clustering split the buckets of a table that outgrew its first write.
+            config = config.replace(bucket_engine=BucketEngine.CONSISTENT_HASHING)
+        if config.consistent_hashing and ttype is not TableType.MERGE_ON_READ:
+            raise ConfigError("hoodie.index.bucket.engine=CONSISTENT_HASHING needs a MERGE_ON_READ table "
+                              "(as in Hudi: a resize rewrites buckets while writers append to them)",
+                              help="create a MERGE_ON_READ table, or use the SIMPLE bucket engine or another index")
+        if config.consistent_hashing and MAX_BUCKETS_KEY not in write_opts:
+            # Hudi leaves the limit at the initial count, so its rings never split: a table that
+            # starts small would stay so. Stored, so every writer and service of the table reads it.
+            config = config.replace(extra={**config.extra, MAX_BUCKETS_KEY: str(DEFAULT_MAX_BUCKETS)})
         if config.index_type is IndexType.BUCKET:
             # Stored explicitly (not left to Hudi's defaults of 256 buckets and "the record key"):
             # Apache Hudi's Spark writers read them from hoodie.properties and then agree on buckets.

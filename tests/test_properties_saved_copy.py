@@ -71,8 +71,11 @@ def test_a_default_table_registered_by_hudi_keeps_its_bucket_index(tmp_path, cap
     assert lakehouse.open_table(t.path).meta_client.restored == ()
     got = t.read()
     assert got.num_rows == 300 and pc.count_distinct(got["id"]).as_py() == 300
-    assert {s.file_id[:8] for s in t.file_system_view().latest_slices()} <= {
-        f"{b:08d}" for b in range(before.bucket_num)}
+    # Every file group is a node of its partition's initial ring (the engine came back too).
+    from lakehouse.consistent_hashing import HashingMetadata
+    assert t.config.consistent_hashing and "hoodie.index.bucket.engine" in dropped
+    assert {(s.partition, s.file_id) for s in t.file_system_view().latest_slices()} <= {
+        (p, n.file_id) for p in ("sf", "la", "nyc") for n in HashingMetadata.initial(p, before.bucket_num).nodes}
 
 
 def test_keys_the_file_has_win_over_the_copy(tmp_path):

@@ -9,10 +9,13 @@ application submitted by :class:`~lakehouse.airflow.operators.LakehouseSparkSubm
   Scheduled by the Asset (``after_commits: K``: it runs after ingest commits, and its plan step
   fires once K delta commits are waiting: hoodie.compact.inline.max.delta.commits=K, Hudi's own
   trigger) or on a cron. Nothing planned: the plan task is skipped, and the rest with it.
-* ``<table>_clustering`` (tables without the bucket index): clustering-plan → clustering-execute →
-  commit. Scheduled by the Asset (``after_commits: K``: its plan step fires once K commits
-  completed since the last clustering, hoodie.clustering.async.max.commits=K), on a cron, or only
-  when triggered (the default, as Hudi's async clustering is off by default).
+* ``<table>_clustering`` (tables without the bucket index, or with consistent-hashing buckets):
+  clustering-plan → clustering-execute → commit. Scheduled by the Asset (``after_commits: K``:
+  its plan step fires once K commits completed since the last clustering,
+  hoodie.clustering.async.max.commits=K), on a cron, or only when triggered. The default: after 5
+  commits for consistent-hashing tables (a plan only where a bucket passed the split threshold,
+  so the table grows without anyone asking), manual for the others (Hudi's async clustering is
+  off by default).
 * ``<table>_clean`` (daily by default): clean, with the table's retention settings.
 
 Every DAG runs one run at a time (``max_active_runs=1``): one run of a service per table. The
@@ -142,8 +145,10 @@ def table_dags(t: TableEntry) -> dict[str, DAG]:
         s = t.schedule
         schedule = [commits_asset(t)] if s.clustering_after_commits else s.clustering_cron
         with DAG(t.dag_id("clustering"), schedule=schedule,
-                 doc_md=_doc(t, "plan a clustering (small file groups rewritten, sorted if sort columns "
-                                "are set) if its trigger fires, execute it, commit it."), **common) as d:
+                 doc_md=_doc(t, ("plan a bucket resize (buckets past the split threshold split, small "
+                                 "neighbours merged) " if t.resizes_buckets else
+                                 "plan a clustering (small file groups rewritten, sorted if sort columns "
+                                 "are set) ") + "if its trigger fires, execute it, commit it."), **common) as d:
             pulled = "{{ ti.xcom_pull(task_ids='clustering_plan') }}"
             (op("clustering_plan", "clustering-plan", clustering_plan_args(t))
              >> op("clustering_execute", "clustering-execute", instant=pulled)

@@ -19,7 +19,7 @@ an import error naming the file, the entry and the field, not a DAG that fails a
         schedule:
           ingest: "*/10 * * * *"
           compaction: {after_commits: 4}  # or {cron: "0 * * * *"}; null: manual only
-          clustering: {cron: "0 3 * * *"}   # tables without the bucket index; default: manual only
+          clustering: {cron: "0 3 * * *"}   # default: after 5 commits where buckets resize, else manual
           clean: "@daily"
           health: "*/15 * * * *"            # the alerts check; null: on demand only
 
@@ -32,7 +32,8 @@ A source in ``mode: stream`` is applied by a Structured Streaming query through
 checkpoint in ``checkpoint``, by default inside the table) instead of the ``ingest`` application.
 
 Each table gets its DAGs (:mod:`lakehouse.airflow.dags`): ``<name>_ingest``,
-``<name>_compaction`` (Merge-On-Read), ``<name>_clustering`` (tables without the bucket index),
+``<name>_compaction`` (Merge-On-Read), ``<name>_clustering`` (tables without the bucket index, and
+consistent-hashing ones, whose buckets it splits and merges),
 ``<name>_clean`` and ``<name>_health``.
 """
 
@@ -112,9 +113,21 @@ class TableEntry:
         return f"{self.name}_{service}"
 
     @property
+    def bucket_engine(self) -> str:
+        """The bucket index engine the table is created with (lakehouse.table_builder: consistent
+        hashing for a Merge-On-Read table unless the options say otherwise)."""
+        return str(self.options.get("hoodie.index.bucket.engine",
+                                    "CONSISTENT_HASHING" if self.is_mor else "SIMPLE")).upper()
+
+    @property
     def clusters(self) -> bool:
-        """Whether the table can be clustered: a bucket-index table's file groups are its buckets."""
-        return self.index != "BUCKET"
+        """Whether the table can be clustered: a SIMPLE-engine bucket table's file groups are a
+        fixed set of buckets; consistent-hashing buckets are split and merged by clustering."""
+        return self.index != "BUCKET" or self.bucket_engine == "CONSISTENT_HASHING"
+
+    @property
+    def resizes_buckets(self) -> bool:
+        return self.index == "BUCKET" and self.bucket_engine == "CONSISTENT_HASHING"
 
     @property
     def services(self) -> tuple[str, ...]:
@@ -223,7 +236,7 @@ def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
         src = t["source"]
         sched = t.get("schedule") or {}
         comp = sched.get("compaction", {"after_commits": DEFAULT_AFTER_COMMITS})
-        clus = sched.get("clustering") or {}
+        clus = sched.get("clustering")
         # The registry's catalog, unless the entry names its own (stored at the table's creation).
         opts = {**(catalog.options() if catalog else {}), **_strs(t.get("options"))}
         # An entry may name the table type or index as hoodie.* options only (Hudi style): then
@@ -232,6 +245,12 @@ def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
         index = t.get("index", opts.get("hoodie.index.type", "BUCKET")).upper()
         if table_type == "COPY_ON_WRITE":
             comp = None  # nothing to compact: a copy-on-write table has no logs
+        engine = opts.get("hoodie.index.bucket.engine", "CONSISTENT_HASHING" if table_type == "MERGE_ON_READ"
+                          else "SIMPLE").upper()
+        if "clustering" not in sched and index == "BUCKET" and engine == "CONSISTENT_HASHING":
+            # Buckets split as the table grows without anyone asking (a plan is made only when a
+            # bucket passes the split threshold); null in the entry makes it manual.
+            clus = {"after_commits": DEFAULT_AFTER_COMMITS}
         if src["kind"] == "files" and "record_key" not in t:
             raise ConfigError(f"{origin}: table {name!r} reads files but names no record_key",
                               help="add record_key (and partition_by, ordering_field) to the entry; "
@@ -251,8 +270,8 @@ def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
             schedule=Schedule(ingest=sched.get("ingest"),
                               compaction_after_commits=(comp or {}).get("after_commits"),
                               compaction_cron=(comp or {}).get("cron"),
-                              clustering_after_commits=clus.get("after_commits"),
-                              clustering_cron=clus.get("cron"),
+                              clustering_after_commits=(clus or {}).get("after_commits"),
+                              clustering_cron=(clus or {}).get("cron"),
                               clean=sched.get("clean", "@daily"),
                               health=sched.get("health", DEFAULT_HEALTH)),
             spark_conn_id=rt.get("spark_conn_id", DEFAULT_CONN), spark_conf=_strs(rt.get("spark_conf")),

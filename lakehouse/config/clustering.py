@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lakehouse.config.options import opt, parse_bool, parse_fields, parse_int, parse_str, service_config
+from lakehouse.config.options import (opt, parse_bool, parse_fields, parse_float_between, parse_int, parse_str,
+                                      service_config)
 from lakehouse.config.services import services_switch
 from lakehouse.errors import ConfigError
 
@@ -147,6 +148,18 @@ class ClusteringConfig:
     curve_build_method: CurveBuildMethod = opt("hoodie.layout.optimize.curve.build.method",
                                                CurveBuildMethod.DIRECT, _curve,
                                                "z-order coordinates from values (DIRECT) or ranks (SAMPLE)")
+    # Consistent-hashing buckets (HoodieIndexConfig): a clustering of such a table splits and
+    # merges buckets by size (BaseConsistentHashingBucketClusteringPlanStrategy).
+    split_threshold: float = opt("hoodie.bucket.index.split.threshold", 2.0, parse_float_between(1.0, 1e6),
+                                 "a bucket whose files pass this many times hoodie.parquet.max.file.size splits")
+    merge_threshold: float = opt("hoodie.bucket.index.merge.threshold", 0.2, parse_float_between(0.0, 1.0),
+                                 "neighbouring buckets under this share of hoodie.parquet.max.file.size merge")
+    max_num_buckets: int | None = opt("hoodie.bucket.index.max.num.buckets", None, parse_int(1),
+                                      "at most this many buckets per partition (unset: "
+                                      "hoodie.bucket.index.num.buckets, as in Hudi: no split)")
+    min_num_buckets: int | None = opt("hoodie.bucket.index.min.num.buckets", None, parse_int(1),
+                                      "at least this many buckets per partition (unset: "
+                                      "hoodie.bucket.index.num.buckets: no merge below it)")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> "ClusteringConfig":

@@ -59,8 +59,9 @@ class IndexType(enum.StrEnum):
 
 
 class BucketEngine(enum.StrEnum):
-    """``hoodie.index.bucket.engine``: lakehouse writes the SIMPLE engine (a fixed bucket count);
-    CONSISTENT_HASHING tables (resized by clustering) are read, not written."""
+    """``hoodie.index.bucket.engine``: SIMPLE (a fixed bucket count per partition) or
+    CONSISTENT_HASHING (a hash ring per partition, its buckets split and merged by clustering;
+    Merge-On-Read only, as in Hudi)."""
     SIMPLE = "SIMPLE"
     CONSISTENT_HASHING = "CONSISTENT_HASHING"
 
@@ -166,6 +167,11 @@ class TableConfig:
     @property
     def is_mor(self) -> bool:
         return self.table_type is TableType.MERGE_ON_READ
+
+    @property
+    def consistent_hashing(self) -> bool:
+        """Whether the table's buckets are consistent-hashing rings (resized by clustering)."""
+        return self.index_type is IndexType.BUCKET and self.bucket_engine is BucketEngine.CONSISTENT_HASHING
 
     @property
     def is_partitioned(self) -> bool:

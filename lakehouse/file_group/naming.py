@@ -15,8 +15,13 @@ _BASE_RE = re.compile(r"^([^_/.][^_/]*)_(\d+-\d+-\d+)_(\d{14,17})\.parquet$")
 _LOG_RE = re.compile(r"^\.([^_/]+)_(\d{14,17})\.log\.(\d+)(?:_(\d+-\d+-\d+))?$")
 
 
+def new_file_id_prefix() -> str:
+    """A new file group's id without its ``-0`` (``FSUtils.createNewFileIdPfx``)."""
+    return str(uuid.uuid4())
+
+
 def new_file_id() -> str:
-    return f"{uuid.uuid4()}-0"
+    return f"{new_file_id_prefix()}-0"
 
 
 def bucket_file_id(bucket: int) -> str:

@@ -158,7 +158,13 @@ def _clustering(table: Table, inst: Instant) -> dict[str, Any]:
             "input_bytes": int(sum(g.metrics.get("TOTAL_IO_READ_MB", 0) for g in plan.input_groups) * 1024 * 1024),
             "output_file_groups": sum(g.num_output_file_groups for g in plan.input_groups),
             "sort_columns": list(plan.sort_columns),
-            "partitions": sorted({g.partition for g in plan.input_groups})}
+            "partitions": sorted({g.partition for g in plan.input_groups}),
+            # A consistent-hashing resize: buckets split (one into several) and merged (several
+            # into one), each group's new ring nodes in its extra metadata.
+            "buckets_split": sum(1 for g in plan.input_groups
+                                 if g.resizes_buckets and g.num_output_file_groups > len(g.slices)),
+            "buckets_merged": sum(len(g.slices) for g in plan.input_groups
+                                  if g.resizes_buckets and len(g.slices) > 1)}
 
 
 __all__ = ["explain", "FILES_SHOWN"]

@@ -14,12 +14,14 @@ alike, as in Hudi's HoodieAppendHandle, so only a compaction tells how many rows
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from lakehouse.config import WriteConfig
+from lakehouse.config import ClusteringConfig, WriteConfig
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.inspect.timeline import Fact, instant_facts
+from lakehouse.services.clustering.bucket_resize import slice_size
 from lakehouse.table import Table
 from lakehouse.timeline.commit_metadata import CommitMetadata
 
@@ -108,8 +110,15 @@ def file_sizes(table: Table, slices: Sequence[FileSlice] | None = None) -> dict[
     """How many base files of the latest slices fall in each size bucket; the bucket edges include
     the table's hoodie.parquet.small.file.limit (a file below it takes inserts) and
     hoodie.parquet.max.file.size (the target)."""
-    cfg = WriteConfig.from_options(table.options(None, "the Lakehouse view"))
-    edges = sorted({b * 1024 * 1024 for b in _BOUNDS_MIB} | {cfg.small_file_limit, cfg.max_file_size})
+    opts = table.options(None, "the Lakehouse view")
+    cfg = WriteConfig.from_options(opts)
+    resize = None
+    if table.config.consistent_hashing:
+        # What the next clustering would do: split the buckets past the threshold.
+        split_at = int(ClusteringConfig.from_options(opts).split_threshold * cfg.max_file_size)
+        resize = {"split_threshold": split_at, "to_split": 0, "split_into": 0}
+    edges = sorted({b * 1024 * 1024 for b in _BOUNDS_MIB} | {cfg.small_file_limit, cfg.max_file_size}
+                   | ({resize["split_threshold"]} if resize else set()))
     edges = [e for e in edges if e > 0]
     counts = [0] * (len(edges) + 1)
     if slices is None:
@@ -119,9 +128,12 @@ def file_sizes(table: Table, slices: Sequence[FileSlice] | None = None) -> dict[
         counts[next((n for n, e in enumerate(edges) if size < e), len(edges))] += 1
     buckets = [{"from": lo, "to": hi, "files": c}
                for lo, hi, c in zip([0, *edges], [*edges, None], counts)]
+    if resize is not None:
+        big = [slice_size(s) for s in slices if slice_size(s) > resize["split_threshold"]]
+        resize.update(to_split=len(big), split_into=sum(max(2, math.ceil(b / cfg.max_file_size)) for b in big))
     return {"buckets": buckets, "files": len(sizes), "small_file_limit": cfg.small_file_limit,
             "max_file_size": cfg.max_file_size,
-            "small_files": sum(1 for s in sizes if s < cfg.small_file_limit)}
+            "small_files": sum(1 for s in sizes if s < cfg.small_file_limit), "resize": resize}
 
 
 __all__ = ["history", "file_sizes"]

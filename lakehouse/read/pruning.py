@@ -1,9 +1,9 @@
 """File groups a read can skip before it decodes anything, from its filters.
 
-A bucket-index table (Hudi's BUCKET index, SIMPLE engine: every Merge-On-Read table created with
-defaults) keeps every version of a key in the file group of the key's bucket, in the key's
-partition: the writers route each record there by the same hash (Hudi's BucketIdentifier,
-:mod:`lakehouse.bucket_identifier`). So a read whose filters pin every record-key field to
+A bucket-index table keeps every version of a key in the file group of the key's bucket, in the
+key's partition: the writers route each record there by the same hash (Hudi's BucketIdentifier,
+:mod:`lakehouse.bucket_identifier`, for the SIMPLE engine; the partition's hash ring,
+:mod:`lakehouse.consistent_hashing`, for CONSISTENT_HASHING). So a read whose filters pin every record-key field to
 values (``=`` / ``in``, in the AND of the filter list) reads only those buckets' file groups.
 The filters themselves are still applied to the merged rows: pruning only skips file groups that
 cannot hold a matching row.
@@ -16,12 +16,13 @@ whose footer (key range, bloom filter) rules them all out, on any index.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 
 from lakehouse.bucket_identifier import record_buckets
 from lakehouse.config import BucketEngine, IndexType, TableConfig
+from lakehouse.consistent_hashing import HashingMetadata, record_hashes
 from lakehouse.errors import LakehouseError
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import bucket_of_file_id
@@ -84,10 +85,34 @@ def key_buckets(config: TableConfig, schema: pa.Schema,
 
 
 def prune_by_key(slices: list[FileSlice], config: TableConfig, schema: pa.Schema,
-                 filters: Sequence[tuple[str, str, Any]] | None) -> list[FileSlice]:
+                 filters: Sequence[tuple[str, str, Any]] | None,
+                 ring_of: Callable[[str], HashingMetadata | None] | None = None) -> list[FileSlice]:
     """``slices`` without the file groups of buckets no pinned key hashes to (a file group whose
-    id names no bucket is kept)."""
+    id names no bucket is kept). On a consistent-hashing table ``ring_of(partition)`` gives the
+    ring the read's files follow (none given: nothing is pruned)."""
+    if config.consistent_hashing:
+        return _prune_by_ring(slices, config, schema, filters, ring_of)
     buckets = key_buckets(config, schema, filters)
     if buckets is None:
         return slices
     return [s for s in slices if (b := bucket_of_file_id(s.file_id)) is None or b in buckets]
+
+
+def _prune_by_ring(slices: list[FileSlice], config: TableConfig, schema: pa.Schema,
+                   filters: Sequence[tuple[str, str, Any]] | None,
+                   ring_of: Callable[[str], HashingMetadata | None] | None) -> list[FileSlice]:
+    pinned = pinned_keys(config, schema, filters) if ring_of is not None and slices else None
+    if pinned is None:
+        return slices
+    hashes = record_hashes(pinned[1], config.bucket_hash_fields, config.record_key_fields)
+    keep: dict[str, tuple[set[str], set[str]] | None] = {}
+    out = []
+    for s in slices:
+        if s.partition not in keep:
+            ring = ring_of(s.partition)
+            keep[s.partition] = None if ring is None else (
+                {ring.nodes[i].file_id for i in ring.locate(hashes).tolist()}, {n.file_id for n in ring.nodes})
+        k = keep[s.partition]
+        if k is None or s.file_id in k[0] or s.file_id not in k[1]:
+            out.append(s)
+    return out

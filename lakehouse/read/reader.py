@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from urllib.parse import unquote
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +20,7 @@ from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.file_slice_reader import SliceReadContext, collect_slice, iter_file_slice, merge_slices
 from lakehouse.read.data_skipping import skip_by_stats
+from lakehouse.consistent_hashing import HashingMetadata, committed_ring, ring_committed
 from lakehouse.read.pruning import pinned_keys, prune_by_key
 from lakehouse.read.time_partitions import TimeSpans, may_hold
 from lakehouse.read.read_ahead import read_ahead
@@ -330,7 +331,7 @@ class TableReader:
         row_filter = filters_to_expression(filters, schema)
         partitions = self.prune_partitions(view.all_partitions(), filters, schema)
         slices = prune_by_key(view.latest_slices(as_of=as_of, partitions=partitions), self.config,
-                              schema, filters)
+                              schema, filters, self._ring_of(as_of))
         pinned = None if self.config.populate_meta_fields is False else pinned_keys(self.config, schema, filters)
         if read_optimized:
             # Base files only: a pending compaction's slice reads as the slice it compacts.
@@ -346,6 +347,12 @@ class TableReader:
         visible = frozenset(t for t in self.timeline.completed_write_times if as_of is None or t <= as_of)
         return ReadPlan(schema, tuple(slices), visible, columns, columns or schema.names, row_filter,
                         read_logs=not read_optimized, keys=None if pinned is None else pinned[1])
+
+    def _ring_of(self, as_of: str | None) -> Callable[[str], HashingMetadata | None]:
+        """A partition's hash ring as of the read (the ring its file groups follow)."""
+        timeline = self.timeline
+        committed = ring_committed(timeline)
+        return lambda p: committed_ring(self.storage, p, lambda t: committed(t) and (as_of is None or t <= as_of))
 
     def plan_changes(self, start: str | None, end: str | None = None, *,
                      columns: Sequence[str] | None = None,

@@ -35,6 +35,7 @@ from lakehouse.timeline.commit_metadata import CommitMetadata
 from lakehouse.timeline.instant import Action, Instant, State
 from lakehouse.io.markers import Markers, MarkerType
 from lakehouse import layout
+from lakehouse.consistent_hashing import delete_rings_of
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
@@ -189,6 +190,9 @@ def _finish(meta: "TableMetaClient", inflight: Instant, plan: RollbackPlan, star
     # crash from here on leaves a pending instant that this rollback (resumed) finishes.
     storage.delete(active.path(Instant(target_time, target_action, State.COMPLETED)))
     partitions = _execute(storage, plan, inflight.time)
+    if target_action is Action.REPLACE_COMMIT and meta.config.consistent_hashing:
+        # A clustering's next hash ring goes with it (the ring it planned on is in force again).
+        delete_rings_of(storage, target_time)
     active.delete_instant(target_time, target_action)
     fault_point("rollback.before_complete")
     done = RollbackMetadata(

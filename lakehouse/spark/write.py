@@ -63,7 +63,6 @@ from lakehouse.storage import Storage, get_storage
 from lakehouse.write.client import ExtraMetadata, WriteClient
 from lakehouse.write.context import WriteContext
 from lakehouse.write.operation import Operation, TargetKind
-from lakehouse.bucket_identifier import record_buckets
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
 from lakehouse.partition_path import check_paths
 from lakehouse.write.prepare import combines, committed_partition_depth, precombine
@@ -251,11 +250,12 @@ def _keyed(df: "DataFrame", job: _Job) -> "DataFrame":
                 keys = keygen.record_keys(rows)
                 delete = pa.repeat(True, n) if job.op is Operation.DELETE else \
                     delete_flags(rows).combine_chunks() if n else pa.array([], pa.bool_())
-                box.update({KEY: keys, PARTITION: keygen.partition_paths(rows, row_offset=None),
+                parts = keygen.partition_paths(rows, row_offset=None)
+                box.update({KEY: keys, PARTITION: parts,
                             SEQ: pa.array(np.arange(offset + 1, offset + n + 1, dtype=np.int64)),
                             DELETE: delete, UNCONDITIONAL: pa.repeat(job.op is Operation.DELETE, n),
-                            BUCKET: pa.array(record_buckets(rows, keys, cfg) if n and job.mode is Routing.BUCKET
-                                             else np.zeros(n, np.int32))})
+                            BUCKET: pa.array(job.context.buckets.buckets(pa.table({KEY: keys, PARTITION: parts}), cfg)
+                                             if n and job.mode is Routing.BUCKET else np.zeros(n, np.int32))})
 
             err = _failure_bytes(one)
             if err is not None:
@@ -508,7 +508,9 @@ def _write_files(client: WriteClient, df: "DataFrame", job: _Job, view: FileSyst
                   if global_ or g.partition in partitions}
     if index is IndexType.BUCKET:
         job.mode = Routing.BUCKET
-        tasks = max(1, min(len(partitions) * cfg.bucket_num, par * 4))
+        rings = job.context.buckets.rings
+        buckets = sum(len(rings[p].nodes) for p in partitions) if rings is not None else len(partitions) * cfg.bucket_num
+        tasks = max(1, min(buckets, par * 4))
         return _run_writes(_keyed(df, job).repartition(tasks, PARTITION, BUCKET), job)
     keyed = _keyed(df, job)
     op = job.op
@@ -569,7 +571,8 @@ def _file_writer(client: WriteClient, df: "DataFrame", job: _Job, counts: dict[s
         scope = None if job.context.config.index_type.is_global else sorted(counts)
         view, timeline = client.write_view(timeline, scope)
         job.pending = client.pending_compaction_fgs(timeline)
-        job.context = context.for_clustering(client.pending_clustering_fgs(timeline))
+        job.context = client.bucket_context(context.for_clustering(client.pending_clustering_fgs(timeline)),
+                                            sorted(counts), timeline)
         if not counts:
             return [], None
         ensure_partitions(client.storage, set(counts), t)

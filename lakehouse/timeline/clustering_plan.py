@@ -26,6 +26,13 @@ CLUSTER = "CLUSTER"
 # Hudi's size-based execution strategy: what a Java executor of the plan runs.
 SORT_AND_SIZE_STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
 SORT_COLUMNS_PARAM = "hoodie.clustering.plan.strategy.sort.columns"
+# A consistent-hashing table's clustering (BaseConsistentHashingBucketClusteringPlanStrategy):
+# its groups carry the ring's new nodes, and Java runs it with this execution strategy.
+CONSISTENT_BUCKET_STRATEGY = ("org.apache.hudi.client.clustering.run.strategy."
+                              "SparkConsistentBucketClusteringExecutionStrategy")
+GROUP_PARTITION_KEY = "clustering.group.partition"
+GROUP_CHILD_NODE_KEY = "clustering.group.child.node"
+GROUP_SEQUENCE_NO_KEY = "clustering.group.sequence.no"
 
 
 def _name(path: str | None) -> str | None:
@@ -85,6 +92,11 @@ class ClusteringGroup(AvroModel):
     @property
     def partition(self) -> str:
         return self.slices[0].partition_path if self.slices else ""
+
+    @property
+    def resizes_buckets(self) -> bool:
+        """Whether the group rewrites consistent-hashing buckets into the ring nodes it carries."""
+        return GROUP_CHILD_NODE_KEY in self.extra_metadata
 
     def to_avro(self) -> dict[str, Any]:
         return {"slices": [s.to_avro() for s in self.slices], "metrics": dict(self.metrics),

@@ -22,13 +22,11 @@ from lakehouse.config import BulkInsertSortMode, WriteConfig
 from lakehouse.engine import parallel_take
 from lakehouse.errors import ClusteringUpdateError
 from lakehouse.file_group.file_slice import FileSlice
-from lakehouse.file_group.naming import bucket_file_id, new_file_id
+from lakehouse.file_group.naming import new_file_id
 from lakehouse.columns import BUCKET, DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
 from lakehouse.merge import HELPER_COLUMNS
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.io.handles import HandleContext, append_log, create_base_file, merge_base_file
-from lakehouse.bucket_identifier import record_buckets
-from lakehouse.write.index.bucket import existing_buckets
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_ORDERING, LOC_PARTITION
 from lakehouse.write.operation import TargetKind
 
@@ -85,10 +83,9 @@ def bucket_targets(context: "WriteContext", rows: pa.Table, latest: dict, pendin
                    sort_keys: bool = False) -> list["Target"]:
     """One target per (partition, bucket); ``sort_keys`` also orders each bucket's records by key
     (bulk insert's sort mode) in the same sort."""
-    cfg = context.config
-    buckets = record_buckets(rows, rows.column(KEY), cfg)
+    buckets = context.record_buckets(rows)
     rows = rows.append_column(BUCKET, pa.array(buckets))
-    existing = existing_buckets(list(latest.values()))
+    existing = context.buckets.existing(list(latest.values()))
     targets = []
     for (partition, bucket), part in split_lazily(rows, [PARTITION, BUCKET],
                                                  then=[KEY] if sort_keys else []):
@@ -117,7 +114,7 @@ def bucket_target(context: "WriteContext", partition: str, bucket: int, fs: File
     """The handle for a bucket's records: a new file group where the bucket has none, else an
     append (Merge-On-Read, to the slice a pending compaction starts) or a merge."""
     if fs is None:
-        return new_target(partition, bucket_file_id(bucket), None, None, TargetKind.CREATE)
+        return new_target(partition, context.buckets.new_file_id(partition, bucket), None, None, TargetKind.CREATE)
     if context.config.is_mor:
         return new_target(partition, fs.file_id, fs, pending.get((partition, fs.file_id), fs.base_instant), TargetKind.APPEND)
     return new_target(partition, fs.file_id, fs, None, TargetKind.MERGE)

@@ -32,13 +32,11 @@ import pyarrow.compute as pc
 
 from lakehouse.config import BulkInsertSortMode, MergeMode
 from lakehouse.file_group.file_slice import BaseFile, FileSlice, LogFile
-from lakehouse.file_group.naming import BaseFileName, LogFileName, bucket_file_id
+from lakehouse.file_group.naming import BaseFileName, LogFileName
 from lakehouse.columns import BUCKET, KEY, PARTITION
 from lakehouse.timeline.commit_metadata import WriteStat
 from lakehouse.io.partition_metafile import ensure_partitions
 from lakehouse.write.assign import Taken, materialize, new_target, run_target, split_lazily
-from lakehouse.bucket_identifier import record_buckets
-from lakehouse.write.index.bucket import existing_buckets
 from lakehouse.write.memory import release_unused
 from lakehouse.write.operation import Operation, TargetKind
 from lakehouse.write.prepare import Prepared, combines, precombine
@@ -229,8 +227,8 @@ def write_buffered(context: "WriteContext", prepared: Prepared, ctx: "HandleCont
                    latest: dict[tuple[str, str], FileSlice], pending: dict) -> list[WriteStat]:
     """Write ``prepared`` (whole or chunk by chunk) through per-bucket buffers; returns the
     write results of every flush."""
-    cfg, wc = context.config, context.write_config
-    existing = existing_buckets(list(latest.values()))
+    wc = context.write_config
+    existing = context.buckets.existing(list(latest.values()))
     current: dict[Key, FileSlice] = {}  # slices this instant's flushes wrote to
     stats: list[WriteStat] = []
     partitions_made: set[str] = set()
@@ -268,7 +266,7 @@ def write_buffered(context: "WriteContext", prepared: Prepared, ctx: "HandleCont
         else:
             base_instant = fs.base_instant if fs is not None else None
         if fs is None:
-            tg = new_target(partition, bucket_file_id(bucket), None, None, TargetKind.CREATE)
+            tg = new_target(partition, context.buckets.new_file_id(partition, bucket), None, None, TargetKind.CREATE)
         else:
             tg = new_target(partition, fs.file_id, fs, base_instant, TargetKind.APPEND)
         out = run_target(ctx, tg, rows, task)
@@ -290,7 +288,7 @@ def write_buffered(context: "WriteContext", prepared: Prepared, ctx: "HandleCont
         for rows in prepared.iter_rows():
             if rows.num_rows == 0:
                 continue
-            rows = rows.append_column(BUCKET, pa.array(record_buckets(rows, rows.column(KEY), cfg)))
+            rows = rows.append_column(BUCKET, pa.array(context.record_buckets(rows)))
             # The whole batch in one go: each file group's rows are gathered by its flush, in
             # parallel. In chunks: gathered now, each group into buffers of its own (a slice of
             # one gathered chunk would keep the whole chunk alive until its last group is flushed).

@@ -16,18 +16,21 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.config import (SERVICE_CONFIGS, TABLE_OPTION_KEYS, BucketEngine, BulkInsertSortMode, ConcurrencyConfig, IndexType,
+from lakehouse.config import (SERVICE_CONFIGS, TABLE_OPTION_KEYS, BulkInsertSortMode, ConcurrencyConfig, IndexType,
                               TableConfig, WriteConfig, option_keys)
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.engine import foreground
 from lakehouse.concurrency.conflict import START_KEY, start_marker
 from lakehouse.commit import exclusive, request, start
+from lakehouse import layout
+from lakehouse.consistent_hashing import ring_committed, ring_for_write
 from lakehouse.concurrency.retry import retry_policy
 from lakehouse.errors import (ClusteringUpdateError, CommitConflictError, CommitOutcomeUnknownError, ConfigError, CorruptFileError,
                               LockError,
                               LockTimeoutError, RecordKeyError, SchemaError, TimelineError,
                               UnsupportedTableError, WriteError)
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
+from lakehouse.file_group.naming import new_file_id_prefix
 from lakehouse.file_group.view import FileSystemView, list_data_files
 from lakehouse.properties import read_table_config
 from lakehouse.columns import DELETE, PARTITION
@@ -76,12 +79,6 @@ class WriteClient:
                 f"{meta.name} has hoodie.populate.meta.fields=false; lakehouse reads such tables "
                 "but writes only tables that keep Hudi's meta fields",
                 help="write it with Apache Hudi, or copy its rows into a table with meta fields")
-        if (meta.config.index_type is IndexType.BUCKET
-                and meta.config.bucket_engine is not BucketEngine.SIMPLE):
-            raise UnsupportedTableError(
-                f"{meta.name} uses the {meta.config.bucket_engine} bucket index engine; lakehouse "
-                "reads such tables but writes only the SIMPLE engine (a fixed bucket count)",
-                help="write it with Apache Hudi")
         self.storage = meta.storage
         self.active = meta.active
         misplaced = sorted(k for k in (options or {}) if k in CONCURRENCY_OPTION_KEYS)
@@ -355,7 +352,8 @@ class WriteClient:
         errors and damaged table files as they are (their message names what to fix), anything
         else as a WriteError (definitely not visible)."""
         self.rollback_own(inflight)
-        if isinstance(error, (SchemaError, RecordKeyError, CorruptFileError, ClusteringUpdateError)):
+        if isinstance(error, (SchemaError, RecordKeyError, CorruptFileError, ClusteringUpdateError,
+                              UnsupportedTableError)):
             raise error
         raise WriteError(f"writing instant {inflight.time} failed: {error}",
                          help="nothing of it is visible; fix the cause and write again") from error
@@ -398,6 +396,29 @@ class WriteClient:
     def pending_clustering_fgs(self, timeline) -> dict[tuple[str, str], str]:
         """(partition, file id) -> the pending clustering rewriting it, on ``timeline``."""
         return self.active.pending_clustering_file_groups(timeline)
+
+    def bucket_context(self, context: WriteContext, partitions: list[str], timeline) -> WriteContext:
+        """``context`` with the hash rings of ``partitions`` on a consistent-hashing table (each
+        created, as Hudi's loadOrCreateMetadata does, where the partition has none yet)."""
+        cfg = context.config
+        if not cfg.consistent_hashing:
+            return context
+        committed = ring_committed(timeline)
+        return context.with_rings({p: ring_for_write(self.storage, p, cfg.bucket_num, committed)
+                                   for p in partitions})
+
+    def renew_rings(self, context: WriteContext, partitions: list[str], t: str, timeline) -> WriteContext:
+        """``context`` writing the partitions whose every file group instant ``t`` replaces
+        (insert_overwrite, delete_partition) by renewed rings: the same buckets over new file
+        groups, ``<t>.hashing_meta``, in force once ``t`` completes (a rollback deletes them)."""
+        cfg = context.config
+        committed = ring_committed(timeline)
+        rings = dict(context.buckets.rings or {})
+        for p in partitions:
+            ring = ring_for_write(self.storage, p, cfg.bucket_num, committed).renewed(t, new_file_id_prefix)
+            self.storage.write(f"{layout.hashing_metadata_folder(p)}/{ring.file_name}", ring.to_bytes())
+            rings[p] = ring
+        return context.with_rings(rings)
 
     def write_scope(self, prepared: Prepared) -> list[str] | None:
         """The partitions a write must list (None: the whole table). A write's file groups,
@@ -448,7 +469,8 @@ class WriteClient:
         op = prepared.operation
         view, timeline = self.write_view(timeline, self.write_scope(prepared))
         pending = self.pending_compaction_fgs(timeline)
-        context = context.for_clustering(self.pending_clustering_fgs(timeline))
+        context = self.bucket_context(context.for_clustering(self.pending_clustering_fgs(timeline)),
+                                      sorted(prepared.batch_partitions()), timeline)
         groups = view.file_groups()
         latest: dict[tuple[str, str], FileSlice] = {}
         base_files: dict[tuple[str, str], BaseFile] = {}
@@ -478,6 +500,8 @@ class WriteClient:
                     help="nothing was written; write again once the clustering is committed, or "
                          f"roll the clustering back (`lakehouse rollback <table> {context.clustering[busy[0]]}`)",
                     clustering=context.clustering[busy[0]], file_groups=tuple(busy))
+            if self.config.consistent_hashing:
+                context = self.renew_rings(context, sorted(replaced), t, timeline)
             if op is Operation.DELETE_PARTITION:
                 return [], replaced
         if rows is None:  # larger than write.task.max.size: lakehouse.write.spill

@@ -15,9 +15,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Mapping
 
+import numpy as np
 import pyarrow as pa
 
 from lakehouse.config import IndexType, TableConfig, WriteConfig
+from lakehouse.consistent_hashing import HashingMetadata
 from lakehouse.field_ids import FieldIds
 from lakehouse.io.handles import HandleContext, schema_json, writes_bloom
 from lakehouse.io.markers import Markers
@@ -26,6 +28,7 @@ from lakehouse.merge import MergeSpec
 from lakehouse.schema import arrow_to_avro_schema
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.schema_resolver import with_meta_fields
+from lakehouse.write.bucket_layout import BucketLayout
 from lakehouse.write.operation import Operation
 
 
@@ -39,6 +42,9 @@ class WriteContext:
     # File groups a pending clustering rewrites, by that clustering's instant: they take no
     # inserts, and an update or delete of a record in one is refused (assign.update_target).
     clustering: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # How the bucket index finds each record's file group (with the partitions' hash rings on a
+    # consistent-hashing table, loaded for the partitions the write goes to).
+    buckets: BucketLayout = field(default_factory=BucketLayout)
     # Derived from config: the table's key generator and partition spec, its merge rules.
     keygen: KeyGenerator = field(init=False, repr=False, compare=False)
     spec: MergeSpec = field(init=False, repr=False, compare=False)
@@ -58,7 +64,17 @@ class WriteContext:
 
     def for_clustering(self, file_groups: Mapping[tuple[str, str], str]) -> "WriteContext":
         """This context with the file groups pending clusterings rewrite (on the write's view)."""
-        return dataclasses.replace(self, clustering=dict(file_groups))
+        fgs = dict(file_groups)
+        return dataclasses.replace(self, clustering=fgs, buckets=dataclasses.replace(self.buckets, clustering=fgs))
+
+    def with_rings(self, rings: Mapping[str, HashingMetadata]) -> "WriteContext":
+        """This context routing by the hash rings of the partitions it writes (consistent
+        hashing; lakehouse.write.bucket_layout)."""
+        return dataclasses.replace(self, buckets=dataclasses.replace(self.buckets, rings=dict(rings)))
+
+    def record_buckets(self, rows: pa.Table) -> np.ndarray:
+        """Each row's bucket in its partition (BUCKET index)."""
+        return self.buckets.buckets(rows, self.config)
 
     def buffered(self, op: Operation) -> bool:
         """Whether ``op`` is written through bounded write buffers (lakehouse.write.buffer): on

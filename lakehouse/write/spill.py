@@ -45,7 +45,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse.bloom_filter import murmur_hash
-from lakehouse.bucket_identifier import record_buckets
 from lakehouse.columns import DELETE, KEY, PARTITION, SEQ, UNCONDITIONAL
 from lakehouse.config import BulkInsertSortMode, IndexType
 from lakehouse.file_group.naming import new_file_id
@@ -60,7 +59,6 @@ from lakehouse.write.assign import (FID, Target, bucket_target, data_columns, ne
 from lakehouse.write.buffer import default_parallelism
 from lakehouse.write.memory import release_unused
 from lakehouse.write.index import tag_location
-from lakehouse.write.index.bucket import existing_buckets
 from lakehouse.write.operation import Operation, TargetKind
 from lakehouse.write.prepare import Prepared, combines, precombine
 
@@ -106,7 +104,7 @@ def route_chunk(context: "WriteContext", rows: pa.Table, op: Operation,
     partition: :func:`hash_group_counts`)."""
     cfg = context.config
     if cfg.index_type is IndexType.BUCKET:
-        rows = rows.append_column("__lh_bucket", pa.array(record_buckets(rows, rows.column(KEY), cfg)))
+        rows = rows.append_column("__lh_bucket", pa.array(context.record_buckets(rows)))
         yield block(rows, [PARTITION, "__lh_bucket"], lambda k: ("bucket", k[0], k[1]))
         return
     if locate is not None:
@@ -218,7 +216,7 @@ def write_groups(context: "WriteContext", op: Operation, ctx: HandleContext, spi
     spill.finish()  # the small file groups' new records
     first = first_task + len(tasks)  # task numbers (in write tokens and sequence numbers) go on
 
-    existing = existing_buckets(list(latest.values())) if cfg.index_type is IndexType.BUCKET and not op.replaces else {}
+    existing = context.buckets.existing(list(latest.values())) if cfg.index_type is IndexType.BUCKET and not op.replaces else {}
     tasks = []
     for group in sorted((g for g in spill.groups if g[0] != "new"), key=str):
         kind, partition, which = group

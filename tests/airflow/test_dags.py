@@ -81,7 +81,7 @@ def _run(dag):
 
 def test_dag_folder_imports_and_declares_the_services(tmp_path, dagbag_for):
     bag = dagbag_for(write_registry(tmp_path))
-    assert set(bag.dags) == {"trips_ingest", "trips_compaction", "trips_clean", "trips_health"}
+    assert set(bag.dags) == {"trips_ingest", "trips_compaction", "trips_clustering", "trips_clean", "trips_health"}
     health = bag.dags["trips_health"]
     assert [t.task_id for t in health.topological_sort()] == ["health"]
     assert [a.name for a in health.get_task("health").outlets] == ["lakehouse_trips_alerts"]

@@ -144,7 +144,9 @@ tables:
 def test_a_table_without_the_bucket_index_gets_a_clustering_dag(tmp_path):
     """clustering-plan → clustering-execute → commit, exchanging the plan's instant through the
     timeline like compaction's; Asset-driven with after_commits (Hudi's
-    hoodie.clustering.async.max.commits), manual by default; none for a bucket-index table."""
+    hoodie.clustering.async.max.commits), manual by default; after 5 commits by default for a
+    consistent-hashing table (the Merge-On-Read default: its buckets split as it grows); none for
+    a SIMPLE-engine bucket table."""
     pytest.importorskip("airflow", reason="the DAGs are built with Airflow")
     from lakehouse.airflow.dags import commits_asset, table_dags
 
@@ -154,7 +156,19 @@ def test_a_table_without_the_bucket_index_gets_a_clustering_dag(tmp_path):
     reg = registry.load(write(tmp_path, text))
     orders, trips = reg.table("orders"), reg.table("trips")
     assert orders.services == ("ingest", "clustering", "clean", "health")
-    assert "clustering" not in trips.services and "clustering" not in {k.split("_", 1)[1] for k in table_dags(trips)}
+    assert trips.resizes_buckets and "clustering" in trips.services
+    resize = table_dags(trips)["trips_clustering"]
+    assert "hoodie.clustering.async.max.commits=5" in resize.get_task("clustering_plan").app_args
+    assert commits_asset(trips).name in repr(resize.timetable.asset_condition)
+    assert "bucket resize" in resize.doc_md
+    fixed = registry.load(write(tmp_path, GOOD.replace("hoodie.bucket.index.num.buckets: 4,",
+                                                       "hoodie.bucket.index.num.buckets: 4, hoodie.index.bucket.engine: SIMPLE,")
+                                )).table("trips")
+    assert "clustering" not in fixed.services and "clustering" not in {k.split("_", 1)[1] for k in table_dags(fixed)}
+    manual = registry.load(write(tmp_path, GOOD.replace("source: {kind: demo, dir: landing}",
+                                                        "source: {kind: demo, dir: landing}\n    schedule: {clustering: null}")
+                                 )).table("trips")
+    assert type(table_dags(manual)["trips_clustering"].timetable).__name__ == "NullTimetable"
     dag = table_dags(orders)["orders_clustering"]
     assert [t.task_id for t in dag.topological_sort()] == ["clustering_plan", "clustering_execute", "commit"]
     plan = dag.get_task("clustering_plan")

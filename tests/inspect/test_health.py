@@ -124,3 +124,25 @@ def test_a_crashed_write_is_shown_pending_with_its_phase_one_results(tmp_path):
     pending = [r for r in rows if r["state"] != "completed"]
     assert len(pending) == 1 and pending[0]["records_written"] == 5
     assert len(history(t)["points"]) == 2  # a pending write changes no file slice
+
+
+def test_file_sizes_say_which_buckets_the_next_clustering_splits(tmp_path):
+    """A consistent-hashing table: the split threshold is an edge, and the buckets past it (base
+    and logs) are what the next clustering splits, as the planner would."""
+    import lakehouse
+    from lakehouse.config import ClusteringConfig
+
+    t = lakehouse.create_table(str(tmp_path / "t"), name="g", table_type="MERGE_ON_READ", record_key="id",
+                               ordering_field="ts", options={"hoodie.parquet.max.file.size": 4096,
+                                                             "hoodie.bucket.index.num.buckets": 2,
+                                                             "hoodie.parquet.small.file.limit": 0})
+    t.upsert(pa.table({"id": [f"k{i:05d}" for i in range(3000)], "ts": list(range(3000))}))
+    fs = file_sizes(lakehouse.open_table(t.path))
+    resize = fs["resize"]
+    assert resize["split_threshold"] == 8192 and 8192 in {b["to"] for b in fs["buckets"]}
+    big = [s for s in t.file_system_view().latest_slices() if s.base_size + s.total_log_size > 8192]
+    assert resize["to_split"] == len(big) > 0
+    res = t.schedule_clustering(force=True)
+    plan = t.meta_client.active.clustering_plan(res.instant)
+    assert resize["split_into"] == sum(g.num_output_file_groups for g in plan.input_groups)
+    assert ClusteringConfig().split_threshold == 2.0

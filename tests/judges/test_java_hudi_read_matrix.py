@@ -169,6 +169,9 @@ def matrix(tmp_path_factory):
         t, m, marks = clustered(root / name, tt)
         built[name] = (t, m, marks)
         queue(name, t, marks)
+    t, m, marks = resized(root / "resized")
+    built["resized"] = (t, m, marks)
+    queue("resized", t, marks)
     for tt in KINDS:
         for mode in MODES:
             name = f"merge_{tt.lower()}_{mode.lower()}"
@@ -237,6 +240,37 @@ def test_java_hudi_reads_a_clustered_table(matrix, table_type, hudi):
     same(t.read(), got, f"{name} snapshot", judge)
     same(t.read(read_optimized=True), java(out, f"{name}.read_optimized"), f"{name} read-optimized", judge)
     same(t.read_changes(marks["first"], marks["last"]), java(out, f"{name}.incremental"), f"{name} incremental", judge)
+
+
+def resized(path: pathlib.Path) -> tuple[lakehouse.Table, Model, dict]:
+    """A consistent-hashing Merge-On-Read table whose buckets a clustering split (new file groups
+    at the nodes of each partition's next ring), then written to (logs on the new buckets)."""
+    t, m, marks = history(path, "MERGE_ON_READ", True, {"hoodie.index.bucket.engine": "CONSISTENT_HASHING",
+                                                        "hoodie.bucket.index.num.buckets": 1,
+                                                        "hoodie.parquet.max.file.size": 4096,
+                                                        "hoodie.parquet.small.file.limit": 0})
+    if t.timeline.pending_compactions().instants:
+        t.run_compaction()
+        t.commit_compaction()
+    res = t.cluster(force=True)
+    assert res.committed and res.files_written > res.file_groups_replaced >= 3
+    batch = rows(list(range(3, 340, 19)) + [450], 9)
+    m.upsert(batch)
+    marks["last"] = t.upsert(batch)
+    return t, m, marks
+
+
+@pytest.mark.parametrize("hudi", list(HUDI_LINES))
+def test_java_hudi_reads_a_table_whose_buckets_were_split(matrix, hudi):
+    """HoodieConsistentHashingMetadata's rings and the resize's replacecommit as Java reads them."""
+    built, outs = matrix
+    out, judge = output(outs, hudi), f"Hudi {hudi}"
+    t, m, marks = built["resized"]
+    got = java(out, "resized.snapshot")
+    assert canonical(got.select(SCHEMA.names), SCHEMA.names) == m.table()
+    same(t.read(), got, "resized snapshot", judge)
+    same(t.read(read_optimized=True), java(out, "resized.read_optimized"), "resized read-optimized", judge)
+    same(t.read_changes(marks["first"], marks["last"]), java(out, "resized.incremental"), "resized incremental", judge)
 
 
 @pytest.mark.parametrize("hudi", list(HUDI_LINES))

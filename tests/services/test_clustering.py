@@ -35,8 +35,10 @@ SORT = {"hoodie.clustering.plan.strategy.sort.columns": "v"}
 
 
 class Fixture:
-    """A partitioned table with the SIMPLE index (bucket-index tables do not cluster). With
+    """A partitioned table with the SIMPLE index (SIMPLE-engine bucket tables do not cluster). With
     ``hoodie.parquet.small.file.limit=0`` a Merge-On-Read table's updates go to log files."""
+
+    cols = COLS
 
     def __init__(self, path, table_type="MERGE_ON_READ", **options):
         self.path = path
@@ -65,11 +67,11 @@ class Fixture:
     def check(self, *, hudi=True):
         background.wait_all()
         table = lakehouse.open_table(str(self.path))
-        ours = sorted(table.read(columns=COLS).to_pylist(), key=lambda r: r["id"])
-        assert ours == self.oracle.rows(None, COLS)
+        ours = sorted(table.read(columns=self.cols).to_pylist(), key=lambda r: r["id"])
+        assert ours == self.oracle.rows(None, self.cols)
         if hudi:
             h = hudi_read(self.path)
-            assert (sorted(h.select(COLS).to_pylist(), key=lambda r: r["id"]) if h else []) == ours
+            assert (sorted(h.select(self.cols).to_pylist(), key=lambda r: r["id"]) if h else []) == ours
         return table
 
     def history(self, n=4):
@@ -227,11 +229,11 @@ def test_options_lakehouse_does_not_follow_are_refused_before_anything_is_writte
     assert sorted(os.listdir(fx.path / ".hoodie")) == before
 
 
-def test_a_bucket_index_table_is_refused(tmp_path):
+def test_a_simple_bucket_index_table_is_refused(tmp_path):
     t = lakehouse.create_table(str(tmp_path / "b"), name="b", table_type="MERGE_ON_READ", record_key="id",
-                               ordering_field="ts")
+                               ordering_field="ts", options={"hoodie.index.bucket.engine": "SIMPLE"})
     t.upsert(pa.table({"id": ["a"], "ts": [1]}))
-    with pytest.raises(ConfigError, match="bucket index"):
+    with pytest.raises(ConfigError, match="SIMPLE engine"):
         t.cluster(force=True)
 
 
@@ -306,20 +308,25 @@ def test_compaction_and_clustering_never_plan_the_same_file_group(fx):
     assert ops <= fx.table.meta_client.active.clustering_plan(res.instant).file_groups
 
 
+def killed_while_clustering(path, t, fault) -> None:
+    """Execute and commit clustering ``t`` in another process, killed at ``fault``."""
+    env = dict(os.environ, PYTHONPATH=REPO, **{ENV: f"{fault}:kill"})
+    code = textwrap.dedent(f"""
+        import lakehouse
+        from lakehouse.services.clustering import *
+        table = lakehouse.open_table({str(path)!r})
+        execute_clustering(table, {t!r}); commit_clustering(table, {t!r})
+    """)
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == -9, p.stderr
+
+
 @pytest.mark.parametrize("fault", ["clustering.mid_execute", "clustering.after_execute",
                                    "clustering.before_commit"])
 def test_a_crashed_clustering_is_redone_cleanly(fx, fault):
     fx.history()
     t = fx.table.schedule_clustering(force=True, options=SORT).instant
-    env = dict(os.environ, PYTHONPATH=REPO, **{ENV: f"{fault}:kill"})
-    code = textwrap.dedent(f"""
-        import lakehouse
-        from lakehouse.services.clustering import *
-        table = lakehouse.open_table({str(fx.path)!r})
-        execute_clustering(table, {t!r}); commit_clustering(table, {t!r})
-    """)
-    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert p.returncode == -9, p.stderr
+    killed_while_clustering(fx.path, t, fault)
     fx.check()  # nothing of the half-done clustering is visible
     fx.upsert(["new1"])  # inserts go on beside it
     table = lakehouse.open_table(str(fx.path))
@@ -458,10 +465,10 @@ def test_a_pending_insert_overwrite_is_a_write_and_a_pending_clustering_is_not(f
     assert tl.filter(actions=[Action.REPLACE_COMMIT]).is_clustering(t)  # kept through filters
 
 
-def test_a_consistent_hashing_resize_planned_by_java_hudi_is_refused_not_run_as_a_rewrite(fx):
+def test_a_resize_plan_on_a_table_without_hash_rings_is_refused_not_run_as_a_rewrite(fx):
     import dataclasses
 
-    from lakehouse.errors import UnsupportedTableError
+    from lakehouse.errors import TimelineError
     from lakehouse.timeline.clustering_plan import ClusteringPlan
 
     fx.history(2)
@@ -472,6 +479,6 @@ def test_a_consistent_hashing_resize_planned_by_java_hudi_is_refused_not_run_as_
     resize = ClusteringPlan(groups, plan.strategy)
     (fx.path / ".hoodie" / f"{t}.replacecommit.requested").write_bytes(resize.to_requested_bytes())
     table = lakehouse.open_table(str(fx.path))
-    with pytest.raises(UnsupportedTableError, match="consistent-hashing"):
+    with pytest.raises(TimelineError, match="hash ring"):
         table.run_clustering(t)
     assert table.timeline.get(t).is_requested

@@ -25,11 +25,12 @@ def batch(keys: list[str], ts: int) -> pa.Table:
 
 
 def write_history(path: Path, *, table_type: str = "MERGE_ON_READ", seed: int = 11,
-                  index: str = "BUCKET") -> Table:
+                  index: str = "BUCKET", options: dict | None = None) -> Table:
     """Inserts, updates, deletes and a re-insert over three partitions; the same ``seed`` gives
     the same input, so two tables built alike differ only in their instant times."""
     rnd = random.Random(seed)
     opts = {"hoodie.bucket.index.num.buckets": 2} if index == "BUCKET" else {"hoodie.parquet.small.file.limit": 0}
+    opts.update(options or {})
     t = lakehouse.create_table(str(path), name="trips", table_type=table_type, record_key="id",
                                partition_by="city", ordering_field="ts", index=index, options=opts)
     t.bulk_insert(batch(KEYS[:100], 1))

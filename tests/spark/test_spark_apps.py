@@ -79,10 +79,14 @@ def test_clustering_plan_execute_commit_as_apps_equal_the_python_api(tmp_path, c
     assert rows(lakehouse.open_table(ours.path).read()) == rows(reference.read())
     from tests.interop.hudi_oracle import hudi_read
     assert rows(hudi_read(ours.path)) == rows(reference.read())
-    # A bucket-index table is refused, saying why.
-    bucket = write_history(tmp_path / "bucket")
+    # A SIMPLE-engine bucket table is refused, saying why; a consistent-hashing one (the
+    # default) is resized, here with nothing to resize.
+    bucket = write_history(tmp_path / "bucket", options={"hoodie.index.bucket.engine": "SIMPLE"})
     assert submit.main(["clustering-plan", bucket.path, "--force"]) == 1
-    assert "bucket index" in _last_json(capsys.readouterr()[0])["reason"]
+    assert "SIMPLE engine" in _last_json(capsys.readouterr()[0])["reason"]
+    rings = write_history(tmp_path / "rings")
+    assert submit.main(["clustering-plan", rings.path, "--force"]) == 0
+    assert "no bucket to resize" in _last_json(capsys.readouterr()[0])["reason"]
 
 
 def test_clean_via_spark_submit_deletes_what_the_dry_run_planned(tmp_path, spark_submit):

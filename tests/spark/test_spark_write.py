@@ -19,7 +19,9 @@ BUCKETS = 4
 
 
 def create(path, table_type, index="BUCKET"):
-    opts = {"hoodie.bucket.index.num.buckets": BUCKETS} if index == "BUCKET" else {}
+    """With the BUCKET index: the SIMPLE engine's fixed count (consistent hashing's rings:
+    test_a_consistent_hashing_table_same_as_python_path_before_and_after_a_resize)."""
+    opts = {"hoodie.bucket.index.num.buckets": BUCKETS, "hoodie.index.bucket.engine": "SIMPLE"} if index == "BUCKET" else {}
     return lakehouse.create_table(str(path), name="trips", table_type=table_type, record_key="id",
                                   partition_by="city", ordering_field="ts", index=index, options=opts)
 
@@ -255,7 +257,10 @@ def test_a_first_write_sizes_the_bucket_count_as_the_python_writer_does(tmp_path
     write_dataframe(t, spark.createDataFrame(b), op)
     stored = read_table_config(t.storage)
     assert not bucket_sizing.is_provisional(stored) and stored.bucket_num >= 1
-    assert {bucket_of_file_id(f) for _, f in bucket_groups(tmp_path / "t")} <= set(range(stored.bucket_num))
+    # Each partition's ring starts with the count fixed (consistent hashing, the default).
+    from lakehouse.consistent_hashing import HashingMetadata
+    assert bucket_groups(tmp_path / "t") <= {(p, n.file_id) for p in CITIES
+                                             for n in HashingMetadata.initial(p, stored.bucket_num).nodes}
 
 
 def _spying_write_task(marks: str):
@@ -314,3 +319,42 @@ def test_write_tasks_larger_than_the_budget_spill_and_write_the_same_table(tmp_p
     keys = lakehouse.open_table(str(tmp_path / "ours")).read(columns=["id", "city"])
     pairs = list(zip(keys.column("id").to_pylist(), keys.column("city").to_pylist()))
     assert len(pairs) == len(set(pairs))
+
+
+def test_a_consistent_hashing_table_same_as_python_path_before_and_after_a_resize(tmp_path, spark):
+    """The executors route by each partition's hash ring, as the Python path does; after a
+    clustering split the buckets, by the new rings."""
+    from lakehouse.consistent_hashing import committed_ring, record_hashes, ring_committed
+    from lakehouse.spark.write import write_dataframe
+
+    def make(name):
+        return lakehouse.create_table(str(tmp_path / name), name="trips", table_type="MERGE_ON_READ",
+                                      record_key="id", partition_by="city", ordering_field="ts", options={
+                                          "hoodie.index.bucket.engine": "CONSISTENT_HASHING",
+                                          "hoodie.bucket.index.num.buckets": 2,
+                                          "hoodie.parquet.max.file.size": 16 * 1024,
+                                          "hoodie.parquet.small.file.limit": 0})
+    ours, ref = make("ours"), make("ref")
+    ours.write = None
+    steps = history()
+    for op, batch in steps[:2]:
+        ref.write(batch, op)
+        write_dataframe(ours, spark.createDataFrame(batch), op)
+    assert_same_tables(tmp_path / "ours", tmp_path / "ref")
+    assert bucket_groups(tmp_path / "ours") == bucket_groups(tmp_path / "ref")  # the initial rings' ids
+    for t in (ours, ref):
+        assert t.cluster(force=True).committed
+    for op, batch in steps[2:]:
+        ref.write(batch, op)
+        write_dataframe(ours, spark.createDataFrame(batch), op)
+    assert_same_rows(tmp_path / "ours", tmp_path / "ref", same_layout=False)
+    table = lakehouse.open_table(str(tmp_path / "ours"))
+    rows = table.read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]).to_pylist()
+    timeline = table.meta_client.active.load()
+    for city in CITIES:
+        ring = committed_ring(table.meta_client.storage, city, ring_committed(timeline))
+        assert ring.seq_no == 1 and len(ring.nodes) > 2
+        mine = [r for r in rows if r["_hoodie_partition_path"] == city]
+        nodes = ring.locate(record_hashes(pa.array([r["_hoodie_record_key"] for r in mine]), ("id",), ("id",)))
+        assert [ring.nodes[i].file_id for i in nodes.tolist()] == \
+            [r["_hoodie_file_name"].split("_")[0].lstrip(".") for r in mine]

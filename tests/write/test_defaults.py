@@ -1,7 +1,8 @@
 """The table a user gets with no options. A Merge-On-Read table created with defaults uses the
-BUCKET index (Hudi's simple bucket engine) with a bucket count its first write sizes: every write
-appends to logs, no base file is rewritten by a write, and an upsert's cost follows its batch,
-not the table. Copy-On-Write keeps Hudi's SIMPLE index."""
+BUCKET index with consistent hashing (each partition's hash ring starting with the bucket count
+its first write sizes, resized by clustering): every write appends to logs, no base file is
+rewritten by a write, and an upsert's cost follows its batch, not the table. Copy-On-Write keeps
+Hudi's SIMPLE index."""
 
 from __future__ import annotations
 
@@ -40,6 +41,15 @@ def _props(path) -> dict[str, str]:
     return parse_properties((path / ".hoodie" / "hoodie.properties").read_text("latin-1"))
 
 
+def _ring_ids(t) -> dict[str, set[str]]:
+    """Each written partition's bucket file ids: the nodes of its ring in force."""
+    from lakehouse.consistent_hashing import committed_ring, ring_committed
+    t = lakehouse.open_table(t.path)
+    timeline = t.meta_client.active.load()
+    return {p: {n.file_id for n in committed_ring(t.meta_client.storage, p, ring_committed(timeline)).nodes}
+            for p in {s.partition for s in t.file_system_view().latest_slices()}}
+
+
 def _digests(path, pred) -> dict[str, str]:
     return {os.path.relpath(f, path): hashlib.sha256(open(f, "rb").read()).hexdigest()
             for f in files(path, pred)}
@@ -55,7 +65,8 @@ def test_a_mor_table_with_no_options_stores_the_bucket_index_where_hudis_spark_w
                                ordering_field="ts")
     props = _props(tmp_path / "m")
     assert props["hoodie.table.type"] == "MERGE_ON_READ"
-    assert props["hoodie.index.type"] == "BUCKET" and props["hoodie.index.bucket.engine"] == "SIMPLE"
+    assert props["hoodie.index.type"] == "BUCKET" and props["hoodie.index.bucket.engine"] == "CONSISTENT_HASHING"
+    assert props["hoodie.bucket.index.max.num.buckets"] == "65536"  # Hudi's unset limit: the initial count
     assert props["hoodie.bucket.index.num.buckets"] == "1" and props[AUTO_KEY] == "true"  # provisional
     assert props["hoodie.bucket.index.hash.field"] == "id"
     assert t.config.index_type is IndexType.BUCKET
@@ -78,7 +89,10 @@ def test_every_write_of_a_default_mor_table_appends_and_no_base_file_is_rewritte
     buckets = t.config.bucket_num
     bases = _digests(p, lambda n: n.endswith(".parquet"))
     assert buckets > 1 and 3 < len(bases) <= 3 * buckets
-    assert {bucket_of_file_id(os.path.basename(f).split("_")[0]) for f in bases} <= set(range(buckets))
+    rings = _ring_ids(t)
+    assert all(len(ids) == buckets for ids in rings.values())
+    assert {(os.path.dirname(f), os.path.basename(f).split("_")[0]) for f in bases} <= \
+        {(p, fid) for p, ids in rings.items() for fid in ids}
     t.upsert(_batch(list(range(0, 3000, 7)) + list(range(3000, 3600)), ts=2))  # updates and inserts
     t.insert(_batch(range(3600, 3700), ts=3))
     t.delete(_batch(range(0, 3000, 11)).select(["id", "city"]))
@@ -112,11 +126,13 @@ def test_an_upsert_writes_what_its_batch_needs_whatever_the_size_of_the_table(tm
 
 
 def test_records_land_in_the_buckets_hudi_hashes_them_to(tmp_path):
-    """Hudi's BucketIdentifier.getBucketId: (List<String>.hashCode() & Integer.MAX_VALUE) % N of
-    the hash field values; the file group of bucket b is named with b, 8 digits first."""
+    """The SIMPLE engine, Hudi's BucketIdentifier.getBucketId: (List<String>.hashCode() &
+    Integer.MAX_VALUE) % N of the hash field values; the file group of bucket b is named with b,
+    8 digits first. (Consistent hashing's ConsistentBucketIdentifier:
+    tests/services/test_bucket_resize.py.)"""
     p = tmp_path / "t"
     t = lakehouse.create_table(str(p), name="t", record_key="id", partition_by="city", ordering_field="ts",
-                               options={"hoodie.bucket.index.num.buckets": 4})
+                               options={"hoodie.bucket.index.num.buckets": 4, "hoodie.index.bucket.engine": "SIMPLE"})
     t.upsert(_batch(range(500)))
     assert AUTO_KEY not in _props(p) and t.config.bucket_num == 4  # given, so never resized
     for f in files(p, lambda n: n.endswith(".parquet")):
@@ -153,9 +169,12 @@ def test_a_bucket_hash_field_outside_the_record_key_is_refused(tmp_path):
     assert not (tmp_path / "t").exists()
 
 
-def test_a_consistent_hashing_table_is_read_but_not_written(tmp_path):
+def test_a_table_whose_bucket_engine_changed_after_writes_is_read_but_not_written(tmp_path):
+    """Its file groups are not the nodes of the hash rings: a write by the rings would put each
+    key in a second file group."""
     p = tmp_path / "t"
-    t = lakehouse.create_table(str(p), name="t", record_key="id", ordering_field="ts")
+    t = lakehouse.create_table(str(p), name="t", record_key="id", ordering_field="ts",
+                               options={"hoodie.index.bucket.engine": "SIMPLE"})
     t.upsert(_batch(range(10)))
     background.wait_all()  # the Iceberg publisher reads the file being rewritten
     props = (p / ".hoodie" / "hoodie.properties").read_text("latin-1")
@@ -164,8 +183,9 @@ def test_a_consistent_hashing_table_is_read_but_not_written(tmp_path):
         "latin-1")
     t = lakehouse.open_table(str(p))
     assert t.read().num_rows == 10
-    with pytest.raises(UnsupportedTableError, match="CONSISTENT_HASHING"):
+    with pytest.raises(UnsupportedTableError, match="not a bucket of the table.s hash ring"):
         t.upsert(_batch(range(5)))
+    assert lakehouse.open_table(str(p)).read().num_rows == 10
 
 
 def test_the_first_write_sizes_the_bucket_count_and_later_writes_keep_it(tmp_path):
@@ -184,8 +204,9 @@ def test_the_first_write_sizes_the_bucket_count_and_later_writes_keep_it(tmp_pat
     assert lakehouse.open_table(str(p)).config.bucket_num == expected
     t.upsert(_batch(range(10**5, 2 * 10**5)), options=SMALL_FILES)  # much larger: no resize
     assert _props(p)["hoodie.bucket.index.num.buckets"] == str(expected)
-    buckets = {bucket_of_file_id(os.path.basename(f).split("_")[0]) for f in files(p, lambda n: n.endswith(".parquet"))}
-    assert buckets == set(range(expected))
+    rings = _ring_ids(t)
+    assert len(rings["sf"]) == expected
+    assert {os.path.basename(f).split("_")[0] for f in files(p / "sf", lambda n: n.endswith(".parquet"))} == rings["sf"]
     got = t.read(columns=["id"]).num_rows
     assert got == 3600 + 100_000 and hudi_read(p).num_rows == got
 

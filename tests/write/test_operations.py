@@ -211,15 +211,21 @@ def test_commit_time_ordering_takes_the_last_write(tmp_path):
     assert rows(t) == [("a", 2)] == hrows(tmp_path / "t")
 
 
+@pytest.mark.parametrize("engine", ["SIMPLE", "CONSISTENT_HASHING"])
 @pytest.mark.parametrize("op", ["bulk_insert", "insert_overwrite"])
-def test_bucket_index_bulk_writes_land_in_bucket_file_groups(tmp_path, op):
+def test_bucket_index_bulk_writes_land_in_bucket_file_groups(tmp_path, op, engine):
+    from lakehouse.consistent_hashing import committed_ring, ring_committed
     p = tmp_path / "t"
     t = lakehouse.create_table(str(p), name="b", table_type="MERGE_ON_READ", record_key="id",
                                ordering_field="ts", index="BUCKET",
-                               options={"hoodie.bucket.index.num.buckets": 4})
+                               options={"hoodie.bucket.index.num.buckets": 4, "hoodie.index.bucket.engine": engine})
     t.write(pa.table({"id": [f"k{i}" for i in range(100)], "ts": [1] * 100, "v": list(range(100))}), op)
     fids = {BaseFileName.parse(os.path.basename(f)).file_id for f in files(p, lambda n: n.endswith(".parquet"))}
-    assert {f[:8] for f in fids} <= {f"{b:08d}" for b in range(4)} and len(fids) <= 4
+    if engine == "SIMPLE":
+        assert {f[:8] for f in fids} <= {f"{b:08d}" for b in range(4)} and len(fids) <= 4
+    else:  # the nodes of the ring (renewed by insert_overwrite)
+        ring = committed_ring(t.meta_client.storage, "", ring_committed(t.meta_client.active.load()))
+        assert fids <= {n.file_id for n in ring.nodes} and len(ring.nodes) == 4
     # The upsert finds every key by its bucket: no duplicates.
     t.upsert(pa.table({"id": [f"k{i}" for i in range(100)], "ts": [2] * 100, "v": [i + 1 for i in range(100)]}))
     assert rows(t) == sorted((f"k{i}", i + 1) for i in range(100)) == hrows(p)

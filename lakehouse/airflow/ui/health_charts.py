@@ -149,7 +149,14 @@ def file_size_chart(fs: dict[str, Any] | None) -> str:
     body = _bars(counts, top, "lh-s1", [f'{lab}: {c} files' for lab, c in zip(labels, counts)], labels)
     body += [f'<text x="{_x(i, len(labels)):.1f}" y="{H - 10}" text-anchor="middle" class="lh-axis">'
              f'{escape(lab)}</text>' for i, lab in enumerate(labels)]
-    return _frame("file_sizes", "base files by size", body, "files", top, human)
+    title = "base files by size"
+    resize = fs.get("resize")
+    if resize and resize["to_split"]:
+        title += (f'; {resize["to_split"]} bucket(s) past the split threshold ({human_bytes(resize["split_threshold"])}):'
+                  f' the next clustering splits them into {resize["split_into"]}')
+    elif resize:
+        title += f'; no bucket past the split threshold ({human_bytes(resize["split_threshold"])})'
+    return _frame("file_sizes", title, body, "files", top, human)
 
 
 def cleans_chart(cleans: list[dict[str, Any]]) -> str:

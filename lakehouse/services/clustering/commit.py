@@ -19,6 +19,7 @@ from lakehouse.commit import complete, exclusive
 from lakehouse.errors import TimelineError
 from lakehouse.faults import fault_point
 from lakehouse.io.markers import Markers
+from lakehouse.services.clustering.bucket_resize import rings_after, write_rings
 from lakehouse.services.clustering.execute import SERVICE, undo_execution
 from lakehouse.services.results import delete_results, files_not_as_recorded, read_results
 from lakehouse.timeline.carried import carry_forward
@@ -110,6 +111,10 @@ def _publish(meta: "TableMetaClient", inst: Instant, stats: list[WriteStat],
                           partition_to_replace_file_ids={p: tuple(v) for p, v in replaced.items()})
     done = dataclasses.replace(done, extra_metadata=carry_forward(
         meta.active, timeline, done.extra_metadata, in_order=not meta.concurrency.multi_writer))
+    if any(g.resizes_buckets for g in plan.input_groups):
+        # The partitions' next rings, in force once the replacecommit completes (a crash before
+        # that leaves a ring file of a pending instant, which no reader or writer takes).
+        write_rings(meta.storage, rings_after(meta.storage, plan, timeline, t))
     fault_point("clustering.before_commit")
     complete(meta, inst, done.to_bytes())
     Markers(meta.storage, t).delete_all()

@@ -25,7 +25,8 @@ from lakehouse.columns import META_FIELDS
 from lakehouse.commit import exclusive, start
 from lakehouse.config import CurveBuildMethod, LayoutStrategy, TableConfig, WriteConfig, merged_options
 from lakehouse.engine import Engine, default_engine
-from lakehouse.errors import TimelineError, UnsupportedTableError
+from lakehouse.consistent_hashing import HashingMetadata
+from lakehouse.errors import TimelineError
 from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.file_group.file_slice import slice_of_files
 from lakehouse.file_group.naming import BaseFileName, LogFileName, new_file_id
@@ -34,6 +35,7 @@ from lakehouse.io.markers import Markers
 from lakehouse.merge import MergeSpec
 from lakehouse.read.file_slice_reader import SliceReadContext, read_file_slice
 from lakehouse.schema import arrow_to_avro_schema
+from lakehouse.services.clustering.bucket_resize import rings_after, route_rows
 from lakehouse.services.clustering.plan import CURVE_PARAM, LAYOUT_PARAM
 from lakehouse.services.clustering.space_curve import row_order
 from lakehouse.services.results import delete_results, results_path, write_results
@@ -86,6 +88,9 @@ class _Task:
     archived_before: str | None = None
     merge_max_bytes: int | None = None
     field_ids: tuple[tuple[tuple[str, ...], int], ...] = ()
+    # A resize group's partition's ring after the clustering: each record goes to its node's
+    # file group (lakehouse.services.clustering.bucket_resize).
+    ring: HashingMetadata | None = None
 
     def is_visible(self, instant: str) -> bool:
         return instant in self.committed or (self.archived_before is not None
@@ -117,12 +122,15 @@ def cluster_group(task: _Task) -> list[WriteStat]:
                          schema=task.schema, avro_schema=avro, avro_schema_json=schema_json(avro),
                          config=wc, spec=ctx.spec, bloom=writes_bloom(wc, config.index_type),
                          key_fields=config.record_key_fields, field_ids=dict(task.field_ids))
-    n = max(1, task.group.num_output_file_groups)
-    per_file = max(1, math.ceil(rows.num_rows / n))
+    if task.ring is not None:
+        pieces = route_rows(rows, task.group, task.ring, config)
+    else:
+        n = max(1, task.group.num_output_file_groups)
+        per_file = max(1, math.ceil(rows.num_rows / n))
+        pieces = [(new_file_id(), rows.slice(off, per_file)) for off in range(0, rows.num_rows, per_file)]
     stats = []
-    for j, offset in enumerate(range(0, rows.num_rows, per_file)):
-        piece = rows.slice(offset, per_file)
-        stat = write_compacted_base_file(hctx, partition=task.group.partition, file_id=new_file_id(),
+    for j, (file_id, piece) in enumerate(pieces):
+        stat = write_compacted_base_file(hctx, partition=task.group.partition, file_id=file_id,
                                          table=piece, task=task.first_task + j,
                                          prev_commit="null")
         # What Hudi's bulk-insert create handle records: every record a write, an insert.
@@ -206,19 +214,6 @@ def _pick(meta: "TableMetaClient", instant_time: str | None) -> Instant | Execut
     return inst
 
 
-# A consistent-hashing resize (Hudi's BaseConsistentHashingBucketClusteringPlanStrategy) puts
-# the new ring's nodes here; run as a plain rewrite, its records would not follow the ring.
-_RESIZE_KEY = "clustering.group.child.node"
-
-
-def _check_supported(plan: ClusteringPlan, instant_time: str) -> None:
-    if any(_RESIZE_KEY in g.extra_metadata for g in plan.input_groups):
-        raise UnsupportedTableError(
-            f"clustering {instant_time} resizes consistent-hashing buckets (planned by Java Hudi), "
-            "which lakehouse cannot execute yet",
-            help="run it with Hudi's Spark clustering job, or roll it back with `lakehouse rollback`")
-
-
 def execute_clustering(meta: "TableMetaClient", instant_time: str | None = None, *,
                        engine: Engine | None = None, parallelism: int | None = None) -> ExecuteResult:
     while True:
@@ -234,7 +229,9 @@ def execute_clustering(meta: "TableMetaClient", instant_time: str | None = None,
     if not redone and _leftovers(meta.storage, t):
         sweep(meta, t)
     plan: ClusteringPlan = meta.active.clustering_plan(t)
-    _check_supported(plan, t)
+    # A resize's new rings, checked against the rings in force before anything is written.
+    rings = rings_after(meta.storage, plan, meta.active.load(), t) \
+        if any(g.resizes_buckets for g in plan.input_groups) else {}
     start(meta, Instant(t, Action.REPLACE_COMMIT, State.REQUESTED))
     timeline = meta.timeline
     committed = frozenset(timeline.completed_write_times)
@@ -248,7 +245,8 @@ def execute_clustering(meta: "TableMetaClient", instant_time: str | None = None,
     for g in plan.input_groups:
         firsts.append(firsts[-1] + max(1, g.num_output_file_groups))
     tasks = [_Task(meta.storage, t, i, g, firsts[i], committed, meta.config, schema, plan.sort_columns,
-                   layout, curve, first.time if first else None, meta.memory.merge_max_size, ids)
+                   layout, curve, first.time if first else None, meta.memory.merge_max_size, ids,
+                   rings.get(g.partition) if g.resizes_buckets else None)
              for i, g in enumerate(plan.input_groups)]
     stats: list[WriteStat] = []
     failures: list[dict] = []

@@ -15,6 +15,7 @@ logs is left out (Hudi's single-group clustering would rewrite the file as it is
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
@@ -26,8 +27,10 @@ from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.view import FileSystemView
 from lakehouse.services.pending_files import without_files_of
 from lakehouse.services.rollback import rollback_expired_writes
-from lakehouse.timeline.clustering_plan import (SORT_COLUMNS_PARAM, ClusteringGroup, ClusteringPlan,
-                                                ClusteringStrategy, SliceInfo)
+from lakehouse.consistent_hashing import committed_ring, ring_committed
+from lakehouse.services.clustering.bucket_resize import group_metadata, partition_groups
+from lakehouse.timeline.clustering_plan import (CONSISTENT_BUCKET_STRATEGY, SORT_AND_SIZE_STRATEGY, SORT_COLUMNS_PARAM,
+                                                ClusteringGroup, ClusteringPlan, ClusteringStrategy, SliceInfo)
 from lakehouse.timeline.instant import Action
 
 if TYPE_CHECKING:
@@ -64,12 +67,12 @@ class ScheduleResult:
 def require_clusterable(meta: "TableMetaClient") -> "TableMetaClient":
     """``meta``, if its table can be clustered (every clustering entry point checks this first)."""
     cfg = meta.config
-    if cfg.index_type is IndexType.BUCKET:
+    if cfg.index_type is IndexType.BUCKET and not cfg.consistent_hashing:
         raise ConfigError(
-            f"{meta.name} uses the bucket index ({cfg.bucket_engine.value} engine): its file groups "
-            "are its buckets, which a clustering cannot regroup (Hudi refuses it too)",
-            help="tables with hoodie.index.type SIMPLE, BLOOM, GLOBAL_SIMPLE or GLOBAL_BLOOM cluster; "
-                 "create the table with one of those to cluster it")
+            f"{meta.name} uses the bucket index with the SIMPLE engine: its file groups are a fixed "
+            "number of buckets, which a clustering cannot regroup (Hudi refuses it too)",
+            help="tables with hoodie.index.bucket.engine=CONSISTENT_HASHING, or hoodie.index.type "
+                 "SIMPLE, BLOOM, GLOBAL_SIMPLE or GLOBAL_BLOOM, cluster")
     return meta
 
 
@@ -109,7 +112,9 @@ def _schedule(meta: "TableMetaClient", cfg: ClusteringConfig, max_file_size: int
               extra_metadata: Mapping[str, str] | None) -> ScheduleResult:
     timeline = meta.timeline
     pending = timeline.pending_writes()
-    if pending.instants and not meta.concurrency.multi_writer:
+    if pending.instants and (meta.config.consistent_hashing or not meta.concurrency.multi_writer):
+        # Consistent hashing: a writer in flight routed its records by the rings this plan
+        # changes (BaseConsistentHashingBucketClusteringPlanStrategy.checkPrecondition).
         # One writer: its commit would fail on the plan's file groups; the plan waits for it.
         first = pending.instants[0]
         return ScheduleResult(None, reason=f"write {first.time} is still {first.state.name.lower()}: "
@@ -134,11 +139,30 @@ def _schedule(meta: "TableMetaClient", cfg: ClusteringConfig, max_file_size: int
             continue
         by_partition.setdefault(s.partition, []).append(s)
     groups: list[ClusteringGroup] = []
+    resizing = meta.config.consistent_hashing
+    if resizing:
+        # Whole buckets, whatever their size; a partition with a clustering pending waits for it
+        # (one change of its ring at a time).
+        clustering = {p for p, _ in meta.active.pending_clustering_file_groups(timeline)}
+        by_partition = {}
+        for s in candidates:
+            if (s.partition, s.file_id) not in busy and s.partition not in clustering \
+                    and (s.base_file is not None or s.log_files):
+                by_partition.setdefault(s.partition, []).append(s)
     for partition in cfg.partitions(list(by_partition)):
         room = cfg.max_num_groups - len(groups)
         if room <= 0:
             break
-        groups += _groups(by_partition[partition], cfg, max_file_size, room, meta.storage)
+        if resizing:
+            groups += _resize_groups(meta, partition, by_partition[partition], cfg, max_file_size, room)
+        else:
+            groups += _groups(by_partition[partition], cfg, max_file_size, room, meta.storage)
+    if not groups and resizing:
+        return ScheduleResult(None, reason=(
+            f"no bucket to resize: none over {_size(cfg.split_threshold * max_file_size)} "
+            f"(hoodie.bucket.index.split.threshold x hoodie.parquet.max.file.size) with room to split "
+            f"(hoodie.bucket.index.max.num.buckets), no ring neighbours all under "
+            f"{_size(cfg.merge_threshold * max_file_size)} to merge"))
     if not groups:
         return ScheduleResult(None, reason="no file slices to cluster (none small enough, or "
                               "each alone in its partition with nothing to sort or merge)")
@@ -146,13 +170,31 @@ def _schedule(meta: "TableMetaClient", cfg: ClusteringConfig, max_file_size: int
     if cfg.sort_columns:
         params = {SORT_COLUMNS_PARAM: ",".join(cfg.sort_columns), LAYOUT_PARAM: cfg.layout.value,
                   CURVE_PARAM: cfg.curve_build_method.value}
-    plan = ClusteringPlan(tuple(groups), ClusteringStrategy(strategy_params=params))
+    strategy = ClusteringStrategy(CONSISTENT_BUCKET_STRATEGY if resizing else SORT_AND_SIZE_STRATEGY, params)
+    plan = ClusteringPlan(tuple(groups), strategy)
     trigger = reason if len(commits) >= cfg.max_commits else f"forced ({reason})"
     inst = request(meta, Action.REPLACE_COMMIT, plan.to_requested_bytes(
         {**(extra_metadata or {}), "lakehouse.trigger": trigger}))
     size = sum(int(g.metrics.get("TOTAL_IO_READ_MB", 0) * MB) for g in groups)
     return ScheduleResult(inst.time, len(groups), sum(len(g.slices) for g in groups), size,
                           sum(g.num_output_file_groups for g in groups), reason=trigger)
+
+
+def _size(n: float) -> str:
+    return f"{n / MB:.1f} MiB" if n >= MB else f"{n / 1024:.1f} KiB"
+
+
+def _resize_groups(meta: "TableMetaClient", partition: str, slices: list[FileSlice], cfg: ClusteringConfig,
+                   max_file_size: int, room: int) -> list[ClusteringGroup]:
+    ring = committed_ring(meta.storage, partition, ring_committed(meta.timeline))
+    if ring is None:  # file groups without a ring: written by a SIMPLE-engine writer
+        return []
+
+    def group(members: list[FileSlice], children, outputs: int) -> ClusteringGroup:
+        g = _group(members, cfg, max_file_size, meta.storage)
+        return dataclasses.replace(g, num_output_file_groups=outputs,
+                                   extra_metadata=group_metadata(partition, children, ring.seq_no))
+    return partition_groups(ring, slices, meta.config, cfg, max_file_size, room, group)
 
 
 def _slice_bytes(s: FileSlice, max_file_size: int) -> int:

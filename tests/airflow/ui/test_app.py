@@ -71,8 +71,8 @@ def test_json_endpoints(view):
     assert rows[0]["exists"] and rows[0]["last_commit"] == t.stats().last_commit
     assert rows[1] == {**rows[1], "exists": False, "services": ["ingest", "clean", "health"]}
     one = client.get("/api/tables/orders").json()
-    assert one["dags"] == {"ingest": "orders_ingest", "compaction": "orders_compaction", "clean": "orders_clean",
-                           "health": "orders_health"}
+    assert one["dags"] == {"ingest": "orders_ingest", "compaction": "orders_compaction",
+                           "clustering": "orders_clustering", "clean": "orders_clean", "health": "orders_health"}
     assert len(one["timeline"]) == 5
     assert client.get("/api/tables/nope").status_code == 404
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.file_group.naming import bucket_file_id
-from lakehouse.write.index.bucket import existing_buckets
+from lakehouse.write.bucket_layout import existing_buckets
 
 
 def test_existing_buckets_by_partition_and_number():
