@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-long test-cluster judges bench bench-read bench-avro bench-backlog bench-growth bench-view bench-spark reliability venv clean
+.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-long test-cluster judges bench bench-read bench-avro bench-backlog bench-growth bench-requests bench-view bench-spark reliability venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -80,6 +80,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_avro_blocks.py
 	$(PY) benchmarks/bench_growth.py
 	$(PY) benchmarks/bench_growth.py --grow 5000000 --max-file-size 0 --out bench-out/growth-5m.json
+	$(PY) benchmarks/bench_requests.py
 
 # A default MOR table's snapshot read of pending logs against the least a merge by key must do
 # (bench-out/read_bound.json, ~20 s).
@@ -106,6 +107,11 @@ reliability: $(STAMP)
 # engine (bench-out/growth.json, ~1 min)
 bench-growth: $(STAMP)
 	$(PY) benchmarks/bench_growth.py
+
+# Requests per step against an S3 API server on 127.0.0.1, lakehouse and delta-rs, at 4 and 64
+# partitions (bench-out/requests.json, ~1 min)
+bench-requests: $(STAMP)
+	$(PY) benchmarks/bench_requests.py
 
 bench-backlog: $(STAMP)
 	$(PY) benchmarks/bench_backlog.py
