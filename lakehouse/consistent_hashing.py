@@ -24,7 +24,7 @@ import json
 import struct
 import uuid
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -264,6 +264,13 @@ def ring_for_write(storage: "Storage", partition: str, num_buckets: int,
     except FileExistsError:
         return HashingMetadata.from_bytes(storage.read(path), storage.uri(path))
     return ring
+
+
+def write_rings(storage: "Storage", rings: Mapping[str, HashingMetadata]) -> None:
+    """Each partition's next ring, ``<instant>.hashing_meta`` (in force once that instant
+    completes; written again by a step run again: the same inputs give the same bytes)."""
+    for p, ring in rings.items():
+        storage.write(f"{layout.hashing_metadata_folder(p)}/{ring.file_name}", ring.to_bytes())
 
 
 def delete_rings_of(storage: "Storage", instant: str) -> list[str]:

@@ -113,21 +113,15 @@ class TableEntry:
         return f"{self.name}_{service}"
 
     @property
-    def bucket_engine(self) -> str:
-        """The bucket index engine the table is created with (lakehouse.table_builder: consistent
-        hashing for a Merge-On-Read table unless the options say otherwise)."""
-        return str(self.options.get("hoodie.index.bucket.engine",
-                                    "CONSISTENT_HASHING" if self.is_mor else "SIMPLE")).upper()
+    def resizes_buckets(self) -> bool:
+        """Whether the table's buckets are consistent-hashing rings that clustering resizes."""
+        return _resizes_buckets(self.index, self.table_type, self.options)
 
     @property
     def clusters(self) -> bool:
         """Whether the table can be clustered: a SIMPLE-engine bucket table's file groups are a
         fixed set of buckets; consistent-hashing buckets are split and merged by clustering."""
-        return self.index != "BUCKET" or self.bucket_engine == "CONSISTENT_HASHING"
-
-    @property
-    def resizes_buckets(self) -> bool:
-        return self.index == "BUCKET" and self.bucket_engine == "CONSISTENT_HASHING"
+        return self.index != "BUCKET" or self.resizes_buckets
 
     @property
     def services(self) -> tuple[str, ...]:
@@ -226,6 +220,13 @@ def _strs(m: Mapping[str, Any] | None) -> dict[str, str]:
     return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (m or {}).items()}
 
 
+def _resizes_buckets(index: str, table_type: str, options: Mapping[str, str]) -> bool:
+    """A bucket-index table with the consistent-hashing engine: the options' engine, else the one
+    lakehouse.table_builder gives (consistent hashing for Merge-On-Read)."""
+    default = "CONSISTENT_HASHING" if table_type == "MERGE_ON_READ" else "SIMPLE"
+    return index == "BUCKET" and str(options.get("hoodie.index.bucket.engine", default)).upper() == "CONSISTENT_HASHING"
+
+
 def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
     validate(doc, origin)
     defaults = doc.get("defaults") or {}
@@ -245,9 +246,7 @@ def parse(doc: Mapping[str, Any], origin: str, base_dir: str) -> Registry:
         index = t.get("index", opts.get("hoodie.index.type", "BUCKET")).upper()
         if table_type == "COPY_ON_WRITE":
             comp = None  # nothing to compact: a copy-on-write table has no logs
-        engine = opts.get("hoodie.index.bucket.engine", "CONSISTENT_HASHING" if table_type == "MERGE_ON_READ"
-                          else "SIMPLE").upper()
-        if "clustering" not in sched and index == "BUCKET" and engine == "CONSISTENT_HASHING":
+        if "clustering" not in sched and _resizes_buckets(index, table_type, opts):
             # Buckets split as the table grows without anyone asking (a plan is made only when a
             # bucket passes the split threshold); null in the entry makes it manual.
             clus = {"after_commits": DEFAULT_AFTER_COMMITS}

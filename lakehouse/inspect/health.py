@@ -14,14 +14,13 @@ alike, as in Hudi's HoodieAppendHandle, so only a compaction tells how many rows
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from lakehouse.config import ClusteringConfig, WriteConfig
 from lakehouse.file_group.file_slice import FileSlice
 from lakehouse.inspect.timeline import Fact, instant_facts
-from lakehouse.services.clustering.bucket_resize import slice_size
+from lakehouse.services.clustering.bucket_resize import slice_size, split_ways
 from lakehouse.table import Table
 from lakehouse.timeline.commit_metadata import CommitMetadata
 
@@ -130,7 +129,7 @@ def file_sizes(table: Table, slices: Sequence[FileSlice] | None = None) -> dict[
                for lo, hi, c in zip([0, *edges], [*edges, None], counts)]
     if resize is not None:
         big = [slice_size(s) for s in slices if slice_size(s) > resize["split_threshold"]]
-        resize.update(to_split=len(big), split_into=sum(max(2, math.ceil(b / cfg.max_file_size)) for b in big))
+        resize.update(to_split=len(big), split_into=sum(split_ways(b, cfg.max_file_size) for b in big))
     return {"buckets": buckets, "files": len(sizes), "small_file_limit": cfg.small_file_limit,
             "max_file_size": cfg.max_file_size,
             "small_files": sum(1 for s in sizes if s < cfg.small_file_limit), "resize": resize}

@@ -350,8 +350,7 @@ class TableReader:
 
     def _ring_of(self, as_of: str | None) -> Callable[[str], HashingMetadata | None]:
         """A partition's hash ring as of the read (the ring its file groups follow)."""
-        timeline = self.timeline
-        committed = ring_committed(timeline)
+        committed = ring_committed(self.timeline)
         return lambda p: committed_ring(self.storage, p, lambda t: committed(t) and (as_of is None or t <= as_of))
 
     def plan_changes(self, start: str | None, end: str | None = None, *,

@@ -54,10 +54,6 @@ class BucketLayout:
     # (Hudi's SparkRejectUpdateStrategy), before the buffers or the spill take it.
     clustering: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
-    @property
-    def consistent(self) -> bool:
-        return self.rings is not None
-
     def ring(self, partition: str) -> HashingMetadata:
         assert self.rings is not None
         ring = self.rings.get(partition)

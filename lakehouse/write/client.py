@@ -22,8 +22,7 @@ from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.engine import foreground
 from lakehouse.concurrency.conflict import START_KEY, start_marker
 from lakehouse.commit import exclusive, request, start
-from lakehouse import layout
-from lakehouse.consistent_hashing import ring_committed, ring_for_write
+from lakehouse.consistent_hashing import ring_committed, ring_for_write, write_rings
 from lakehouse.concurrency.retry import retry_policy
 from lakehouse.errors import (ClusteringUpdateError, CommitConflictError, CommitOutcomeUnknownError, ConfigError, CorruptFileError,
                               LockError,
@@ -411,14 +410,12 @@ class WriteClient:
         """``context`` writing the partitions whose every file group instant ``t`` replaces
         (insert_overwrite, delete_partition) by renewed rings: the same buckets over new file
         groups, ``<t>.hashing_meta``, in force once ``t`` completes (a rollback deletes them)."""
-        cfg = context.config
+        loaded = context.buckets.rings or {}
         committed = ring_committed(timeline)
-        rings = dict(context.buckets.rings or {})
-        for p in partitions:
-            ring = ring_for_write(self.storage, p, cfg.bucket_num, committed).renewed(t, new_file_id_prefix)
-            self.storage.write(f"{layout.hashing_metadata_folder(p)}/{ring.file_name}", ring.to_bytes())
-            rings[p] = ring
-        return context.with_rings(rings)
+        renewed = {p: (loaded.get(p) or ring_for_write(self.storage, p, context.config.bucket_num, committed))
+                   .renewed(t, new_file_id_prefix) for p in partitions}
+        write_rings(self.storage, renewed)
+        return context.with_rings({**loaded, **renewed})
 
     def write_scope(self, prepared: Prepared) -> list[str] | None:
         """The partitions a write must list (None: the whole table). A write's file groups,

@@ -31,12 +31,11 @@ with the tables it creates (lakehouse.table_builder).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pyarrow as pa
 
-from lakehouse import layout
 from lakehouse.columns import KEY
 from lakehouse.config import ClusteringConfig, TableConfig
 from lakehouse.consistent_hashing import (ConsistentHashingNode, HashingMetadata, NodeTag, child_nodes_json,
@@ -67,6 +66,12 @@ def slice_size(s: FileSlice) -> int:
     return s.base_size + s.total_log_size
 
 
+def split_ways(size: int, max_file_size: int) -> int:
+    """How many buckets a bucket of ``size`` bytes past the split threshold becomes (before the
+    partition's bucket limit): enough that each holds about one max-size file."""
+    return max(2, math.ceil(size / max_file_size))
+
+
 def partition_groups(ring: HashingMetadata, slices: list[FileSlice], config: TableConfig,
                      cfg: ClusteringConfig, max_file_size: int, room: int,
                      group: Callable[[list[FileSlice], tuple[ConsistentHashingNode, ...], int], ClusteringGroup],
@@ -87,7 +92,7 @@ def partition_groups(ring: HashingMetadata, slices: list[FileSlice], config: Tab
         if size <= split_at or slots <= 0 or len(groups) >= room:
             rest.append(s)
             continue
-        k = min(max(2, math.ceil(size / max_file_size)), slots + 1)
+        k = min(split_ways(size, max_file_size), slots + 1)
         children = ring.split_children(position[s.file_id], [prefix() for _ in range(k)])
         if children is None:  # a range too narrow to split
             rest.append(s)
@@ -185,9 +190,3 @@ def route_rows(rows: pa.Table, group: ClusteringGroup, ring: HashingMetadata,
         out.append((fid, rows.filter(pa.array(nodes == i))))
     return out
 
-
-def write_rings(storage: "Storage", rings: Mapping[str, HashingMetadata]) -> None:
-    """Each partition's next ring, ``<instant>.hashing_meta`` (overwritten by a commit step run
-    again: the same plan gives the same bytes)."""
-    for p, ring in rings.items():
-        storage.write(f"{layout.hashing_metadata_folder(p)}/{ring.file_name}", ring.to_bytes())

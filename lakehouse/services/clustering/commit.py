@@ -19,7 +19,8 @@ from lakehouse.commit import complete, exclusive
 from lakehouse.errors import TimelineError
 from lakehouse.faults import fault_point
 from lakehouse.io.markers import Markers
-from lakehouse.services.clustering.bucket_resize import rings_after, write_rings
+from lakehouse.consistent_hashing import write_rings
+from lakehouse.services.clustering.bucket_resize import rings_after
 from lakehouse.services.clustering.execute import SERVICE, undo_execution
 from lakehouse.services.results import delete_results, files_not_as_recorded, read_results
 from lakehouse.timeline.carried import carry_forward

@@ -126,35 +126,29 @@ def _schedule(meta: "TableMetaClient", cfg: ClusteringConfig, max_file_size: int
     if len(commits) < cfg.max_commits and not force:
         return ScheduleResult(None, reason=f"not yet: {reason}")
     view = FileSystemView.load(meta.storage, timeline, meta.active)
-    busy = set(meta.active.pending_clustering_file_groups(timeline)) | set(
-        meta.active.pending_compaction_file_groups(timeline))
+    clustering = meta.active.pending_clustering_file_groups(timeline)
+    busy = set(clustering) | set(meta.active.pending_compaction_file_groups(timeline))
     candidates = view.latest_slices_for_write()
     if pending.instants:  # several writers: planned past writes in flight, without their files
         candidates = without_files_of(meta, candidates, pending.instants, keep_base_only=True)
+    # Consistent hashing resizes whole buckets, whatever their size, and a partition with a
+    # clustering pending waits for it (one change of its ring at a time).
+    resizing = meta.config.consistent_hashing
+    waiting = {p for p, _ in clustering} if resizing else set()
     by_partition: dict[str, list[FileSlice]] = {}
     for s in candidates:
-        if (s.partition, s.file_id) in busy or s.base_size >= cfg.small_file_limit:
+        if (s.partition, s.file_id) in busy or s.partition in waiting:
             continue
-        if s.base_file is None and not s.log_files:
+        if (not resizing and s.base_size >= cfg.small_file_limit) or (s.base_file is None and not s.log_files):
             continue
         by_partition.setdefault(s.partition, []).append(s)
     groups: list[ClusteringGroup] = []
-    resizing = meta.config.consistent_hashing
-    if resizing:
-        # Whole buckets, whatever their size; a partition with a clustering pending waits for it
-        # (one change of its ring at a time).
-        clustering = {p for p, _ in meta.active.pending_clustering_file_groups(timeline)}
-        by_partition = {}
-        for s in candidates:
-            if (s.partition, s.file_id) not in busy and s.partition not in clustering \
-                    and (s.base_file is not None or s.log_files):
-                by_partition.setdefault(s.partition, []).append(s)
     for partition in cfg.partitions(list(by_partition)):
         room = cfg.max_num_groups - len(groups)
         if room <= 0:
             break
         if resizing:
-            groups += _resize_groups(meta, partition, by_partition[partition], cfg, max_file_size, room)
+            groups += _resize_groups(meta, timeline, partition, by_partition[partition], cfg, max_file_size, room)
         else:
             groups += _groups(by_partition[partition], cfg, max_file_size, room, meta.storage)
     if not groups and resizing:
@@ -184,9 +178,9 @@ def _size(n: float) -> str:
     return f"{n / MB:.1f} MiB" if n >= MB else f"{n / 1024:.1f} KiB"
 
 
-def _resize_groups(meta: "TableMetaClient", partition: str, slices: list[FileSlice], cfg: ClusteringConfig,
-                   max_file_size: int, room: int) -> list[ClusteringGroup]:
-    ring = committed_ring(meta.storage, partition, ring_committed(meta.timeline))
+def _resize_groups(meta: "TableMetaClient", timeline: "Timeline", partition: str, slices: list[FileSlice],
+                   cfg: ClusteringConfig, max_file_size: int, room: int) -> list[ClusteringGroup]:
+    ring = committed_ring(meta.storage, partition, ring_committed(timeline))
     if ring is None:  # file groups without a ring: written by a SIMPLE-engine writer
         return []
 
