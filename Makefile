@@ -80,7 +80,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_avro_blocks.py
 	$(PY) benchmarks/bench_growth.py
 	$(PY) benchmarks/bench_growth.py --grow 5000000 --max-file-size 0 --out bench-out/growth-5m.json
-	$(PY) benchmarks/bench_requests.py
+	$(PY) benchmarks/bench_requests.py --check
 
 # A default MOR table's snapshot read of pending logs against the least a merge by key must do
 # (bench-out/read_bound.json, ~20 s).
@@ -111,7 +111,7 @@ bench-growth: $(STAMP)
 # Requests per step against an S3 API server on 127.0.0.1, lakehouse and delta-rs, at 4 and 64
 # partitions (bench-out/requests.json, ~1 min)
 bench-requests: $(STAMP)
-	$(PY) benchmarks/bench_requests.py
+	$(PY) benchmarks/bench_requests.py --check
 
 bench-backlog: $(STAMP)
 	$(PY) benchmarks/bench_backlog.py

@@ -4,10 +4,14 @@ delta-rs, at several partition counts (issue 43: requests that follow the work).
 An S3 API server (moto's, on 127.0.0.1, started and stopped here by PID) logs every request it
 serves, one line each; the requests of a step are the lines it added. For each partition count P
 (``--partitions``, 4 and 64): the table is loaded with ``--rows`` rows spread over P partitions,
-then each step runs on its own and is counted: an upsert of 100 rows into one partition, a read
-filtered to one partition, a compaction of what that upsert left (lakehouse) and a clean. The
-same rows and steps go to delta-rs (merge into one partition, a filtered read, optimize, vacuum)
-on the same server.
+updated once, compacted and cleaned (a table's first compaction plan and first clean list it
+whole), then each step runs on its own and is counted: an upsert of 100 rows into one partition (with its Iceberg
+publish; then another split into the Hudi commit and the Iceberg publish), a read filtered to one
+partition, a compaction of what the upserts left and a clean retaining one commit (the slices that
+compaction replaced). The same rows
+and steps go to delta-rs (merge into one partition, a filtered read, optimize, vacuum) on the
+same server. ``--check`` fails unless issue 43's targets hold (:data:`TARGETS`, and one-partition
+steps costing the same at every P).
 
 ``python benchmarks/bench_requests.py`` (``make bench-requests``); writes
 ``bench-out/requests.json`` and prints a table of requests per step and kind (GET, PUT, LIST,
@@ -118,15 +122,56 @@ def run_lakehouse(server: Server, partitions: int, n: int) -> dict:
     storage = get_storage(f"s3://{server.bucket()}/t", {"s3.endpoint": server.endpoint, **CREDENTIALS})
     t = lakehouse.create_table(storage, name="t", table_type="MERGE_ON_READ", record_key="id",
                                partition_by="p", ordering_field="ts")
+    retain_one = {"hoodie.cleaner.commits.retained": "1"}
     t.upsert(rows(n, partitions, 1))
+    t.upsert(rows(n, partitions, 2))  # every file group has logs: the table's first compaction
+    t.compact(force=True)             # plan and the first clean of what it replaced (they look
+    t.upsert(rows(10, partitions, 2, only=1))  # at every partition) are behind us
+    t.clean(options=retain_one)
     background.wait_all()
     steps = {}
-    steps["upsert_one_partition"] = server.count(lambda: (t.upsert(rows(100, partitions, 2, only=0)),
+    steps["upsert_one_partition"] = server.count(lambda: (t.upsert(rows(100, partitions, 3, only=0)),
                                                           background.wait_all()))
+    # The same upsert's two parts: the Hudi commit (Iceberg publishing held back), then the
+    # Iceberg publish of it.
+    from lakehouse import meta_sync
+    from lakehouse.iceberg.publish import sync_iceberg
+    configured = meta_sync.configured
+    meta_sync.configured = lambda meta: ()
+    try:
+        steps["upsert_hudi_commit"] = server.count(lambda: t.upsert(rows(100, partitions, 4, only=0)))
+    finally:
+        meta_sync.configured = configured
+    steps["upsert_iceberg_publish"] = server.count(lambda: sync_iceberg(t))
     steps["read_one_partition"] = server.count(lambda: t.read(filters=[("p", "=", "p000")]))
     steps["compaction"] = server.count(lambda: (t.compact(force=True), background.wait_all()))
-    steps["clean"] = server.count(lambda: (t.clean(), background.wait_all()))
+    t.upsert(rows(10, partitions, 5, only=0))  # the compaction's commit is retained no longer
+    background.wait_all()
+    steps["clean"] = server.count(lambda: (t.clean(options=retain_one), background.wait_all()))
     return {k: {"requests": sum(c.values()), "by_kind": dict(c), "seconds": s} for k, (c, s) in steps.items()}
+
+
+# Issue 43's targets: requests per step on the default Merge-On-Read table, the same at every
+# partition count for the steps that touch one partition.
+TARGETS = {"upsert_hudi_commit": 25, "read_one_partition": 10}
+SAME_AT_EVERY_P = ("upsert_one_partition", "upsert_hudi_commit", "upsert_iceberg_publish",
+                   "read_one_partition", "compaction", "clean")
+
+
+def check(results: list[dict]) -> list[str]:
+    """What misses the targets (empty: all met)."""
+    ours = [r for r in results if r["engine"] == "lakehouse"]
+    problems = []
+    for r in ours:
+        for step, most in TARGETS.items():
+            got = r["steps"][step]["requests"]
+            if got > most:
+                problems.append(f"P={r['partitions']}: {step} made {got} requests (target <= {most})")
+    for step in SAME_AT_EVERY_P:
+        counts = {r["partitions"]: r["steps"][step]["requests"] for r in ours}
+        if len(set(counts.values())) > 1:
+            problems.append(f"{step} depends on the partition count: {counts}")
+    return problems
 
 
 def run_delta(server: Server, partitions: int, n: int) -> dict:
@@ -157,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", default="4,64", help="partition counts (4,64)")
     p.add_argument("--rows", type=int, default=20_000, help="rows loaded first (20000)")
     p.add_argument("--out", default=str(REPO / "bench-out" / "requests.json"))
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 unless lakehouse meets the request targets (TARGETS, and the same "
+                        "count at every partition count for one-partition steps)")
     args = p.parse_args(argv)
     counts = [int(x) for x in args.partitions.split(",")]
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-requests-"))
@@ -179,8 +227,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['engine']:<10} P={r['partitions']:<4} {cells}")
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rows": args.rows, "results": results}, indent=2))
-    return 0
+    problems = check(results)
+    out.write_text(json.dumps({"rows": args.rows, "results": results, "missed": problems}, indent=2))
+    for line in problems:
+        print(f"MISSED: {line}")
+    return 1 if args.check and problems else 0
 
 
 if __name__ == "__main__":

@@ -97,12 +97,14 @@ def _check_lease(client: TableMetaClient) -> None:
 
 
 def request(meta: Any, action: Action, content: bytes = b"", *, time: str | None = None,
-            before_create: Callable[[str], None] | None = None) -> Instant:
+            before_create: Callable[[str], None] | None = None, timeline: Any = None) -> Instant:
     """A new requested instant of ``action`` (at ``time``, or a new instant time; ``before_create``
-    runs with it before its file exists: ActiveTimeline.create_requested)."""
+    runs with it before its file exists; ``timeline``: loaded under the lock just before:
+    ActiveTimeline.create_requested)."""
     client = meta_client_of(meta)
     _check_lease(client)
-    return client.active.create_requested(action, content, time=time, before_create=before_create)
+    return client.active.create_requested(action, content, time=time, before_create=before_create,
+                                          timeline=timeline if client.holds_lock() else None)
 
 
 def start(meta: Any, requested: Instant, content: bytes = b"") -> Instant:
@@ -112,15 +114,18 @@ def start(meta: Any, requested: Instant, content: bytes = b"") -> Instant:
     return client.active.transition(requested, State.INFLIGHT, content)
 
 
-def complete(meta: Any, inflight: Instant, content: bytes = b"") -> Instant:
+def complete(meta: Any, inflight: Instant, content: bytes = b"", *,
+             folders: "frozenset[str] | None" = None) -> Instant:
     """Complete ``inflight`` with ``content``; settle a lost answer by looking before deciding;
     then the post-commit hooks (now, or at the end of a :func:`hooks_deferred` block). A Hudi
     metadata table, which would not know this commit's files, goes first
     (:mod:`lakehouse.metadata_table`), and keys ``hoodie.properties`` lost to another program's
-    rewrite are written back (:func:`lakehouse.properties.restore_table_properties`)."""
+    rewrite are written back (:func:`lakehouse.properties.restore_table_properties`).
+    ``folders``: the folders of ``.hoodie``, listed under the lock held now (the metadata table
+    is then not looked for again)."""
     client = meta_client_of(meta)  # the table facade is taken too (tests, notebooks)
     _check_lease(client)
-    drop_metadata_table(client)
+    drop_metadata_table(client, folders if client.holds_lock() else None)
     if client.restored:
         restore_table_properties(client.storage)
         client.restored = ()

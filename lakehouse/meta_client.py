@@ -72,8 +72,16 @@ class TableMetaClient:
         self.post_commit_hooks: list[Callable[..., None]] = []
         # Per thread: the instants completed in a lakehouse.commit.hooks_deferred block.
         self.deferred_hooks = threading.local()
+        # Each partition's consistent-hashing ring a write last loaded, with the replace commits
+        # on its timeline then (lakehouse.write.client.WriteClient.bucket_context).
+        self.ring_cache: dict[str, tuple[tuple, Any]] = {}
         if self.concurrency.multi_writer:
-            self.active.allocation_guard = self.transactions.lock
+            _ = self.transactions  # a lock that cannot be had is refused now, before any write
+        if self._lock_config is not None:
+            # Every allocation of this program under the table lock (most run under it
+            # already): no other instant can take the same time, so none is looked for.
+            self.active.allocation_guard = self.exclusive
+            self.active.allocation_check = self.check_lock
             self.active.allocation_exclusive = True
 
     @classmethod
@@ -171,6 +179,7 @@ class TableMetaClient:
         heartbeats: for work another thread does beside this one's (an async clean)."""
         fresh = TableMetaClient(self.storage, self.config, self.open_options, restored=self.restored)
         fresh.post_commit_hooks = list(self.post_commit_hooks)
+        fresh.active.share_caches(self.active)
         return fresh
 
     def adopt(self, config: TableConfig) -> None:

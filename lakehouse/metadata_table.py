@@ -25,11 +25,16 @@ if TYPE_CHECKING:
 METADATA_KEYS = ("hoodie.table.metadata.partitions", "hoodie.table.metadata.partitions.inflight")
 
 
-def drop_metadata_table(meta: "TableMetaClient") -> bool:
+def drop_metadata_table(meta: "TableMetaClient", folders: "frozenset[str] | None" = None) -> bool:
     """Remove the metadata table, if any: ``hoodie.properties`` stops naming it first (readers
-    then list storage), then its folder goes. True when there was one."""
+    then list storage), then its folder goes. True when there was one. ``folders``: the names
+    of the folders in ``.hoodie``, from a listing the caller just took (an object store shows a
+    folder only while something is in it)."""
     storage = meta.storage
-    present = bool(storage.list(layout.METADATA_TABLE))
+    if folders is not None:
+        present = layout.METADATA_TABLE.rpartition("/")[2] in folders
+    else:
+        present = bool(storage.list(layout.METADATA_TABLE))
     if not present and not any(meta.config.extra.get(k) for k in METADATA_KEYS):
         return False
     config = read_table_config(storage)

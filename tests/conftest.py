@@ -111,6 +111,22 @@ class _IcebergWarnings(__import__("logging").Handler):
         self.records.append(record)
 
 
+@pytest.fixture
+def listed_data_folders(monkeypatch) -> list[str]:
+    """The folders outside ``.hoodie`` that local storage listings are asked for, in order
+    (on an object store, a request each): what a step's listings follow."""
+    from lakehouse.storage.local import LocalStorage
+    seen: list[str] = []
+    real = LocalStorage.list
+
+    def spy(self, path="", *, recursive=False):
+        if not path.startswith(".hoodie"):
+            seen.append(path)
+        return real(self, path, recursive=recursive)
+    monkeypatch.setattr(LocalStorage, "list", spy)
+    return seen
+
+
 @pytest.fixture(autouse=True)
 def no_silent_iceberg_failures(request):
     """Publishing Iceberg metadata never fails a commit, so a failure would only be logged: any

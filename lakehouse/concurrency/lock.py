@@ -10,6 +10,15 @@ listing was stale (the number it created had been forgotten) sees a newer lease 
 creating its own and gives it up, so a number is never held twice. The lease
 number is a fencing token: it only grows. A holder that stalls past its lease loses the lock to
 the next writer and learns so at its next check (:class:`LockLostError`), before committing.
+
+On an object store each step is a request, and every write takes the lock twice; a lock cycle
+costs three (a listing, the lease, its release). Old leases are forgotten in batches, one delete
+request for many, and only once the store's own clock (the files' modification times) says they
+ended a lease's length before the newest: a taker whose listing and create lie less than half a
+lease apart (its monotonic clock) cannot have created a forgotten number, so only a slower one
+lists again to find out. A holder's check reads nothing while its lease has more than half its
+length to run: a taker takes over only a lease run out by its own clock, so writers' clocks must
+agree within half a lease (30 s by default), which NTP keeps far tighter.
 A lease whose holder was a process of this machine that no longer exists (a killed task) is
 taken over at once rather than when it runs out.
 
@@ -34,6 +43,9 @@ from lakehouse.storage.base import Storage
 from lakehouse import layout
 
 _LEASE = re.compile(r"^lock-(\d{12})\.json$")
+_ANY = re.compile(r"^lock-(\d{12})\.")
+# Old leases are deleted once this many have piled up: one batch delete, rarely.
+_FORGET_AT = 8
 Clock = Callable[[], float]
 
 
@@ -92,7 +104,8 @@ class StorageLockProvider:
 
     def __init__(self, storage: Storage, *, owner: str | None = None, lease_s: float = 60.0,
                  poll_s: float = 0.1, clock: Clock = time.time,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 monotonic: Clock = time.monotonic) -> None:
         if lease_s <= 0 or poll_s <= 0:
             raise LockError(f"lease ({lease_s} s) and poll interval ({poll_s} s) must be positive",
                             help="set hoodie.write.lock.* to positive durations")
@@ -102,6 +115,8 @@ class StorageLockProvider:
         self.poll_s = poll_s
         self.clock = clock
         self.sleep = sleep
+        self.monotonic = monotonic
+        self._released: set[int] = set()  # leases given back here: their check always looks
 
     # --- files ---------------------------------------------------------------------------------
 
@@ -116,8 +131,14 @@ class StorageLockProvider:
     def _listing(self) -> tuple[int, frozenset[str]]:
         """The newest lease number and the names in the lock folder: one listing, from which
         the state of the newest lease is read without asking for each of its files."""
-        names = frozenset(i.name for i in self.storage.list(layout.LOCKS))  # absent: empty
-        return max((int(m.group(1)) for n in names if (m := _LEASE.match(n))), default=0), names
+        n, names, _ = self._folder()
+        return n, names
+
+    def _folder(self) -> tuple[int, frozenset[str], dict[str, int | None]]:
+        """As :meth:`_listing`, with each file's modification time (the store's clock)."""
+        mtimes = {i.name: i.mtime_ns for i in self.storage.list(layout.LOCKS) if not i.is_dir}  # absent: empty
+        names = frozenset(mtimes)
+        return max((int(m.group(1)) for n in names if (m := _LEASE.match(n))), default=0), names, mtimes
 
     def _latest(self) -> int:
         return self._listing()[0]
@@ -154,7 +175,8 @@ class StorageLockProvider:
     # --- the protocol ----------------------------------------------------------------------------
 
     def try_acquire(self) -> Lease | None:
-        n, names = self._listing()
+        started = self.monotonic()
+        n, names, mtimes = self._folder()
         expiry, doc = self._state(n, names)
         if expiry is not None and expiry > self.clock() and not _holder_gone(doc):
             return None
@@ -167,8 +189,13 @@ class StorageLockProvider:
                  "host": host, "pid": pid, "pidns": pidns}).encode())
         except FileAlreadyExistsError:
             return None  # someone else was faster
+        if self.monotonic() - started < self.lease_s / 2:
+            # No lease younger than a lease's length is forgotten (:meth:`_forget_old`): the
+            # number just created cannot have been one.
+            self._forget_old(n, mtimes)
+            return lease
         try:
-            latest, names = self._listing()
+            latest, names, mtimes = self._folder()
             stale = latest != lease.number
         except BaseException:
             # Not knowing whether the lease holds, give it back rather than leave it to expire
@@ -181,10 +208,7 @@ class StorageLockProvider:
             # lease exists, so ours is void. Numbers only grow; give this one back and retry.
             self.release(lease)
             return None
-        try:
-            self._forget_before(lease.number - 1, names)
-        except Exception:  # noqa: BLE001 - housekeeping: the next holder forgets them
-            pass
+        self._forget_old(lease.number - 1, mtimes)
         return lease
 
     def acquire(self, timeout_s: float | None = None) -> Lease:
@@ -206,6 +230,9 @@ class StorageLockProvider:
     def check(self, lease: Lease, *, margin_s: float = 0.0) -> None:
         """Raise :class:`LockLostError` unless ``lease`` is the newest and has more than
         ``margin_s`` to run."""
+        if lease.expires_at - self.clock() > max(self.lease_s / 2, margin_s) \
+                and lease.number not in self._released:
+            return  # nobody takes a lease over before it runs out (module docstring)
         latest = self._latest()
         if latest > lease.number:
             raise LockLostError(f"lease {lease.number} of {lease.owner} was taken over by "
@@ -229,6 +256,9 @@ class StorageLockProvider:
         return renewed
 
     def release(self, lease: Lease) -> None:
+        if len(self._released) > 256:
+            self._released = {n for n in self._released if n > lease.number - 64}
+        self._released.add(lease.number)
         try:
             self.storage.create(self._path(lease.number, ".released"), lease.token.encode())
         except FileAlreadyExistsError:
@@ -242,15 +272,27 @@ class StorageLockProvider:
         except (FileNotFoundError, ValueError, KeyError):
             return "an unknown writer"
 
-    def _forget_before(self, n: int, names: frozenset[str]) -> None:
-        """Leases older than the previous one are history (the previous one stays: its holder
-        may still look for lock-<n+1> to learn it lost). ``names``: a listing of the folder."""
-        if n <= 1:
+    def _forget_old(self, n: int, mtimes: dict[str, int | None]) -> None:
+        """Delete the files of leases older than lease ``n`` (its holder may still look for
+        lease n+1 to learn it lost) once :data:`_FORGET_AT` have piled up, and only those whose
+        files all are a lease's length older than the newest file in the folder. Housekeeping:
+        a failure leaves them to the next holder."""
+        if n <= 1 or not mtimes or any(t is None for t in mtimes.values()):
             return
-        for name in sorted(names):
-            m = re.match(r"^lock-(\d{12})\.", name)
+        newest = max(t for t in mtimes.values() if t is not None)
+        horizon = newest - int(self.lease_s * 1e9)
+        by_lease: dict[int, list[str]] = {}
+        for name in mtimes:
+            m = _ANY.match(name)
             if m and int(m.group(1)) < n:
-                self.storage.delete(f"{layout.LOCKS}/{name}")
+                by_lease.setdefault(int(m.group(1)), []).append(name)
+        old = [names for names in by_lease.values() if all((mtimes[x] or 0) <= horizon for x in names)]
+        if len(old) < _FORGET_AT:
+            return
+        try:
+            self.storage.delete_many(sorted(f"{layout.LOCKS}/{x}" for names in old for x in names))
+        except Exception:  # noqa: BLE001 - housekeeping: the next holder forgets them
+            pass
 
 
 __all__ = ["LockProvider", "StorageLockProvider", "Lease", "LockError", "LockTimeoutError",

@@ -164,6 +164,11 @@ class FileSystemView:
                     groups[(partition, ln.file_id)].logs[ln.base_instant].append(LogFile(partition, ln, f.size))
         self._groups = dict(groups)
 
+    def partitions_with_metafile(self) -> frozenset[str]:
+        """The listed partitions that have their ``.hoodie_partition_metadata``."""
+        return frozenset(f.path.rpartition("/")[0] for f in self._files
+                         if f.path.rpartition("/")[2] == layout.PARTITION_METAFILE)
+
     @classmethod
     def load(cls, storage: Storage, timeline: Timeline, active: ActiveTimeline,
              partitions: list[str] | None = None) -> "FileSystemView":

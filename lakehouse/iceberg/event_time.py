@@ -164,8 +164,9 @@ def _slice(storage: Storage, ctx: SliceReadContext, g: Group, t: str) -> _Slice:
     index = columns = None
     base_file = g.whole.merged_base_file
     if base_file is not None:
-        index = key_index.load(storage, base_file.path, base_file.size)
+        # The columns first: they are read with the keys in one open when neither is kept yet.
         columns = key_index.file_columns(storage, base_file.path, base_file.size, ctx.needed_columns())
+        index = key_index.load(storage, base_file.path, base_file.size)
     return _Slice(g, prior, own_rows, key(used), index, columns)
 
 

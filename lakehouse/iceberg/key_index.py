@@ -172,12 +172,23 @@ class KeyIndex:
         return np.unique(pos[pc.fill_null(same, False).to_numpy(zero_copy_only=False)])
 
 
+def _gone_as_not_found(storage: Storage, rel: str, e: OSError) -> OSError:
+    """An object store's file deleted between its open and its read (a clean racing a publish)
+    fails the read with a plain OSError: as FileNotFoundError, the publish starts over."""
+    if isinstance(e, FileNotFoundError) or storage.exists(rel):
+        return e
+    return FileNotFoundError(f"{storage.uri(rel)} was deleted while it was read")
+
+
 def load(storage: Storage, rel: str, size: int | None) -> KeyIndex:
     """The record keys of the data file at ``rel``, sorted, kept in :data:`memo.ARROW` by URI
     and size (a compaction run again after a failure writes its base file under the same name)."""
     def read() -> KeyIndex:
-        with storage.open_input(rel) as f:
-            return KeyIndex(pq.read_table(f, columns=[RECORD_KEY]).column(0))
+        try:
+            with storage.open_input(rel) as f:
+                return KeyIndex(pq.read_table(f, columns=[RECORD_KEY]).column(0))
+        except OSError as e:
+            raise _gone_as_not_found(storage, rel, e) from e
     return memo.ARROW.get_or_load(("keys", storage.uri(rel), size), read)
 
 
@@ -189,10 +200,23 @@ def keep(uri: str, size: int, keys: pa.Array) -> None:
 def file_columns(storage: Storage, rel: str, size: int | None, columns: list[str]) -> pa.Table:
     """A data file's ``columns`` (its record keys from :func:`load`), kept in :data:`memo.ARROW`
     (the keys once: the key index holds them)."""
-    def read() -> pa.Table:
-        with storage.open_input(rel) as f:
-            pf = pq.ParquetFile(f)
-            have = set(pf.schema_arrow.names)
-            return pf.read(columns=[c for c in columns if c != RECORD_KEY and c in have])
-    table = memo.ARROW.get_or_load(("columns", storage.uri(rel), size, tuple(columns)), read)
+    uri = storage.uri(rel)
+    key = ("columns", uri, size, tuple(columns))
+    table = memo.ARROW.get(key)
+    if table is None:
+        try:
+            with storage.open_input(rel) as f:
+                pf = pq.ParquetFile(f)
+                have = set(pf.schema_arrow.names)
+                wanted = [c for c in columns if c != RECORD_KEY and c in have]
+                keys_known = memo.ARROW.get(("keys", uri, size)) is not None
+                # One open for both when the keys are not kept yet (on object storage, requests).
+                read = pf.read(columns=wanted if keys_known else [*wanted, RECORD_KEY])
+        except OSError as e:
+            raise _gone_as_not_found(storage, rel, e) from e
+        if not keys_known:
+            memo.ARROW.put(("keys", uri, size), KeyIndex(read.column(RECORD_KEY)))
+            read = read.select(wanted)
+        table = read
+        memo.ARROW.put(key, table)
     return table.append_column(RECORD_KEY, load(storage, rel, size).keys)

@@ -55,7 +55,7 @@ from lakehouse.iceberg.metadata import INSTANT_KEY, LogEntry, Snapshot, TableMet
 from lakehouse.iceberg.partition import PartitionMapper, PartitionSpec, choose_spec
 from lakehouse.iceberg.replay import (BaseFileWrite, InstantChanges, archived_base_files,
                                       existing_data_files, instant_changes, read_footer,
-                                      removal_fingerprint, rolled_back)
+                                      removal_fingerprint, removal_names, removed_scope, rolled_back)
 from lakehouse import field_ids
 from lakehouse.field_schema import Schema, arrow_to_iceberg, check_evolution, name_mapping
 from lakehouse.iceberg.store import MetadataStore, metadata_file
@@ -70,6 +70,9 @@ if TYPE_CHECKING:
 VIEW_PROPERTY = "lakehouse.iceberg.view"
 RETIRED_PROPERTY = "lakehouse.iceberg.retired-instants"
 CHECKED_PROPERTY = "lakehouse.iceberg.removals-checked"
+# The removals (cleans, rollbacks, restores) checked: the next check lists only the partitions
+# newer ones deleted files in.
+SEEN_PROPERTY = "lakehouse.iceberg.removals-seen"
 NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
 MAX_ATTEMPTS = 25
 # Iceberg's default for write.metadata.previous-versions-max.
@@ -385,13 +388,21 @@ class _Attempt:
             parent, parent_manifests, rebuild = snap, manifests, False
         return new
 
-    def _unreadable(self, chain: list[Snapshot]) -> set[int]:
-        """Snapshots referring to data files that are gone, by one listing of the table."""
-        existing = {self.storage.uri(p) for p in existing_data_files(self.storage)}
+    def _unreadable(self, chain: list[Snapshot], scope: set[str] | None) -> set[int]:
+        """Snapshots referring to data files that are gone, by one listing of the table (of the
+        partitions in ``scope`` only, where removals since the last check deleted files; None:
+        the whole table)."""
+        existing = {self.storage.uri(p) for p in existing_data_files(
+            self.storage, None if scope is None else sorted(scope))}
         existing |= {self.storage.uri(i.path) for i in self.storage.list(layout.ICEBERG_DATA, recursive=True)}
+        base = self.storage.uri().rstrip("/") + "/"
+        overlays = base + layout.ICEBERG_DATA + "/"
+
+        def checked(uri: str) -> bool:
+            return scope is None or uri.startswith(overlays) or uri[len(base):].rpartition("/")[0] in scope
         out = set()
         for s in chain:
-            lost = self.writer.live_files(s.manifest_list) - existing
+            lost = {f for f in self.writer.live_files(s.manifest_list) if checked(f)} - existing
             if not lost:
                 continue
             if s is chain[-1]:
@@ -416,6 +427,9 @@ class _Attempt:
             return None, SyncResult(None)
         fingerprint = removal_fingerprint(timeline)
         verify = md is None or md.properties.get(CHECKED_PROPERTY) != fingerprint
+        seen = md.properties.get(SEEN_PROPERTY) if md else None
+        scope = None if seen is None or self.missing else removed_scope(
+            self.meta.active, timeline, set(filter(None, seen.split(","))))
         old_ids = {s.snapshot_id for s in chain}
         # Without a published parent, or when archival may have taken instants this publisher
         # never saw, the state comes from a listing instead of from commit metadata alone.
@@ -433,7 +447,7 @@ class _Attempt:
         expired: list[str] = []
         skipped: list[str] = []
         if (verify or self.missing) and chain:
-            unreadable = self._unreadable(chain)
+            unreadable = self._unreadable(chain, None if self.missing else scope)
             for s in chain:
                 if s.snapshot_id in unreadable:
                     (expired if s.snapshot_id in old_ids else skipped).append(s.instant)
@@ -493,6 +507,7 @@ class _Attempt:
             del props[VIEW_PROPERTY]
         props[NAME_MAPPING_PROPERTY] = name_mapping(self.schemas)
         props[CHECKED_PROPERTY] = fingerprint
+        props[SEEN_PROPERTY] = ",".join(removal_names(self.timeline))
         props[RETIRED_PROPERTY] = ",".join(sorted(retired))
         if not retired:
             del props[RETIRED_PROPERTY]
@@ -543,7 +558,7 @@ def sync_iceberg(meta: "TableMetaClient | Any") -> SyncResult:
     background.wait(meta.storage.uri())
     store = MetadataStore(meta.storage)
     for attempt in range(MAX_ATTEMPTS):
-        version, metadata = store.load()
+        version, metadata = store.load(remembered=attempt == 0)
         if metadata is not None and _moved(metadata, meta):
             # The table was copied or moved after publishing: its metadata still names the
             # files at the old place, so readers would get the original's rows (or missing

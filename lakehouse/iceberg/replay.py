@@ -22,7 +22,7 @@ from lakehouse.file_group.naming import BaseFileName, LogFileName
 from lakehouse.file_group.view import list_data_files
 from lakehouse.storage.base import Storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
-from lakehouse.timeline.avro_files import RollbackMetadata, RollbackPlan
+from lakehouse.timeline.avro_files import CleanerPlan, CleanMetadata, RollbackMetadata, RollbackPlan
 from lakehouse.timeline.instant import Action, Instant, State
 
 # Instants that delete data files: after one, published snapshots may refer to files now gone.
@@ -106,8 +106,53 @@ def archived_base_files(storage: Storage, timeline: Timeline) -> list[BaseFileWr
     return sorted(latest.values(), key=lambda w: w.path)
 
 
-def existing_data_files(storage: Storage) -> set[str]:
-    return {info.path for info in list_data_files(storage)}
+def existing_data_files(storage: Storage, partitions: list[str] | None = None) -> set[str]:
+    """The table's data files (of ``partitions`` only, if given)."""
+    return {info.path for info in list_data_files(storage, partitions)}
+
+
+def removal_names(timeline: Timeline) -> list[str]:
+    """The cleans, rollbacks and restores on ``timeline``, each in its state, by name."""
+    return sorted(str(i) for i in timeline if i.action in _REMOVING)
+
+
+def _removal_partitions(active: ActiveTimeline, inst: Instant) -> set[str] | None:
+    """The partitions a clean or rollback deleted files in (or, pending, may delete in); None
+    when that is not known (a restore, an unreadable file)."""
+    try:
+        if inst.action is Action.CLEAN:
+            if inst.is_completed:
+                return set(CleanMetadata.from_bytes(active.read(inst), active.path(inst)).partition_metadata)
+            req = inst.with_state(State.REQUESTED)
+            data = active.read(req)
+            if not data:
+                return set()
+            plan = CleanerPlan.from_bytes(data, active.path(req))
+            return (set(plan.file_paths_to_be_deleted_per_partition) | set(plan.partitions_to_be_deleted)
+                    | set(plan.files_to_be_deleted_per_partition))
+        if inst.action is Action.ROLLBACK and inst.is_completed:
+            return set(RollbackMetadata.from_bytes(active.read(inst), active.path(inst)).partition_metadata)
+    except (FileNotFoundError, LookupError, CorruptFileError):
+        return None
+    return None
+
+
+def removed_scope(active: ActiveTimeline, timeline: Timeline, seen: set[str] | None) -> set[str] | None:
+    """The partitions where files may be gone since removals ``seen`` (names, as
+    :func:`removal_names` gives them) were checked: those the other removals on ``timeline``
+    deleted in. None: anywhere (nothing checked before, or a removal whose partitions are not
+    known)."""
+    if seen is None:
+        return None
+    out: set[str] = set()
+    for inst in timeline:
+        if inst.action not in _REMOVING or str(inst) in seen:
+            continue
+        parts = _removal_partitions(active, inst)
+        if parts is None:
+            return None
+        out |= parts
+    return out
 
 
 def _rollback_target(active: ActiveTimeline, inst: Instant) -> set[str]:

@@ -115,6 +115,7 @@ class SnapshotView:
         self.event_time = meta.config.merge_mode is MergeMode.EVENT_TIME_ORDERING and bool(meta.config.ordering_field)
         self.partial = meta.config.merge_mode is MergeMode.PARTIAL_UPDATE
         self._view: FileSystemView | None = None
+        self._partition_views: dict[str, FileSystemView] = {}
         self._lock = threading.Lock()
 
     # --- the instants ----------------------------------------------------------------------
@@ -254,14 +255,27 @@ class SnapshotView:
     # --- pieces ----------------------------------------------------------------------------
 
     def view(self) -> FileSystemView:
+        """The whole table's view (a rebuild needs every slice)."""
         with self._lock:
             if self._view is None:
                 self._view = FileSystemView.load(self.storage, self.timeline, self.meta.active)
             return self._view
 
+    def partition_view(self, partition: str) -> FileSystemView:
+        """The view of one partition: a publish lists only the partitions its instants wrote
+        (on object storage a listing is a request per partition)."""
+        with self._lock:
+            if self._view is not None:
+                return self._view
+            view = self._partition_views.get(partition)
+            if view is None:
+                view = FileSystemView.load(self.storage, self.timeline, self.meta.active, [partition])
+                self._partition_views[partition] = view
+            return view
+
     def _whole(self, fs: FileSlice, t: str) -> FileSlice:
         """The file slice (base file, all its logs) of ``fs``'s file group as of ``t``."""
-        return next((s for s in self.view().latest_slices(as_of=t, partitions={fs.partition})
+        return next((s for s in self.partition_view(fs.partition).latest_slices(as_of=t, partitions={fs.partition})
                      if s.file_id == fs.file_id), fs)
 
     def _base(self, w: BaseFileWrite) -> BaseFile:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import hashlib
+import threading
 import uuid
 
 from lakehouse.errors import CorruptFileError, StorageError
@@ -45,9 +46,28 @@ def metadata_file(version: int) -> str:
     return f"{METADATA_DIR}/v{version}.metadata.json"
 
 
+# The newest version this process published or read, by table URI: the next publish builds on
+# it after one existence check, and the atomic create of the version after it tells whether
+# another publisher came first (then the store is read afresh).
+_LATEST: dict[str, tuple[int, TableMetadata, int]] = {}  # version, metadata, its file's size
+_LATEST_LOCK = threading.Lock()
+
+
 class MetadataStore:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
+
+    def _remember(self, version: int, metadata: TableMetadata | None, size: int) -> None:
+        key = self.storage.uri()
+        with _LATEST_LOCK:
+            if metadata is None:
+                _LATEST.pop(key, None)
+            else:
+                _LATEST[key] = (version, metadata, size)
+
+    def _remembered(self) -> tuple[int, TableMetadata, int] | None:
+        with _LATEST_LOCK:
+            return _LATEST.get(self.storage.uri())
 
     def uri(self, rel: str) -> str:
         return self.storage.uri(rel)
@@ -90,33 +110,54 @@ class MetadataStore:
             version += 1
         return version
 
-    def read(self, version: int) -> TableMetadata:
+    def _read_bytes(self, version: int) -> bytes:
         path = metadata_file(version)
         try:
-            data = self.storage.read(path)
+            return self.storage.read(path)
         except FileNotFoundError:
             raise CorruptFileError(self.uri(path), "the metadata version is missing",
                                    help="reload: another process may have removed it") from None
-        return TableMetadata.from_bytes(data, self.uri(path))
 
-    def load(self) -> tuple[int, TableMetadata | None]:
+    def read(self, version: int) -> TableMetadata:
+        return TableMetadata.from_bytes(self._read_bytes(version), self.uri(metadata_file(version)))
+
+    def load(self, *, remembered: bool = False) -> tuple[int, TableMetadata | None]:
+        """The newest version and its metadata. ``remembered``: the version this process last
+        published or read, if its file is still there (one existence check): a publisher then
+        finds out at its atomic create whether another came first, and loads again."""
+        if remembered:
+            known = self._remembered()
+            if known is not None:
+                # The same size too: a folder deleted and published afresh reuses the numbers.
+                info = self.storage.info(metadata_file(known[0]))
+                if info is not None and info.size == known[2]:
+                    return known[0], known[1]
         version = self.latest_version()
-        return version, (self.read(version) if version else None)
+        if not version:
+            self._remember(0, None, 0)
+            return 0, None
+        data = self._read_bytes(version)
+        metadata = TableMetadata.from_bytes(data, self.uri(metadata_file(version)))
+        self._remember(version, metadata, len(data))
+        return version, metadata
 
     def publish(self, version: int, metadata: TableMetadata) -> None:
-        """Create ``v<version>.metadata.json``; FileAlreadyExistsError if another publisher did."""
-        self.storage.create(metadata_file(version), metadata.to_bytes())
+        """Create ``v<version>.metadata.json``; FileAlreadyExistsError if another publisher did.
+        The hint is written without reading it first: after a race it may step back, which
+        readers tolerate (they look past it), and the next publish moves it on."""
+        data = metadata.to_bytes()
+        self.storage.create(metadata_file(version), data)
+        self._remember(version, metadata, len(data))
         try:
-            hinted = self._hinted_version()
-            if hinted is None or hinted < version:
-                self.storage.write(VERSION_HINT, str(version).encode())
+            self.storage.write(VERSION_HINT, str(version).encode())
         except (OSError, StorageError):
             pass  # the version is published; a stale hint only makes readers look further
 
     def discard(self, paths: list[str]) -> None:
         """Remove files an attempt wrote and never published (best effort: they are unreferenced)."""
-        for p in paths:
-            try:
-                self.storage.delete(p, missing_ok=True)
-            except (OSError, StorageError):
-                pass
+        if not paths:
+            return
+        try:
+            self.storage.delete_many(list(paths))
+        except (OSError, StorageError):
+            pass

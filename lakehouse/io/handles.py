@@ -57,6 +57,8 @@ class HandleContext:
     # A write in bounded memory (lakehouse.write.spill): base files keep their bloom filter
     # packed while written (a bit per bit; bools take 2.6-5.2 MB per open file at Hudi's sizing).
     packed_bloom: bool = False
+    # Partitions whose .hoodie_partition_metadata the write's listing showed: not looked for again.
+    partitions_with_metafile: frozenset[str] = frozenset()
 
     def token(self, task: int) -> str:
         return write_token(task, self.stage, self.attempt)

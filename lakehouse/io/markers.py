@@ -58,8 +58,14 @@ class Markers:
                 continue
         return out
 
-    def delete_all(self) -> None:
-        self.storage.delete_dir(self.root)
+    def delete_all(self, known: "list[Marker] | None" = None) -> None:
+        """Delete the instant's markers. ``known``: all of them, just listed (by the commit that
+        checked the files against them): on an object store they then go without listing the
+        folder again, in one request."""
+        if known is not None and not self.storage.keeps_empty_folders:
+            self.storage.delete_many([f"{self.root}/{m.data_path}.marker.{m.type}" for m in known])
+        else:
+            self.storage.delete_dir(self.root)
 
 
 def delete_stale_markers(storage: Storage, completed_times: set[str] | frozenset[str]) -> int:

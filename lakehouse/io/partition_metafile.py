@@ -12,12 +12,14 @@ from lakehouse.file_group.naming import join, partition_metadata_content
 from lakehouse.storage.base import Storage
 
 
-def ensure_partitions(storage: Storage, partitions: Iterable[str], instant_time: str) -> None:
+def ensure_partitions(storage: Storage, partitions: Iterable[str], instant_time: str,
+                      known: Iterable[str] = ()) -> None:
     """The metadata file of each of ``partitions`` that has none yet (another writer's at the
-    same time is as good)."""
+    same time is as good); ``known``: partitions a listing just showed one in."""
+    known = set(known)
     for p in partitions:
         path = join(p, layout.PARTITION_METAFILE)
-        if storage.exists(path):
+        if p in known or storage.exists(path):
             continue
         depth = len(p.split("/")) if p else 0
         try:

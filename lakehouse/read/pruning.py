@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 
 from lakehouse.bucket_identifier import record_buckets
-from lakehouse.config import BucketEngine, IndexType, TableConfig
+from lakehouse.config import BucketEngine, IndexType, KeyGeneratorType, TableConfig
 from lakehouse.consistent_hashing import HashingMetadata, record_hashes
 from lakehouse.errors import LakehouseError
 from lakehouse.file_group.file_slice import FileSlice
@@ -30,6 +30,8 @@ from lakehouse.keygen import KeyGenerator
 
 # Key combinations past this (an IN on each of several key fields) are not worth hashing.
 MAX_PINNED_KEYS = 100_000
+# Pinned partition-value combinations past this are listed as the whole table, then pruned.
+MAX_PINNED_PARTITIONS = 1000
 
 
 def pinned_values(filters: Sequence[tuple[str, str, Any]], field: str) -> list | None:
@@ -43,31 +45,69 @@ def pinned_values(filters: Sequence[tuple[str, str, Any]], field: str) -> list |
     return None if pinned is None else [v for v in pinned if v is not None]
 
 
-def pinned_keys(config: TableConfig, schema: pa.Schema,
-                filters: Sequence[tuple[str, str, Any]] | None) -> tuple[pa.Table, pa.Array] | None:
-    """The record-key columns and the record keys (as stored) that ``filters`` pin every
-    record-key field to; None when they do not pin all of them."""
+def pinned_rows(filters: Sequence[tuple[str, str, Any]] | None, fields: Sequence[str], schema: pa.Schema,
+                limit: int) -> pa.Table | None:
+    """Every combination of the values ``filters`` pin ``fields`` to (``=``, ``in``), one row
+    each, typed as ``schema`` says; None when they do not pin them all, past ``limit``
+    combinations, or when a value cannot be of its field's type (the filter's own check says)."""
     if not isinstance(filters, (list, tuple)) or not filters:
         return None  # none, or an expression: what it pins is not read here
-    fields = config.record_key_fields
     try:
         values = [pinned_values(filters, f) for f in fields]
-    except TypeError:  # an unhashable value: the filter's own check names it
+    except (TypeError, ValueError):  # not (column, op, value), or unhashable
         return None
     if any(v is None for v in values) or any(f not in schema.names for f in fields):
         return None
     combos = 1
     for v in values:
         combos *= len(v)
-    if combos > MAX_PINNED_KEYS:
+    if combos > limit:
         return None
     rows = list(zip(*itertools.product(*values))) if combos else [[] for _ in fields]
     try:
-        batch = pa.table({f: pa.array(list(col), schema.field(f).type) for f, col in zip(fields, rows)})
-        keys = KeyGenerator(config).record_keys(batch) if combos else pa.chunked_array([], pa.string())
+        return pa.table({f: pa.array(list(col), schema.field(f).type) for f, col in zip(fields, rows)})
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+
+
+def pinned_keys(config: TableConfig, schema: pa.Schema,
+                filters: Sequence[tuple[str, str, Any]] | None) -> tuple[pa.Table, pa.Array] | None:
+    """The record-key columns and the record keys (as stored) that ``filters`` pin every
+    record-key field to; None when they do not pin all of them."""
+    batch = pinned_rows(filters, config.record_key_fields, schema, MAX_PINNED_KEYS)
+    if batch is None:
+        return None
+    try:
+        keys = KeyGenerator(config).record_keys(batch) if batch.num_rows else pa.chunked_array([], pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, LakehouseError):
         return None  # a value no row can hold as a key: leave it to the filter
     return batch, keys.combine_chunks()
+
+
+def _same_text_everywhere(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+
+
+def pinned_partitions(config: TableConfig, schema: pa.Schema,
+                      filters: Sequence[tuple[str, str, Any]] | None) -> list[str] | None:
+    """The partition folders, as the writer's key generator names them, of the values
+    ``filters`` pin every partition field to (``=``, ``in``); None when they do not pin them
+    all, or where another writer may name the folder otherwise: only string and integer values,
+    whose text Hudi's writers make alike (String.valueOf), and no timestamp-based key generator."""
+    fields = config.partition_fields
+    if not fields or config.key_generator_type is KeyGeneratorType.TIMESTAMP or not all(
+            f in schema.names and _same_text_everywhere(schema.field(f).type) for f in fields):
+        return None
+    batch = pinned_rows(filters, fields, schema, MAX_PINNED_PARTITIONS)
+    if batch is None:
+        return None
+    if not batch.num_rows:
+        return []
+    try:
+        paths = KeyGenerator(config).partition_paths(batch, row_offset=None)
+    except LakehouseError:
+        return None  # a value no row's folder can have: the whole table, then the filter
+    return sorted(set(paths.to_pylist()))
 
 
 def key_buckets(config: TableConfig, schema: pa.Schema,

@@ -21,7 +21,7 @@ from lakehouse.file_group.view import FileSystemView
 from lakehouse.read.file_slice_reader import SliceReadContext, collect_slice, iter_file_slice, merge_slices
 from lakehouse.read.data_skipping import skip_by_stats
 from lakehouse.consistent_hashing import HashingMetadata, committed_ring, ring_committed
-from lakehouse.read.pruning import pinned_keys, prune_by_key
+from lakehouse.read.pruning import pinned_keys, pinned_partitions, prune_by_key
 from lakehouse.read.time_partitions import TimeSpans, may_hold
 from lakehouse.read.read_ahead import read_ahead
 from lakehouse.merge import MergeSpec
@@ -140,16 +140,16 @@ class TableReader:
 
     # --- slices ----------------------------------------------------------------------------
 
-    def view(self) -> FileSystemView:
-        return FileSystemView.load(self.storage, self.timeline, self.active)
+    def view(self, partitions: list[str] | None = None) -> FileSystemView:
+        return FileSystemView.load(self.storage, self.timeline, self.active, partitions)
 
-    def verified_view(self, as_of: str | None = None) -> FileSystemView:
+    def verified_view(self, as_of: str | None = None, partitions: list[str] | None = None) -> FileSystemView:
         """The view a read reads, checked against the completed commits up to ``as_of``
         (:meth:`FileSystemView.verify`): a file one names that is gone is a CorruptFileError,
         never rows silently missing. A listing that raced a commit and a clean is taken again,
         with :attr:`timeline` moved on to the newer one it was checked against."""
         for _ in range(_VIEW_ATTEMPTS):
-            view = self.view()
+            view = self.view(partitions)
             newer = view.verify(merge_on_read=self.config.is_mor, as_of=as_of)
             if newer is None:
                 return view
@@ -174,6 +174,15 @@ class TableReader:
                 p = v
             values[f] = unquote(p) if self.config.url_encode_partitions else p
         return values
+
+    def listed_partitions(self, filters: Sequence[Filter] | None, schema: pa.Schema) -> list[str] | None:
+        """The partitions a read lists when ``filters`` pin every partition field to values
+        (``=``, ``in``): their folders, as the writer's key generator names them, and no
+        others, so a read of one of P partitions lists one folder, not P (on object storage, a
+        request each), as Hudi's file index lists only the partition path prefix equality
+        filters give (``hoodie.datasource.read.file.index.listing.partition-path-prefix.
+        analysis.enabled``). None: the whole table is listed, then pruned."""
+        return pinned_partitions(self.config, schema, filters)
 
     def prune_partitions(self, partitions: Iterable[str], filters: Sequence[Filter] | None,
                          schema: pa.Schema) -> set[str] | None:
@@ -325,7 +334,8 @@ class TableReader:
             as_of = instant_time_of(as_of, "as_of")
             self._check_retained(as_of, "time travel to")
             self._check_committed_by(as_of)
-        view = self.verified_view(as_of)  # first: it may move self.timeline on
+        listed = self.listed_partitions(filters, self.schema(as_of))
+        view = self.verified_view(as_of, listed)  # first: it may move self.timeline on
         schema = self.schema(as_of)
         columns = self._check_columns(columns, schema)
         row_filter = filters_to_expression(filters, schema)

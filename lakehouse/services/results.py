@@ -40,7 +40,7 @@ def read_results(storage: Storage, instant_time: str,
 
 
 def delete_results(storage: Storage, instant_time: str, service: str = "compaction") -> None:
-    storage.delete(results_path(instant_time, service))
+    storage.delete_many([results_path(instant_time, service)])  # absent too: one request
 
 
 def files_not_as_recorded(storage: Storage, stats: list[WriteStat]) -> list[str]:

@@ -66,6 +66,12 @@ class Storage(abc.ABC):
                 pass
 
     @property
+    def keeps_empty_folders(self) -> bool:
+        """Whether a folder stays when its last file goes (a file system's does; an object
+        store's prefix exists only while something is under it)."""
+        return True
+
+    @property
     def atomic_create(self) -> bool:
         """Whether :meth:`create` is truly atomic against other processes and machines.
 
@@ -105,6 +111,12 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def delete(self, path: str, *, missing_ok: bool = True) -> bool:
         """Delete a file; True if it existed."""
+
+    def delete_many(self, paths: "list[str]") -> None:
+        """Delete files, absent ones too, in as few requests as the store allows (an object
+        store deletes a thousand keys in one)."""
+        for path in paths:
+            self.delete(path, missing_ok=True)
 
     @abc.abstractmethod
     def delete_dir(self, path: str) -> None: ...

@@ -215,6 +215,10 @@ class S3Storage(Storage):
         return self.clients.settings.conditional_put
 
     @property
+    def keeps_empty_folders(self) -> bool:
+        return False
+
+    @property
     def supports_append(self) -> bool:
         return False
 
@@ -280,6 +284,9 @@ class S3Storage(Storage):
         self._call(path, "delete_object", Key=self.key(path))
         return True
 
+    def delete_many(self, paths: list[str]) -> None:
+        self._delete_keys("", [self.key(p) for p in paths])
+
     def delete_dir(self, path: str) -> None:
         prefix = self._dir_prefix(path)
         keys: list[str] = []
@@ -289,6 +296,9 @@ class S3Storage(Storage):
                 keys.extend(o["Key"] for o in page.get("Contents", ()))
         except self.boto_errors() as e:
             raise self.error(e, path) from e
+        self._delete_keys(path, keys)
+
+    def _delete_keys(self, path: str, keys: list[str]) -> None:
         for start in range(0, len(keys), _DELETE_BATCH):
             batch = keys[start:start + _DELETE_BATCH]
             answer = self._call(path, "delete_objects", Delete={

@@ -25,6 +25,12 @@ from lakehouse import layout
 
 
 
+# Completed actions whose file is commit metadata (JSON), cached as they complete (a compaction
+# completes as a commit).
+_COMMIT_METADATA_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT,
+                                      Action.COMPACTION})
+
+
 @dataclass(frozen=True)
 class Timeline:
     """Every instant time on the active timeline in its latest state, oldest first."""
@@ -53,6 +59,16 @@ class Timeline:
             if cur is None or inst.state > cur.state:
                 latest[slot] = inst
         return cls(tuple(sorted(latest.values())), frozenset(compactions))
+
+    def with_instant(self, instant: Instant) -> "Timeline":
+        """This timeline with ``instant`` (a new one, or a newer state of one) on it: what a
+        listing taken right after its file was written would read, for the writer that wrote it."""
+        if instant.action is Action.SAVEPOINT:
+            rest = tuple(i for i in self.instants if not (i.time == instant.time and i.action is Action.SAVEPOINT))
+        else:
+            rest = tuple(i for i in self.instants if not (i.time == instant.time and i.action is not Action.SAVEPOINT))
+        compactions = self.compaction_times | ({instant.time} if instant.action is Action.COMPACTION else set())
+        return Timeline(tuple(sorted((*rest, instant))), compactions, self.clustering_times)
 
     def __iter__(self):
         return iter(self.instants)
@@ -141,6 +157,15 @@ class Timeline:
         return time in self.compaction_times
 
 
+@dataclass(frozen=True)
+class Listing:
+    """One listing of ``.hoodie``: the timeline it shows, and the names in it."""
+
+    timeline: Timeline
+    files: frozenset[str]
+    folders: frozenset[str]
+
+
 class ActiveTimeline:
     """Reads and changes ``.hoodie/`` of one table."""
 
@@ -157,12 +182,31 @@ class ActiveTimeline:
         # between listing the timeline and creating its file lands below a newer instant.
         self.allocation_guard: Callable[[], ContextManager] = contextlib.nullcontext
         self.allocation_exclusive = False  # True when every allocator takes allocation_guard
+        # Called under the guard right before an instant's file is created: the guard still
+        # holds (a lease that ran out while the timeline was read is no guard).
+        self.allocation_check: Callable[[], None] = lambda: None
+
+    def share_caches(self, other: "ActiveTimeline") -> None:
+        """Read completed instants through ``other``'s caches (the files never change): a meta
+        client made for another thread's work on the same table (its Iceberg publishing) then
+        does not read again every commit this one read or wrote."""
+        self._metadata_cache = other._metadata_cache
+        self._clustering_cache = other._clustering_cache
 
     # --- reading ---------------------------------------------------------------------------
 
     def load(self) -> Timeline:
-        timeline = Timeline.from_file_names(
-            info.name for info in self.storage.list(layout.METAFOLDER) if not info.is_dir)
+        return self.load_listing().timeline
+
+    def load_listing(self) -> "Listing":
+        """The timeline, with the names of the files and folders of ``.hoodie`` it was read from
+        (what else that listing shows need not be asked for again)."""
+        infos = self.storage.list(layout.METAFOLDER)
+        files = frozenset(i.name for i in infos if not i.is_dir)
+        return Listing(self._timeline_of(files), files, frozenset(i.name for i in infos if i.is_dir))
+
+    def _timeline_of(self, names: Iterable[str]) -> Timeline:
+        timeline = Timeline.from_file_names(names)
         replaces = [i for i in timeline.pending() if i.action is Action.REPLACE_COMMIT]
         if not replaces:
             return timeline
@@ -272,14 +316,18 @@ class ActiveTimeline:
 
     def create_requested(self, action: Action, content: bytes = b"", *,
                          time: str | None = None,
-                         before_create: Callable[[str], None] | None = None) -> Instant:
+                         before_create: Callable[[str], None] | None = None,
+                         timeline: Timeline | None = None) -> Instant:
         """Put a new instant on the timeline (under :attr:`allocation_guard`); ``before_create``
-        runs with the chosen time before its file exists (a writer starts its heartbeat there)."""
+        runs with the chosen time before its file exists (a writer starts its heartbeat there).
+        ``timeline``: one the caller loaded under the allocation guard, which the first try
+        takes its time after rather than listing the timeline again."""
         with self.allocation_guard():
-            return self._create_requested(action, content, time, before_create)
+            return self._create_requested(action, content, time, before_create, timeline)
 
     def _create_requested(self, action: Action, content: bytes, time: str | None,
-                          before_create: Callable[[str], None] | None) -> Instant:
+                          before_create: Callable[[str], None] | None,
+                          timeline: Timeline | None = None) -> Instant:
         """Put a new instant on the timeline; retries on a racing writer's identical time.
 
         The atomic create settles a race for the same file; a racer at the same time with another
@@ -288,8 +336,10 @@ class ActiveTimeline:
         last sees the other's file, so two instants never both keep one time.
         """
         for attempt in range(100):
-            t = time or self.new_instant_time()
+            t = time or self.new_instant_time(timeline if attempt == 0 else None)
             inst = Instant(t, action, State.REQUESTED)
+            if self.allocation_exclusive:
+                self.allocation_check()
             if before_create is not None:
                 before_create(t)
             try:
@@ -333,6 +383,13 @@ class ActiveTimeline:
             raise TimelineError(f"{self.path(nxt)} already exists: {instant.time} was moved to "
                                 f"{to.name} by another process",
                                 help="reload the timeline before acting on this instant") from None
+        if nxt.is_completed and nxt.action in _COMMIT_METADATA_ACTIONS and content.strip():
+            # What was just made durable need not be read back (by the Iceberg publish, the
+            # next write's schema and field ids): a completed file never changes.
+            try:
+                self._metadata_cache[nxt.time] = CommitMetadata.from_bytes(content, self.storage.uri(self.path(nxt)))
+            except Exception:  # noqa: BLE001 - read from the store when asked, as any other
+                pass
         return nxt
 
     def delete_instant(self, time: str, action: Action, *, include_completed: bool = False) -> None:

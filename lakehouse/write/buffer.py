@@ -257,7 +257,7 @@ def write_buffered(context: "WriteContext", prepared: Prepared, ctx: "HandleCont
         with lock:
             task = next(tasks)
             if partition not in partitions_made:
-                ensure_partitions(ctx.storage, {partition}, ctx.instant_time)
+                ensure_partitions(ctx.storage, {partition}, ctx.instant_time, ctx.partitions_with_metafile)
                 partitions_made.add(partition)
         fs = current.get(key)
         if fs is None and key in existing:

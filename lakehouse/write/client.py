@@ -8,6 +8,7 @@ on the timeline, looks records up in the index, assigns them to file groups and 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import typing
 from concurrent.futures import ThreadPoolExecutor
@@ -22,14 +23,12 @@ from lakehouse.faults import InjectedFault, fault_point
 from lakehouse.engine import foreground
 from lakehouse.concurrency.conflict import START_KEY, start_marker
 from lakehouse.commit import exclusive, request, start
-from lakehouse.consistent_hashing import ring_committed, ring_for_write, write_rings
 from lakehouse.concurrency.retry import retry_policy
 from lakehouse.errors import (ClusteringUpdateError, CommitConflictError, CommitOutcomeUnknownError, ConfigError, CorruptFileError,
                               LockError,
                               LockTimeoutError, RecordKeyError, SchemaError, TimelineError,
                               UnsupportedTableError, WriteError)
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
-from lakehouse.file_group.naming import new_file_id_prefix
 from lakehouse.file_group.view import FileSystemView, list_data_files
 from lakehouse.properties import read_table_config
 from lakehouse.columns import DELETE, PARTITION
@@ -41,7 +40,7 @@ from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.avro_files import RequestedReplaceMetadata
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import Action, State
-from lakehouse.write import assign, bucket_sizing, buffer, commit_phase, datetime_partitioning, memory, spill
+from lakehouse.write import assign, bucket_sizing, buffer, commit_phase, datetime_partitioning, memory, rings, spill
 from lakehouse.write.source import BatchSource, as_source
 from lakehouse.write.commit_phase import BUCKETS_KEY, RESULTS_KEY, phase_one_problem, rollback_own
 from lakehouse.write.context import WriteContext
@@ -54,6 +53,7 @@ from lakehouse.write.index import tag_location
 from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_PARTITION
 from lakehouse.keygen import KeyGenerator
 from lakehouse.merge import MergeSpec
+from lakehouse import layout
 from lakehouse.io.markers import delete_stale_markers
 from lakehouse.write.operation import Operation, TargetKind
 from lakehouse.write.prepare import Prepared, prepare
@@ -104,6 +104,9 @@ class WriteClient:
         # A key generator chosen in memory by this client's first write, to be stored
         # (lakehouse.write.datetime_partitioning).
         self.keygen_chosen = False
+        # Results this process recorded, by instant time, for its own commit step right after
+        # (:meth:`run`): it need not read them back from the inflight file.
+        self._recorded: dict[str, tuple[Any, CommitMetadata]] = {}
 
     @property
     def config(self) -> TableConfig:
@@ -211,15 +214,22 @@ class WriteClient:
         # running in another process, either lands first (and it is not rolled back) or finds
         # the write gone; a compaction is planned either before our instant or not at all.
         with exclusive(self.meta):
-            timeline = self.rollback_failed_writes(self.active.load())
-            delete_stale_markers(self.storage, timeline.completed_write_times)
+            listing = self.active.load_listing()
+            timeline = self.rollback_failed_writes(listing.timeline)
+            if timeline is not listing.timeline or layout.TEMP.rpartition("/")[2] in listing.folders:
+                # Marker folders only exist while some write has markers (an object store has
+                # no empty folders): with none, there are no stale ones to look for.
+                delete_stale_markers(self.storage, timeline.completed_write_times)
             # request() checks the lease: what recovery found holds only while the lock does.
             instant = request(
                 self.meta, action, requested_content,
-                before_create=self._heartbeat_starter() if self.concurrency.multi_writer else None)
-        # A compaction planned before our instant must shape this write: its logs go to the
-        # slice the compaction creates.
-        return instant, self.active.load()
+                before_create=self._heartbeat_starter() if self.concurrency.multi_writer else None,
+                timeline=timeline)
+        # A compaction planned before our instant must shape this write (its logs go to the
+        # slice the compaction creates): every one is on the timeline read under the lock, as
+        # plans are made under it too. One planned after our instant leaves our files out
+        # (lakehouse.services.pending_files) or yields to us at commit.
+        return instant, timeline.with_instant(instant)
 
     def _heartbeat_starter(self):
         beats = self.meta.heartbeats
@@ -378,13 +388,17 @@ class WriteClient:
                                 "(its heartbeat had stopped)",
                                 help="nothing of it is visible; write the batch again")
         self.active.overwrite(inflight, meta.to_bytes())
+        if len(self._recorded) >= 64:  # phase 2 elsewhere (a two-step write): forget the oldest
+            self._recorded.pop(min(self._recorded))
+        self._recorded[inflight.time] = (inflight, meta)
         fault_point("write.after_results")
 
     # --- phase 2 (lakehouse.write.commit_phase) -------------------------------------------
 
     def commit(self, instant_time: str, *, extra_metadata: Mapping[str, str] | None = None) -> CommitMetadata:
         """Phase 2: the recorded results checked and the instant completed atomically."""
-        return commit_phase.commit(self.meta, self.context, instant_time, extra_metadata)
+        return commit_phase.commit(self.meta, self.context, instant_time, extra_metadata,
+                                   recorded=self._recorded.pop(instant_time, None))
 
     # --- file writing ----------------------------------------------------------------------
 
@@ -402,19 +416,13 @@ class WriteClient:
         cfg = context.config
         if not cfg.consistent_hashing:
             return context
-        committed = ring_committed(timeline)
-        return context.with_rings({p: ring_for_write(self.storage, p, cfg.bucket_num, committed)
-                                   for p in partitions})
+        return context.with_rings(rings.rings_for_write(self.meta, cfg.bucket_num, partitions, timeline))
 
     def renew_rings(self, context: WriteContext, partitions: list[str], t: str, timeline) -> WriteContext:
         """``context`` writing the partitions whose every file group instant ``t`` replaces
-        (insert_overwrite, delete_partition) by renewed rings: the same buckets over new file
-        groups, ``<t>.hashing_meta``, in force once ``t`` completes (a rollback deletes them)."""
+        (insert_overwrite, delete_partition) by renewed rings (lakehouse.write.rings)."""
         loaded = context.buckets.rings or {}
-        committed = ring_committed(timeline)
-        renewed = {p: (loaded.get(p) or ring_for_write(self.storage, p, context.config.bucket_num, committed))
-                   .renewed(t, new_file_id_prefix) for p in partitions}
-        write_rings(self.storage, renewed)
+        renewed = rings.renew_rings(self.meta, context.config.bucket_num, loaded, partitions, t, timeline)
         return context.with_rings({**loaded, **renewed})
 
     def write_scope(self, prepared: Prepared) -> list[str] | None:
@@ -444,7 +452,12 @@ class WriteClient:
         make the listing be taken again with the newer timeline."""
         for _ in range(3):
             pending = {i.time for i in timeline.pending_compactions()}
-            while True:
+            if not pending:
+                # No compaction was pending at our instant, and one planned later does not
+                # shape this write: no slice can move under the listing (a newer plan's files
+                # are not visible to this write).
+                files, still = list_data_files(self.storage, partitions), pending
+            while pending:
                 before = self.active.load()
                 files = list_data_files(self.storage, partitions)
                 still = {i.time for i in before.pending_compactions()}
@@ -475,7 +488,8 @@ class WriteClient:
             latest[(g.partition, g.file_id)] = g.slices[-1]
             if g.latest_base_file is not None:
                 base_files[(g.partition, g.file_id)] = g.latest_base_file
-        ctx = context.handle_context(self.storage, prepared.data_schema, t, op=op)
+        ctx = dataclasses.replace(context.handle_context(self.storage, prepared.data_schema, t, op=op),
+                                  partitions_with_metafile=view.partitions_with_metafile())
         replaced: dict[str, tuple[str, ...]] = {}
         if context.buffered(op):
             return buffer.write_buffered(context, prepared, ctx, latest, pending), replaced
@@ -551,7 +565,8 @@ class WriteClient:
         return assign.assign_targets(context, rows, loc, latest, pending, self.avg_record_size(timeline))
 
     def _run(self, ctx: HandleContext, targets: list[Target]) -> list[WriteStat]:
-        ensure_partitions(self.storage, {tg.partition for tg in targets}, ctx.instant_time)
+        ensure_partitions(self.storage, {tg.partition for tg in targets}, ctx.instant_time,
+                          ctx.partitions_with_metafile)
         def run(item: tuple[int, Target]) -> list[WriteStat]:
             task, tg = item
             return assign.run_target(ctx, tg, assign.materialize(tg.rows), task)

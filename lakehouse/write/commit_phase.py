@@ -20,8 +20,9 @@ from lakehouse.faults import fault_point
 from lakehouse.properties import read_table_config
 from lakehouse.services.rollback import pending_rollback_plan, rollback_instant
 from lakehouse.timeline.carried import carry_forward
+from lakehouse.timeline.active import Listing
 from lakehouse.timeline.commit_metadata import CommitMetadata
-from lakehouse.timeline.instant import Action, State
+from lakehouse.timeline.instant import Action, Instant, State
 
 if TYPE_CHECKING:
     from lakehouse.meta_client import TableMetaClient
@@ -48,17 +49,21 @@ def phase_one_problem(meta: "TableMetaClient", instant_time: str) -> str:
 
 
 def commit(meta: "TableMetaClient", context: "WriteContext", instant_time: str,
-           extra_metadata: Mapping[str, str] | None = None) -> CommitMetadata:
-    """Complete ``instant_time`` (already completed: its metadata, nothing done)."""
+           extra_metadata: Mapping[str, str] | None = None, *,
+           recorded: "tuple[Instant, CommitMetadata] | None" = None) -> CommitMetadata:
+    """Complete ``instant_time`` (already completed: its metadata, nothing done). ``recorded``:
+    the inflight instant and the results this process's phase 1 just recorded on it (then they
+    and the files they name are not read back: the lock-held check that the instant is still
+    pending, and the markers, still are)."""
     if not meta.concurrency.multi_writer:
-        return _commit(meta, context, instant_time, extra_metadata)
+        return _commit(meta, context, instant_time, extra_metadata, recorded)
     # The commit may run in another process than phase 1 (the Airflow commit step): it shows
     # life again, so that nobody takes the waiting write for a dead one meanwhile.
     beats = meta.heartbeats
     beats.start(instant_time)
     done = False
     try:
-        final = _commit(meta, context, instant_time, extra_metadata)
+        final = _commit(meta, context, instant_time, extra_metadata, recorded)
         done = True
         return final
     finally:
@@ -67,15 +72,42 @@ def commit(meta: "TableMetaClient", context: "WriteContext", instant_time: str,
 
 
 def _commit(meta: "TableMetaClient", context: "WriteContext", instant_time: str,
-            extra_metadata: Mapping[str, str] | None) -> CommitMetadata:
+            extra_metadata: Mapping[str, str] | None,
+            mine: "tuple[Instant, CommitMetadata] | None" = None) -> CommitMetadata:
+    storage = meta.storage
+    if mine is not None:
+        inst, recorded = mine
+    else:
+        inst, recorded = _recorded_results(meta, instant_time)
+        if inst.is_completed:
+            return recorded
+    # Files this instant created that its results do not list (a retried task's first attempt,
+    # say) would become visible with the commit: remove them while still invisible.
+    listed = {s.path for s in recorded.write_stats()}
+    markers = Markers(storage, instant_time).all()
+    for m in markers:
+        if m.data_path not in listed:
+            storage.delete(m.data_path)
+    extra = {k: v for k, v in recorded.extra_metadata.items() if k not in (RESULTS_KEY, START_KEY, BUCKETS_KEY)}
+    extra.update(extra_metadata or {})
+    final = CommitMetadata(recorded.partition_to_write_stats, recorded.operation_type, recorded.compacted,
+                           extra, recorded.partition_to_replace_file_ids)
+    fault_point("commit.before_complete")
+    # The post-commit hooks (Iceberg) run at the end, outside the table lock.
+    with hooks_deferred(meta):
+        return _complete(meta, context, inst, recorded, final, markers)
+
+
+def _recorded_results(meta: "TableMetaClient", instant_time: str) -> "tuple[Instant, CommitMetadata]":
+    """The instant and the results phase 1 recorded on it, checked against the files (a
+    completed instant: its commit metadata)."""
     active, storage = meta.active, meta.storage
-    timeline = active.load()
-    inst = timeline.get(instant_time)
+    inst = active.load().get(instant_time)
     if inst is None:
         raise TimelineError(f"instant {instant_time} is not on the timeline",
                             help="it may have been rolled back; write the batch again")
     if inst.is_completed:
-        return active.commit_metadata(inst)
+        return inst, active.commit_metadata(inst)
     if not inst.is_inflight or inst.action not in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT):
         raise TimelineError(f"{inst} is not an inflight write", help="run phase 1 first")
     recorded = CommitMetadata.from_bytes(active.read(inst), active.path(inst))
@@ -89,29 +121,17 @@ def _commit(meta: "TableMetaClient", context: "WriteContext", instant_time: str,
             raise WriteError(f"instant {instant_time}: {s.path} is "
                              f"{'missing' if size is None else f'{size.size} bytes, expected {s.file_size_in_bytes}'}",
                              help="roll the instant back and write the batch again")
-    # Files this instant created that its results do not list (a retried task's first attempt,
-    # say) would become visible with the commit: remove them while still invisible.
-    listed = {s.path for s in recorded.write_stats()}
-    for m in Markers(storage, instant_time).all():
-        if m.data_path not in listed:
-            storage.delete(m.data_path)
-    extra = {k: v for k, v in recorded.extra_metadata.items() if k not in (RESULTS_KEY, START_KEY, BUCKETS_KEY)}
-    extra.update(extra_metadata or {})
-    final = CommitMetadata(recorded.partition_to_write_stats, recorded.operation_type, recorded.compacted,
-                           extra, recorded.partition_to_replace_file_ids)
-    fault_point("commit.before_complete")
-    # The post-commit hooks (Iceberg) run at the end, outside the table lock.
-    with hooks_deferred(meta):
-        return _complete(meta, context, inst, recorded, final)
+    return inst, recorded
 
 
 def _complete(meta: "TableMetaClient", context: "WriteContext", inst, recorded: CommitMetadata,
-              final: CommitMetadata) -> CommitMetadata:
+              final: CommitMetadata, markers: "list | None" = None) -> CommitMetadata:
     instant_time = inst.time
     # Under the table lock (one writer too: the next write's recovery rolls back a write left
     # pending, and a commit step in another process must not publish what it is undoing).
     with exclusive(meta):
-        now = _still_ours(meta, inst)
+        listing = _still_ours(meta, inst)
+        now = listing.timeline
         try:
             check_clustering(meta.active, now, instant_time, recorded)
         except CommitConflictError:
@@ -133,9 +153,9 @@ def _complete(meta: "TableMetaClient", context: "WriteContext", inst, recorded: 
         final = dataclasses.replace(final, extra_metadata=carry_forward(
             meta.active, now, final.extra_metadata, context.write_config.meta_key_prefixes,
             in_order=not meta.concurrency.multi_writer))
-        complete(meta, inst, final.to_bytes())  # which checks the lease
+        complete(meta, inst, final.to_bytes(), folders=listing.folders)  # which checks the lease
     fault_point("commit.after_complete")
-    Markers(meta.storage, instant_time).delete_all()
+    Markers(meta.storage, instant_time).delete_all(markers)
     return final
 
 
@@ -166,13 +186,15 @@ def _check_field_ids(meta: "TableMetaClient", recorded: CommitMetadata, instant_
             help="nothing of it is visible; write the batch again (Table.write retries by itself)")
 
 
-def _still_ours(meta: "TableMetaClient", inst):
+def _still_ours(meta: "TableMetaClient", inst) -> Listing:
     """Under the table lock: the instant is still pending and nobody is rolling it back (writers
-    roll back only under the lock, so then its files are all there)."""
-    timeline = meta.active.load()
+    roll back only under the lock, so then its files are all there). Returns the listing of
+    ``.hoodie`` that showed it."""
+    listing = meta.active.load_listing()
+    timeline = listing.timeline
     cur = timeline.get(inst.time)
-    requested = meta.active.path(inst.with_state(State.REQUESTED))
-    if cur is None or not cur.is_inflight or not meta.storage.exists(requested):
+    requested = inst.with_state(State.REQUESTED).file_name
+    if cur is None or not cur.is_inflight or requested not in listing.files:
         why = ("its heartbeat had stopped for longer than hoodie.client.heartbeat.interval_in_ms "
                "x (tolerable.misses + 1)" if meta.concurrency.multi_writer else
                "a new write started first: with one writer, a write left pending is a failed one")
@@ -184,7 +206,7 @@ def _still_ours(meta: "TableMetaClient", inst):
         if pending_rollback_plan(meta.active, r).instant_to_rollback.commit_time == inst.time:
             raise TimelineError(f"instant {inst.time} is being rolled back by {r.time}",
                                 help="nothing of it is visible; write the batch again")
-    return timeline
+    return listing
 
 
 def rollback_own(meta: "TableMetaClient", inflight) -> None:

@@ -159,7 +159,8 @@ def write_spilled(context: "WriteContext", prepared: Prepared, ctx: HandleContex
             del rows
             release_unused()
         spill.finish()
-        ensure_partitions(ctx.storage, {g[1] for g in spill.groups if g[1] is not None}, ctx.instant_time)
+        ensure_partitions(ctx.storage, {g[1] for g in spill.groups if g[1] is not None}, ctx.instant_time,
+                      ctx.partitions_with_metafile)
         return write_groups(context, op, ctx, spill, latest, pending, avg_size, budget)
 
 

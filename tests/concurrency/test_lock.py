@@ -68,13 +68,30 @@ def test_an_expired_lease_is_taken_over_and_its_holder_learns_it(storage):
     b.check(lb)
 
 
-def test_old_leases_are_forgotten(storage):
+def _age_lock_files(storage, seconds: float) -> None:
+    """Move the lock files' modification times back: the store's clock says they are old."""
+    import os
+    for info in storage.list(LOCK_DIR):
+        path = os.path.join(storage.root, info.path) if hasattr(storage, "root") else info.path
+        st = os.stat(path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)))
+
+
+def test_old_leases_are_forgotten_in_batches_once_the_store_says_they_are_old(storage):
     clock = Clock()
     p = provider(storage, clock, "p")
-    for _ in range(5):
+    for _ in range(10):
         p.release(p.acquire(timeout_s=0))
+    # Young leases stay, however many: a slow taker's create must never reuse a forgotten number.
+    assert {i.name.split(".")[0] for i in storage.list(LOCK_DIR)} == {f"lock-{n:012d}" for n in range(1, 11)}
+    _age_lock_files(storage, 60)
+    p.release(p.acquire(timeout_s=0))  # lease 11, the first a minute younger than the rest
+    assert len({i.name.split(".")[0] for i in storage.list(LOCK_DIR)}) == 11
+    p.release(p.acquire(timeout_s=0))  # lease 12: leases 1-10 go in one batch, lease 11 stays
     names = sorted(i.name for i in storage.list(LOCK_DIR))
-    assert {n.split(".")[0] for n in names} == {"lock-000000000004", "lock-000000000005"}
+    assert {n.split(".")[0] for n in names} == {"lock-000000000011", "lock-000000000012"}
+    p.release(p.acquire(timeout_s=0))  # fewer than 8 old leases: nothing deleted this time
+    assert {i.name.split(".")[0] for i in storage.list(LOCK_DIR)} == {f"lock-{n:012d}" for n in (11, 12, 13)}
 
 
 def test_nonsense_settings_are_refused(storage):
@@ -110,25 +127,50 @@ def test_threads_never_hold_it_together(storage):
     assert sorted(taken) == list(range(1, 61))  # every lease number handed out once
 
 
+class Ticks:
+    """A monotonic clock that moves ``step`` seconds at each look."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
 def test_a_stale_taker_gives_up_a_forgotten_number(storage):
-    """A taker that listed long ago may create a lease number that was already forgotten; it
-    must see the newer lease and not believe it holds the lock."""
+    """A taker whose listing and create lie far apart (a stalled process) may create a lease
+    number that was forgotten meanwhile; it lists again, sees the newer lease and does not
+    believe it holds the lock."""
     clock = Clock()
     a = provider(storage, clock, "a")
-    for _ in range(4):
+    for _ in range(10):
         a.release(a.acquire(timeout_s=0))
-    held = a.acquire(timeout_s=0)  # lease 5; leases 1-3 are forgotten
-    stale = provider(storage, clock, "stale")
-    real = stale._listing
-    calls = []
-    # The first listing predates leases 2-5 (and names none of lease 1's files)
-    stale._listing = lambda: (1, frozenset()) if not calls.append(1) and len(calls) == 1 else real()
+    _age_lock_files(storage, 60)
+    a.release(a.acquire(timeout_s=0))
+    held = a.acquire(timeout_s=0)  # lease 12; leases 1-10 are forgotten
     assert not storage.exists(StorageLockProvider._path(2))
+    stale = StorageLockProvider(storage, owner="stale", lease_s=10.0, poll_s=0.5, clock=clock,
+                                sleep=clock.sleep, monotonic=Ticks(60))
+    real = stale._folder
+    calls = []
+    # The first listing predates leases 2-12 (and names none of lease 1's files)
+    stale._folder = lambda: (1, frozenset(), {}) if not calls.append(1) and len(calls) == 1 else real()
     assert stale.try_acquire() is None
-    assert len(calls) == 2  # it listed again after creating lease 2, and saw lease 5
+    assert len(calls) == 2  # it listed again after creating lease 2, and saw lease 12
     assert storage.exists(StorageLockProvider._path(2, ".released"))
-    del stale._listing
+    del stale._folder
     a.check(held)  # the real holder still holds it
+
+
+def test_a_prompt_taker_does_not_list_again(storage):
+    clock = Clock()
+    a = provider(storage, clock, "a")
+    looks = []
+    real = a._folder
+    a._folder = lambda: looks.append(1) or real()
+    lease = a.acquire(timeout_s=0)
+    assert looks == [1] and lease.number == 1
 
 
 def test_a_failed_cleanup_of_old_leases_neither_fails_nor_keeps_the_lock(storage, monkeypatch):
@@ -137,33 +179,37 @@ def test_a_failed_cleanup_of_old_leases_neither_fails_nor_keeps_the_lock(storage
     the lock until it expired."""
     clock = Clock()
     a, b = provider(storage, clock, "a"), provider(storage, clock, "b")
-    for _ in range(3):
+    for _ in range(10):
         a.release(a.acquire())
-    real = type(storage).delete
+    _age_lock_files(storage, 60)
+    a.release(a.acquire())
+    tried = []
 
-    def flaky(self, path, *args, **kw):
-        if LOCK_DIR in path:
-            raise OSError("503 SlowDown")
-        return real(self, path, *args, **kw)
-    monkeypatch.setattr(type(storage), "delete", flaky)
+    def flaky(self, paths):
+        tried.append(len(paths))
+        raise OSError("503 SlowDown")
+    monkeypatch.setattr(type(storage), "delete_many", flaky)
     lease = a.acquire()
     monkeypatch.undo()
+    assert tried  # it did try to forget
     a.release(lease)
     assert b.try_acquire() is not None
 
 
 def test_a_lease_whose_standing_cannot_be_checked_is_given_back(storage, monkeypatch):
     clock = Clock()
-    a, b = provider(storage, clock, "a"), provider(storage, clock, "b")
+    a = StorageLockProvider(storage, owner="a", lease_s=10.0, poll_s=0.5, clock=clock,
+                            sleep=clock.sleep, monotonic=Ticks(60))  # slow: it looks again
+    b = provider(storage, clock, "b")
     calls = []
-    real = StorageLockProvider._listing
+    real = StorageLockProvider._folder
 
     def failing_second_look(self):
         calls.append(1)
         if len(calls) == 2:
             raise OSError("503 SlowDown")
         return real(self)
-    monkeypatch.setattr(StorageLockProvider, "_listing", failing_second_look)
+    monkeypatch.setattr(StorageLockProvider, "_folder", failing_second_look)
     with pytest.raises(OSError):
         a.try_acquire()
     monkeypatch.undo()
@@ -235,13 +281,17 @@ def test_a_lock_cycle_costs_few_storage_requests(storage):
             return _real(path, *args, **kw)
         setattr(storage, name, counted)
     lease = a.acquire()
-    assert sorted(calls) == ["create", "delete", "delete", "list", "list"]  # the new lease, forgetting lease 2
+    assert sorted(calls) == ["create", "list"]  # one listing, the new lease
     calls.clear()
-    a.check(lease, margin_s=5)
-    assert calls == ["list"]
+    a.check(lease, margin_s=2)
+    assert calls == []  # more than half its lease to run: nobody may have taken it
+    clock.now += 6
+    a.check(lease, margin_s=2)
+    assert calls == ["list"]  # less than half: the folder tells whether a newer lease exists
     calls.clear()
-    clock.now += 9  # less than 5 s to run: now the lease files tell (a renewal may have moved it)
+    clock.now += 3  # less than 2 s to run: now the lease files tell (a renewal may have moved it)
     with pytest.raises(LockLostError, match="expired"):
-        a.check(lease, margin_s=5)
+        a.check(lease, margin_s=2)
     assert "read" in calls
     a.release(lease)
+

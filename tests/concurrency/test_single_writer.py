@@ -202,28 +202,34 @@ class _Stall:
     machine) right after the step read the timeline under it: the process's clock jumps by
     more than a lease between the step's look and what it does about it."""
 
-    def __init__(self, monkeypatch, table) -> None:
+    def __init__(self, monkeypatch, table, *, skip: int = 0) -> None:
+        """``skip``: holds of the lock to let pass first (a clean's instant is allocated under
+        the lock before its step of interest)."""
         provider = table.transactions.provider
         self.jump = 0.0
         real_clock, real_acquire = provider.clock, provider.acquire
-        real_load = ActiveTimeline.load
+        real_load = ActiveTimeline.load_listing
         self.armed = self.holding = self.stalled = False
+        self.skip = skip
 
         def acquire(*a, **kw):
             lease = real_acquire(*a, **kw)
             if self.armed:
-                self.armed, self.holding = False, True
+                if self.skip:
+                    self.skip -= 1
+                else:
+                    self.armed, self.holding = False, True
             return lease
 
-        def load(active):
-            timeline = real_load(active)
+        def load_listing(active):
+            listing = real_load(active)
             if self.holding:
                 self.holding, self.stalled = False, True
                 self.jump += provider.lease_s + 1
-            return timeline
+            return listing
         monkeypatch.setattr(provider, "clock", lambda: real_clock() + self.jump)
         monkeypatch.setattr(provider, "acquire", acquire)
-        monkeypatch.setattr(ActiveTimeline, "load", load)
+        monkeypatch.setattr(ActiveTimeline, "load_listing", load_listing)
 
     def __call__(self, step):
         self.armed, self.stalled = True, False
@@ -294,7 +300,7 @@ def test_a_clean_that_stalled_past_its_lease_keeps_the_empty_partition(tmp_path,
     (p / "y").mkdir()  # what a write rolled back from a new partition leaves
     (p / "y" / ".hoodie_partition_metadata").write_text("commitTime=1\npartitionDepth=1\n")
     opts = {"hoodie.cleaner.incremental.mode": "false", "hoodie.cleaner.commits.retained": "1"}
-    _Stall(monkeypatch, t)(lambda: t.clean(options=opts))
+    _Stall(monkeypatch, t, skip=1)(lambda: t.clean(options=opts))
     assert (p / "y").exists()
     assert [i.state.name for i in t.timeline.pending()] == ["INFLIGHT"]
     assert t.clean(options=opts).partitions_deleted == ("y",) and not (p / "y").exists()
@@ -331,7 +337,9 @@ def test_a_restore_overtaken_by_a_compaction_commit_keeps_the_compaction(tmp_pat
     def committed_meanwhile(meta, instant_time):
         other = lakehouse.open_table(str(p))
         lease_s = other.transactions.provider.lease_s
-        # The other process's clock is a lease past the restore's: it takes the lock over.
+        # The restore stalls for a lease (its clock and the other process's move on past its
+        # lease): the other process takes the lock over.
+        monkeypatch.setattr(t.transactions.provider, "clock", lambda: time.time() + lease_s + 1)
         monkeypatch.setattr(other.transactions.provider, "clock", lambda: time.time() + lease_s + 1)
         assert other.commit_compaction(instant_time).committed
         return real(meta, instant_time)

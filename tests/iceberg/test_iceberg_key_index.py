@@ -116,3 +116,37 @@ def test_the_memo_budget_follows_the_memory_the_process_may_use():
     limit = memo.memory_limit()
     assert limit is None or limit > 0
     assert memo.ARROW_BYTES == memo.arrow_budget(limit)
+
+
+def test_a_file_deleted_between_its_open_and_its_read_reads_as_not_found(tmp_path):
+    """On an object store a clean may delete a base file a publish has opened: the read fails
+    with a plain OSError, which must read as FileNotFoundError (the publish then starts over on
+    the newer timeline) rather than fail the publish."""
+    import pyarrow.parquet as pq
+    import pytest
+    from lakehouse.columns import RECORD_KEY
+    from lakehouse.iceberg import key_index
+    from lakehouse.storage import LocalStorage
+
+    class Vanishing(LocalStorage):
+        def open_input(self, path):
+            f = super().open_input(path)
+            self.delete(path)
+
+            class Broken:
+                def __enter__(self):
+                    return self
+
+                def __exit__(self, *exc):
+                    f.close()
+
+                def __getattr__(self, name):
+                    raise OSError("AWS Error RESOURCE_NOT_FOUND during GetObject operation")
+            return Broken()
+    pq.write_table(pa.table({RECORD_KEY: ["a", "b"], "ts": [1, 2]}), str(tmp_path / "f.parquet"))
+    storage = Vanishing(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="deleted while it was read"):
+        key_index.file_columns(storage, "f.parquet", 1, [RECORD_KEY, "ts"])
+    pq.write_table(pa.table({RECORD_KEY: ["a", "b"], "ts": [1, 2]}), str(tmp_path / "g.parquet"))
+    with pytest.raises(FileNotFoundError, match="deleted while it was read"):
+        key_index.load(storage, "g.parquet", 1)

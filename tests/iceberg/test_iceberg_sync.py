@@ -207,3 +207,53 @@ def test_hudi_rs_reads_the_same_after_publishing(fx):
     # would skip the logs under one).
     assert_same_table(iceberg_read(res), hudi_read(fx.path, read_optimized=shows_read_optimized(fx.table)),
                       "pyiceberg and hudi-rs")
+
+
+def test_publishing_looks_only_at_the_partitions_the_instants_touched(tmp_path, listed_data_folders):
+    """Requests that follow the work (issue 43): the publish of an upsert into one partition
+    lists that partition; the publish after a clean lists the partitions the clean deleted in
+    (lakehouse.iceberg.replay.removed_scope), not the table; what pyiceberg reads is the table."""
+    t = lakehouse.create_table(str(tmp_path / "t"), name="ice", table_type="MERGE_ON_READ", record_key="id",
+                               partition_by="p", ordering_field="ts", options=MANUAL_SYNC)
+    rows = [{"id": f"k{i}", "p": f"p{i % 8}", "ts": 1, "v": i} for i in range(64)]
+    t.upsert(pa.Table.from_pylist(rows))
+    t.upsert(pa.Table.from_pylist([dict(r, ts=2) for r in rows]))
+    t.compact(force=True)
+    t.upsert(pa.Table.from_pylist([dict(rows[1], ts=3)]))
+    t.clean(options={"hoodie.cleaner.commits.retained": "1"})
+    sync_iceberg(t)  # the first publish and the first check of removals: every partition
+    listed = listed_data_folders
+    listed.clear()
+    t.upsert(pa.Table.from_pylist([dict(r, ts=4, v=-1) for r in rows if r["p"] == "p0"]))
+    sync_iceberg(t)
+    assert set(listed) == {"p0"}, listed
+    t.compact(force=True)  # p0's slices, and p1's (logs of the upsert before the last clean)
+    t.upsert(pa.Table.from_pylist([dict(rows[0], ts=5, v=-2)]))
+    sync_iceberg(t)
+    listed.clear()
+    done = t.clean(options={"hoodie.cleaner.commits.retained": "1"})
+    assert done.files_deleted
+    res = sync_iceberg(t)
+    assert set(listed) == {"p0", "p1"}, listed  # the clean's scan and the publish's check
+    assert_same_table(iceberg_read(res), t.read(), "after the clean")
+
+
+def test_a_publisher_that_lost_the_race_for_its_remembered_version_starts_over(tmp_path):
+    """Each process remembers the version it published last (lakehouse.iceberg.store): the next
+    publish builds on it after one existence check; when another process published meanwhile,
+    the atomic create of the next version fails and the publish reads the store afresh."""
+    t = lakehouse.create_table(str(tmp_path / "t"), name="ice", table_type="COPY_ON_WRITE", record_key="id",
+                               partition_by="p", ordering_field="ts", options=MANUAL_SYNC)
+    t.upsert(pa.table({"id": ["a"], "p": ["x"], "ts": [1]}))
+    sync_iceberg(t)
+    other = lakehouse.open_table(str(tmp_path / "t"))
+    import lakehouse.iceberg.store as store_mod
+    t.upsert(pa.table({"id": ["b"], "p": ["x"], "ts": [2]}))
+    remembered = dict(store_mod._LATEST)
+    sync_iceberg(other)  # publishes v2 and remembers it
+    store_mod._LATEST.clear()
+    store_mod._LATEST.update(remembered)  # this process "forgets" it: v1 remembered, v2 there
+    t.upsert(pa.table({"id": ["c"], "p": ["y"], "ts": [3]}))
+    res = sync_iceberg(t)
+    assert res.versions_written == (3,) and [i for i, _ in res.published] == [t.timeline.last.time]
+    assert_same_table(iceberg_read(res), t.read(), "after the race")

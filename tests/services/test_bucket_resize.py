@@ -326,3 +326,35 @@ def test_insert_overwrite_and_delete_partition_renew_the_ring_so_no_file_group_i
     fx.upsert([1, 3])
     fx.check()
     assert_records_follow_the_rings(fx)
+
+
+def test_a_write_reads_the_rings_again_only_once_a_replace_commit_may_have_changed_them(fx, monkeypatch):
+    """lakehouse.write.rings: a table handle keeps each partition's ring; only a replace commit
+    (a resize, an overwrite's renewal) writes another, so the next write reads the rings again
+    only when the replace commits on its timeline changed (on object storage: a listing and a
+    read per partition and write saved)."""
+    from lakehouse.storage.local import LocalStorage
+    looked: list[str] = []
+    real = LocalStorage.list
+
+    def spy(self, path="", *, recursive=False):
+        if path.startswith(layout.HASHING_METADATA):
+            looked.append(path)
+        return real(self, path, recursive=recursive)
+    monkeypatch.setattr(LocalStorage, "list", spy)
+    fx.grow()
+    looked.clear()
+    fx.upsert(range(10))
+    assert looked == []
+    t = fx.table.schedule_clustering(force=True).instant
+    assert t is not None
+    fx.table.run_clustering(t)
+    fx.table.commit_clustering(t)
+    looked.clear()
+    fx.upsert(range(10, 20))
+    assert sorted(set(looked)) == sorted({layout.hashing_metadata_folder(p) for p in ("la", "sf")})
+    looked.clear()
+    fx.upsert(range(20, 30))
+    assert looked == []
+    fx.check()
+    assert_records_follow_the_rings(fx)

@@ -467,7 +467,8 @@ def test_incremental_mode_scans_only_touched_partitions(tmp_path):
     second = plan_clean(counting, c)
     # Written in [previous earliest retained, new earliest retained): p0 only.
     assert second.incremental and second.scanned_partitions == ("p0",)
-    assert set(counting.storage.lists) == {".hoodie", "p0"}
+    # The timeline, the lock folder (its instant is allocated under the lock) and p0.
+    assert set(counting.storage.lists) == {".hoodie", ".hoodie/.locks", "p0"}
     assert set(second.files) == expected and all(f.startswith("p0/") for f in expected)
     execute_clean(t)
     t.upsert(batch(["a"], 6, "p2"))

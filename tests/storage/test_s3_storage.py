@@ -183,6 +183,16 @@ def test_delete_and_delete_dir(store):
     store.delete_dir("a")  # absent: nothing to do
 
 
+def test_delete_many_deletes_present_and_absent_files_alike(store):
+    for i in range(3):
+        store.write(f"m/f{i}", b"x")
+    store.write("m/keep", b"k")
+    store.delete_many(["m/f0", "m/f1", "m/f2", "m/never"])
+    assert [i.name for i in store.list("m")] == ["keep"]
+    store.delete_many([])
+    assert store.keeps_empty_folders is (not isinstance(store, S3Storage))
+
+
 def test_parquet_through_open_output_and_open_input(store):
     table = pa.table({"id": list(range(50_000)), "s": [f"v{i}" for i in range(50_000)]})
     with store.open_output("o/part.parquet") as f:

@@ -283,3 +283,35 @@ def test_clock_behind_the_timeline_still_moves_forward(tmp_path):
         clock.now -= timedelta(hours=1)  # the clock jumps back after every instant
     assert times == sorted(times) and len(set(times)) == 5
     assert json.dumps(times)  # plain strings
+
+
+def test_a_timeline_with_an_instant_it_just_wrote_equals_the_listing(active, tmp_path):
+    """What a writer adds to the timeline it read (Timeline.with_instant) is what listing it again
+    shows: its own new instant, a newer state of one, a compaction's plan."""
+    a = active.create_requested(Action.DELTA_COMMIT)
+    a_done = active.transition(active.transition(a, I), C, b'{"operationType": "UPSERT"}')
+    before = active.load()
+    b = active.create_requested(Action.DELTA_COMMIT, timeline=before)
+    assert b.time > a_done.time and before.with_instant(b) == active.load()
+    c = active.create_requested(Action.COMPACTION, b"plan")
+    tl = active.load()
+    c_inflight = active.transition(c, I)
+    assert tl.with_instant(c_inflight) == active.load()
+    assert tl.with_instant(c_inflight).pending_compactions().instants == (c_inflight,)
+
+
+def test_a_completed_write_is_not_read_back_and_listings_name_what_they_saw(active, tmp_path):
+    req = active.create_requested(Action.DELTA_COMMIT)
+    meta = CommitMetadata(operation_type="UPSERT", extra_metadata={"k": "v"})
+    done = active.transition(active.transition(req, I), C, meta.to_bytes())
+    (tmp_path / METAFOLDER / f"{done.time}.deltacommit").write_bytes(b"not read back")
+    assert active.commit_metadata(done).extra_metadata == {"k": "v"}
+    (tmp_path / METAFOLDER / ".temp").mkdir()
+    listing = active.load_listing()
+    assert listing.timeline == active.load() and ".temp" in listing.folders
+    assert f"{req.time}.deltacommit.requested" in listing.files
+    other = ActiveTimeline(LocalStorage(str(tmp_path)))
+    with pytest.raises(CorruptFileError):
+        other.commit_metadata(done)  # another reader reads the file (here, spoilt)
+    other.share_caches(active)
+    assert other.commit_metadata(done).extra_metadata == {"k": "v"}

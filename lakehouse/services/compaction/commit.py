@@ -17,6 +17,7 @@ from lakehouse.services.compaction.plan import read_plan
 from lakehouse.services.results import delete_results, files_not_as_recorded, read_results
 from lakehouse.timeline.carried import carry_forward
 from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
+from lakehouse.timeline.active import Listing
 from lakehouse.timeline.instant import Action, Instant
 from lakehouse.timeline.schema_resolver import arrow_schema_of, table_avro_schema
 from lakehouse.io.markers import Markers
@@ -65,13 +66,14 @@ def commit_compaction(meta: "TableMetaClient", instant_time: str | None = None, 
     # Airflow retry of a task still running) undoes the execution under the lock, inflight file
     # first, and would otherwise delete the files of the compaction committed here.
     with exclusive(meta):
-        inst = _inflight(meta.active.load(), t)
+        listing = meta.active.load_listing()
+        inst = _inflight(listing.timeline, t)
         if isinstance(inst, CommitResult):
             return inst
         if read_results(meta.storage, t) != res:
             return CommitResult(t, False, reason="the execution was undone or run again while this "
                                 "step checked its files; run the commit step again")
-        return _publish(meta, inst, res[0], extra_metadata)
+        return _publish(meta, inst, res[0], extra_metadata, listing)
 
 
 def _inflight(timeline, instant_time: str | None) -> Instant | CommitResult:
@@ -91,12 +93,13 @@ def _inflight(timeline, instant_time: str | None) -> Instant | CommitResult:
 
 
 def _publish(meta: "TableMetaClient", inst: Instant, stats: list[WriteStat],
-             extra_metadata: Mapping[str, str] | None) -> CommitResult:
+             extra_metadata: Mapping[str, str] | None, listing: Listing) -> CommitResult:
+    """Complete ``inst`` (under the table lock, whose ``listing`` of ``.hoodie`` it reads)."""
     t = inst.time
     by_partition: dict[str, list[WriteStat]] = {}
     for s in stats:
         by_partition.setdefault(s.partition_path, []).append(s)
-    timeline = meta.timeline
+    timeline = listing.timeline
     schema = table_avro_schema(meta.active, meta.config, timeline)
     # Ids for the schema recorded: the columns the execution numbered its files with keep the
     # ids the timeline knows them by (lakehouse.field_ids).
@@ -113,7 +116,7 @@ def _publish(meta: "TableMetaClient", inst: Instant, stats: list[WriteStat],
     # complete() checks the lease: an executor started again may have taken the lock from this
     # step, stalled past its lease, and undone the execution (its files are gone).
     # The results and markers go after the hooks ran; a crash before leaves garbage only.
-    complete(meta, inst, done.to_bytes())
+    complete(meta, inst, done.to_bytes(), folders=listing.folders)
     Markers(meta.storage, t).delete_all()
     delete_results(meta.storage, t)
     return CommitResult(t, True, len(stats), sum(s.num_writes for s in stats))

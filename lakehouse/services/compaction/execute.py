@@ -220,8 +220,8 @@ def execute_compaction(meta: "TableMetaClient", instant_time: str | None = None,
         _sweep(meta, t)
     plan = read_plan(meta, t)
     start(meta, Instant(t, Action.COMPACTION, State.REQUESTED))
-    committed = frozenset(meta.timeline.completed_write_times)
     timeline = meta.timeline
+    committed = frozenset(timeline.completed_write_times)
     schema = meta.schema(timeline=timeline)
     first = timeline.first
     sizes = _committed_log_sizes(meta, timeline, plan.operations, t)

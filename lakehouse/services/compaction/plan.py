@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.config import CompactionConfig
+from lakehouse.services.compaction.partitions import partitions_to_scan, scan_record
 from lakehouse.services.pending_files import without_files_of
 from lakehouse.services.rollback import rollback_expired_writes
 from lakehouse.errors import ConfigError
@@ -133,16 +134,16 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
     last = max((i.time for i in compactions), default=None)
     deltas = [i for i in timeline.completed().filter(actions=[Action.DELTA_COMMIT])
               if last is None or i.time > last]
-    view = FileSystemView.load(meta.storage, timeline, meta.active)
+    view = FileSystemView.load(meta.storage, timeline, meta.active, partitions_to_scan(meta, timeline))
     # File groups a pending clustering rewrites are left out too (Hudi's
     # BaseHoodieCompactionPlanGenerator), so no file group is in both plans.
     in_plan = set(meta.active.pending_compaction_file_groups(timeline)) | set(
         meta.active.pending_clustering_file_groups(timeline))
-    # File groups already in a pending plan wait for it; their new logs go to the next slice.
-    slices = [s for s in view.latest_slices_for_write()
-              if s.log_files and (s.partition, s.file_id) not in in_plan]
+    with_logs = [s for s in view.latest_slices_for_write() if s.log_files]
     if pending_writes.instants:
-        slices = without_files_of(meta, slices, pending_writes.instants)
+        with_logs = without_files_of(meta, with_logs, pending_writes.instants)
+    # File groups already in a pending plan wait for it; their new logs go to the next slice.
+    slices = [s for s in with_logs if (s.partition, s.file_id) not in in_plan]
     log_bytes = sum(s.total_log_size for s in slices)
     since = last or (deltas[0].time if deltas else None)
     now = now or datetime.now(timezone.utc)
@@ -156,12 +157,14 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
     # No strategy record, as Hudi's CompactionStrategy.generateCompactionPlan writes none: Hudi's
     # HoodieCompactor reads compactorClassName as the CompactionExecutionHelper to load (log
     # compaction's plans name theirs), so any other class there fails Java's compactor.
+    planned = {(o.partition_path, o.file_id) for o in ops}
     plan = CompactionPlan(operations=tuple(ops), strategy=None,
         extra_metadata={**(extra_metadata or {}),
-                        "lakehouse.trigger": trig.reason if trig.fire else f"forced ({trig.reason})"},
+                        "lakehouse.trigger": trig.reason if trig.fire else f"forced ({trig.reason})",
+                        **scan_record(timeline, with_logs, planned)},
         preserve_hoodie_metadata=True)
     # request() checks the lease: "no write pending" holds only while the lock does.
-    inst = request(meta, Action.COMPACTION, plan.to_bytes())
+    inst = request(meta, Action.COMPACTION, plan.to_bytes(), timeline=timeline)
     # Seed 000's rule: nothing may have completed at or after the compaction instant.
     later = [i for i in meta.timeline.completed() if i.time >= inst.time]
     if later:
