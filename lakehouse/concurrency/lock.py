@@ -15,8 +15,8 @@ On an object store each step is a request, and every write takes the lock twice;
 costs three (a listing, the lease, its release). Old leases are forgotten in batches, one delete
 request for many, and only once the store's own clock (the files' modification times) says they
 ended a lease's length before the newest: a taker whose listing and create lie less than half a
-lease apart (its monotonic clock) cannot have created a forgotten number, so only a slower one
-lists again to find out. A holder's check reads nothing while its lease has more than half its
+lease apart (by a clock that runs on through a suspend, and by the wall clock) cannot have
+created a forgotten number, so only a slower one lists again to find out. A holder's check reads nothing while its lease has more than half its
 length to run: a taker takes over only a lease run out by its own clock, so writers' clocks must
 agree within half a lease (30 s by default), which NTP keeps far tighter.
 A lease whose holder was a process of this machine that no longer exists (a killed task) is
@@ -73,21 +73,41 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
-def _this_process() -> tuple[str, int, int | None]:
-    """(host name, pid, pid namespace): a pid names a process only within its namespace."""
+def _boot_id() -> str | None:
+    """This boot of this machine (Linux): two machines never share one, where host names and the
+    root pid namespace's inode may be alike."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _this_process() -> tuple[str, int, int | None, str | None]:
+    """(host name, pid, pid namespace, boot id): a pid names a process only within its
+    namespace, on one boot of one machine."""
     try:
         pidns: int | None = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         pidns = None
-    return socket.gethostname(), os.getpid(), pidns
+    return socket.gethostname(), os.getpid(), pidns, _boot_id()
+
+
+def _boottime() -> float:
+    """A clock that runs on while the machine is suspended (a plain monotonic one stops)."""
+    try:
+        return time.clock_gettime(time.CLOCK_BOOTTIME)  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        return time.monotonic()
 
 
 def _holder_gone(doc: dict | None) -> bool:
-    """Whether the lease ``doc`` was taken by a process of this machine (same host name and pid
-    namespace) that no longer exists: a killed task's lease need not run out (a minute in
-    which nobody writes). A pid taken again by a new process only means waiting."""
-    host, pid, pidns = _this_process()
-    if doc is None or pidns is None or doc.get("pidns") != pidns or doc.get("host") != host \
+    """Whether the lease ``doc`` was taken by a process of this machine (same boot, host name
+    and pid namespace) that no longer exists: a killed task's lease need not run out (a minute
+    in which nobody writes). A pid taken again by a new process only means waiting."""
+    host, pid, pidns, boot = _this_process()
+    if doc is None or pidns is None or boot is None or doc.get("boot") != boot \
+            or doc.get("pidns") != pidns or doc.get("host") != host \
             or not isinstance(doc.get("pid"), int) or doc["pid"] == pid:
         return False
     try:
@@ -105,7 +125,7 @@ class StorageLockProvider:
     def __init__(self, storage: Storage, *, owner: str | None = None, lease_s: float = 60.0,
                  poll_s: float = 0.1, clock: Clock = time.time,
                  sleep: Callable[[float], None] = time.sleep,
-                 monotonic: Clock = time.monotonic) -> None:
+                 monotonic: Clock = _boottime) -> None:
         if lease_s <= 0 or poll_s <= 0:
             raise LockError(f"lease ({lease_s} s) and poll interval ({poll_s} s) must be positive",
                             help="set hoodie.write.lock.* to positive durations")
@@ -175,21 +195,21 @@ class StorageLockProvider:
     # --- the protocol ----------------------------------------------------------------------------
 
     def try_acquire(self) -> Lease | None:
-        started = self.monotonic()
+        started, started_wall = self.monotonic(), self.clock()
         n, names, mtimes = self._folder()
         expiry, doc = self._state(n, names)
         if expiry is not None and expiry > self.clock() and not _holder_gone(doc):
             return None
         lease = Lease(n + 1, self.owner, uuid.uuid4().hex, self.clock() + self.lease_s)
-        host, pid, pidns = _this_process()
+        host, pid, pidns, boot = _this_process()
         try:
             self.storage.create(self._path(lease.number), json.dumps(
                 {"owner": lease.owner, "token": lease.token, "expires_at": lease.expires_at,
                  "took_over": n if expiry is not None else None,
-                 "host": host, "pid": pid, "pidns": pidns}).encode())
+                 "host": host, "pid": pid, "pidns": pidns, "boot": boot}).encode())
         except FileAlreadyExistsError:
             return None  # someone else was faster
-        if self.monotonic() - started < self.lease_s / 2:
+        if self.monotonic() - started < self.lease_s / 2 and abs(self.clock() - started_wall) < self.lease_s / 2:
             # No lease younger than a lease's length is forgotten (:meth:`_forget_old`): the
             # number just created cannot have been one.
             self._forget_old(n, mtimes)

@@ -54,7 +54,7 @@ def pinned_rows(filters: Sequence[tuple[str, str, Any]] | None, fields: Sequence
         return None  # none, or an expression: what it pins is not read here
     try:
         values = [pinned_values(filters, f) for f in fields]
-    except (TypeError, ValueError):  # not (column, op, value), or unhashable
+    except (TypeError, ValueError, AttributeError):  # not (column, op, value), or unhashable
         return None
     if any(v is None for v in values) or any(f not in schema.names for f in fields):
         return None
@@ -66,8 +66,22 @@ def pinned_rows(filters: Sequence[tuple[str, str, Any]] | None, fields: Sequence
     rows = list(zip(*itertools.product(*values))) if combos else [[] for _ in fields]
     try:
         return pa.table({f: pa.array(list(col), schema.field(f).type) for f, col in zip(fields, rows)})
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, TypeError,
+            ValueError):
         return None
+
+
+def _pins_null(filters: Sequence[tuple[str, str, Any]], fields: Sequence[str]) -> bool:
+    """Whether an ``in`` (or ``=``) on one of ``fields`` names None: a null matches it, and nulls
+    live in the default partition, which pinned values do not name."""
+    for f in filters:
+        if len(f) == 3 and f[0] in fields and isinstance(f[1], str) and f[1].lower() in ("=", "==", "in"):
+            try:
+                if f[2] is None or (f[1].lower() == "in" and any(v is None for v in f[2])):
+                    return True
+            except TypeError:
+                return True
+    return False
 
 
 def pinned_keys(config: TableConfig, schema: pa.Schema,
@@ -97,6 +111,8 @@ def pinned_partitions(config: TableConfig, schema: pa.Schema,
     fields = config.partition_fields
     if not fields or config.key_generator_type is KeyGeneratorType.TIMESTAMP or not all(
             f in schema.names and _same_text_everywhere(schema.field(f).type) for f in fields):
+        return None
+    if not isinstance(filters, (list, tuple)) or _pins_null(filters, fields):
         return None
     batch = pinned_rows(filters, fields, schema, MAX_PINNED_PARTITIONS)
     if batch is None:

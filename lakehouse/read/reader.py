@@ -336,6 +336,11 @@ class TableReader:
             self._check_committed_by(as_of)
         listed = self.listed_partitions(filters, self.schema(as_of))
         view = self.verified_view(as_of, listed)  # first: it may move self.timeline on
+        if listed and not set(listed) <= view.partitions_with_metafile():
+            # A pinned folder that is no partition: the value is in no partition, or the table's
+            # folders are named otherwise than its properties say (an old writer's). The whole
+            # table then, pruned by the folder names it has.
+            view = self.verified_view(as_of)
         schema = self.schema(as_of)
         columns = self._check_columns(columns, schema)
         row_filter = filters_to_expression(filters, schema)

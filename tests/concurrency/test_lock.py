@@ -138,10 +138,24 @@ class Ticks:
         return self.now
 
 
-def test_a_stale_taker_gives_up_a_forgotten_number(storage):
-    """A taker whose listing and create lie far apart (a stalled process) may create a lease
-    number that was forgotten meanwhile; it lists again, sees the newer lease and does not
-    believe it holds the lock."""
+class Jumping(Clock):
+    """A wall clock that jumps ``step`` seconds at each look (a machine suspended meanwhile,
+    which a plain monotonic clock would not show)."""
+
+    def __init__(self, step: float) -> None:
+        super().__init__()
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.mark.parametrize("slow", ["monotonic", "wall"])
+def test_a_stale_taker_gives_up_a_forgotten_number(storage, slow):
+    """A taker whose listing and create lie far apart (a stalled process, a suspended machine)
+    may create a lease number that was forgotten meanwhile; it lists again, sees the newer lease
+    and does not believe it holds the lock."""
     clock = Clock()
     a = provider(storage, clock, "a")
     for _ in range(10):
@@ -150,8 +164,9 @@ def test_a_stale_taker_gives_up_a_forgotten_number(storage):
     a.release(a.acquire(timeout_s=0))
     held = a.acquire(timeout_s=0)  # lease 12; leases 1-10 are forgotten
     assert not storage.exists(StorageLockProvider._path(2))
-    stale = StorageLockProvider(storage, owner="stale", lease_s=10.0, poll_s=0.5, clock=clock,
-                                sleep=clock.sleep, monotonic=Ticks(60))
+    stale = StorageLockProvider(storage, owner="stale", lease_s=10.0, poll_s=0.5,
+                                clock=clock if slow == "monotonic" else Jumping(60), sleep=clock.sleep,
+                                monotonic=Ticks(60) if slow == "monotonic" else (lambda: 0.0))
     real = stale._folder
     calls = []
     # The first listing predates leases 2-12 (and names none of lease 1's files)
@@ -261,6 +276,12 @@ def test_a_lease_of_another_machine_is_never_taken_for_a_dead_pid(storage):
     doc = json.loads(storage.read(path))
     storage.write(path, json.dumps({**doc, "host": "elsewhere", "pid": 2 ** 22 + 7}).encode())
     assert provider(storage, clock, "b").try_acquire() is None
+    # The same host name and pid namespace (two machines named alike, in their root pid
+    # namespaces, whose inode is the same number): another boot is another machine.
+    storage.write(path, json.dumps({**doc, "boot": "another-boot", "pid": 2 ** 22 + 7}).encode())
+    assert provider(storage, clock, "b").try_acquire() is None
+    storage.write(path, json.dumps({**doc, "pid": 2 ** 22 + 7}).encode())  # this boot: taken at once
+    assert doc.get("boot") is None or provider(storage, clock, "b").try_acquire() is not None
 
 
 def test_a_lock_cycle_costs_few_storage_requests(storage):

@@ -66,7 +66,9 @@ def test_a_read_pinning_the_partition_values_lists_those_folders_alone(tmp_path,
                                ordering_field="ts", options=options, **layout)
     # A space, a nested (or escaped) '/', an escaped character, the default partition.
     ps = ["a", "b c", "d/e" if nests else "d-e", "f:g", ""]
-    rows = [{"id": f"k{i}", "p": ps[i % 5], "n": i % 3, "ts": 1, "v": i} for i in range(60)]
+    # and nulls (i % 6 == 5), which share the default partition with the empty strings.
+    rows = [{"id": f"k{i}", "p": ps[i % 6] if i % 6 < 5 else None, "n": i // 6 % 3, "ts": 1, "v": i}
+            for i in range(60)]
     t.upsert(pa.Table.from_pylist(rows))
     t.upsert(pa.Table.from_pylist([dict(r, ts=2, v=-r["v"]) for r in rows[:20]]))
     background.wait_all()  # the Iceberg publishing lists the table too
@@ -82,10 +84,22 @@ def test_a_read_pinning_the_partition_values_lists_those_folders_alone(tmp_path,
                 sorted(expect.to_pylist(), key=lambda r: r["id"]), f
             pinned = {v for c, op, v in f if c == "p" for v in ([v] if op == "=" else v)}
             combos = len(pinned) * (2 if multi and f[1][1] == "in" else 1)
-            assert len(listed) == combos, (f, listed)
+            if p == "absent":
+                # A folder that is no partition: the whole table is listed (its folders may be
+                # named otherwise than its properties say), then pruned.
+                assert "" in listed, (f, listed)
+            else:
+                assert len(listed) == combos, (f, listed)
     listed.clear()
     t.read(filters=[("p", ">", "a")])  # a range pins no value: the whole table, then pruned
     assert "" in listed
+    # An `in` naming None matches the nulls, which live in the default partition.
+    for f in ([("p", "in", ["a", None])], [("p", "in", [None])]):
+        got = t.read(columns=["id", "p", "n", "v"], filters=f)
+        expect = every.filter(filters_to_expression(f, every.schema))
+        assert sorted(got.to_pylist(), key=lambda r: r["id"]) == \
+            sorted(expect.to_pylist(), key=lambda r: r["id"]), f
+    assert every.filter(filters_to_expression([("p", "in", [None])], every.schema)).num_rows == 10
 
 
 def test_a_read_pinning_a_partition_of_a_type_whose_folder_text_may_differ_lists_the_table(

@@ -72,11 +72,20 @@ def _steps(path, partitions: int, calls) -> dict[str, collections.Counter]:
     return out
 
 
+# Reads of file contents may be served by the process's caches (lakehouse.iceberg.memo), whose
+# state depends on what ran before: compared by budget only.
+READS = ("read", "read_range", "open_input", "info", "exists", "size")
+
+
+def _listings_and_writes(c: collections.Counter) -> int:
+    return sum(n for (m, _), n in c.items() if m not in READS)
+
+
 def test_one_partition_steps_cost_the_same_at_any_partition_count(tmp_path, calls):
     small, large = _steps(tmp_path / "p4", 4, calls), _steps(tmp_path / "p32", 32, calls)
     for name in small:
-        assert sum(small[name].values()) == sum(large[name].values()), \
-            f"{name}: {sum(small[name].values())} calls at 4 partitions, {sum(large[name].values())} at 32"
+        assert _listings_and_writes(small[name]) == _listings_and_writes(large[name]), \
+            f"{name}: {sorted(small[name].items())} at 4 partitions, {sorted(large[name].items())} at 32"
         touched = {path.split("/")[0] for (_, path) in large[name] if path and not path.startswith(".hoodie")}
         assert touched <= {"p000", "p001"}, f"{name} touched {sorted(touched)}"
     # A budget, as requests on an object store: the Hudi commit and its Iceberg publish, then a

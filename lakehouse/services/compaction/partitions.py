@@ -75,14 +75,19 @@ def partitions_to_scan(meta: "TableMetaClient", timeline: Timeline) -> list[str]
         start = extra[SCAN_AFTER_KEY]
         if not isinstance(missing, list) or not all(isinstance(p, str) for p in missing):
             return None
-    first = timeline.first
-    if first is not None and start < first.time and any(archive_files(meta.active)):
+    # Archival takes commits oldest first (Hudi's keeps other actions by counts of their own):
+    # from the oldest write on the active timeline on, none is missing.
+    first = timeline.completed_writes().first
+    if (first is None or start < first.time) and any(archive_files(meta.active)):
         return None  # delta commits after ``start`` may be archived
-    # A pending plan's partitions too: should it be rolled back, its slices are nobody's.
-    out = set(missing) | {p for p, _ in meta.active.pending_compaction_file_groups(timeline)}
-    for inst in timeline.completed().filter(actions=[Action.DELTA_COMMIT]):
-        if inst.time > start:
-            out |= _log_partitions(meta, inst)
+    try:
+        # A pending plan's partitions too: should it be rolled back, its slices are nobody's.
+        out = set(missing) | {p for p, _ in meta.active.pending_compaction_file_groups(timeline)}
+        for inst in timeline.completed().filter(actions=[Action.DELTA_COMMIT]):
+            if inst.time > start:
+                out |= _log_partitions(meta, inst)
+    except (InstantNotFoundError, FileNotFoundError):
+        return None  # archived meanwhile (archival takes no lock): the whole table then
     return sorted(out)
 
 
