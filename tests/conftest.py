@@ -112,15 +112,17 @@ class _IcebergWarnings(__import__("logging").Handler):
 
 
 @pytest.fixture
-def listed_data_folders(monkeypatch) -> list[str]:
-    """The folders outside ``.hoodie`` that local storage listings are asked for, in order
-    (on an object store, a request each): what a step's listings follow."""
+def listed_data_folders(monkeypatch, tmp_path) -> list[str]:
+    """The folders outside ``.hoodie`` that local storage listings of tables under ``tmp_path``
+    are asked for, in order (on an object store, a request each): what a step's listings
+    follow. Other tests' leftover background threads are not counted."""
     from lakehouse.storage.local import LocalStorage
     seen: list[str] = []
     real = LocalStorage.list
+    root = str(tmp_path)
 
     def spy(self, path="", *, recursive=False):
-        if not path.startswith(".hoodie"):
+        if not path.startswith(".hoodie") and self.root.startswith(root):
             seen.append(path)
         return real(self, path, recursive=recursive)
     monkeypatch.setattr(LocalStorage, "list", spy)

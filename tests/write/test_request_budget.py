@@ -22,14 +22,16 @@ RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}
 
 @pytest.fixture()
 def calls(monkeypatch):
-    """Storage calls by (method, path's first folder), while ``calls.on``."""
+    """Storage calls on the table under ``calls.root`` by (method, path), while ``calls.on``
+    (other tables' background threads, a leftover heartbeat say, are not counted)."""
     seen: collections.Counter = collections.Counter()
     seen.on = False  # type: ignore[attr-defined]
+    seen.root = None  # type: ignore[attr-defined]
     for name in CALLS:
         real = getattr(LocalStorage, name)
 
         def spy(self, *args, _real=real, _name=name, **kw):
-            if seen.on:  # type: ignore[attr-defined]
+            if seen.on and seen.root is not None and self.root.startswith(seen.root):  # type: ignore[attr-defined]
                 path = args[0] if args and isinstance(args[0], str) else ""
                 seen[(_name, path)] += 1
             return _real(self, *args, **kw)
@@ -44,6 +46,7 @@ def _rows(n: int, partitions: int, ts: int, only: int | None = None) -> pa.Table
 
 
 def _steps(path, partitions: int, calls) -> dict[str, collections.Counter]:
+    calls.root = str(path)
     t = lakehouse.create_table(str(path), name="t", table_type="MERGE_ON_READ", record_key="id",
                                partition_by="p", ordering_field="ts")
     t.upsert(_rows(20 * partitions, partitions, 1))
