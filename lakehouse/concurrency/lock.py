@@ -16,9 +16,10 @@ costs three (a listing, the lease, its release). Old leases are forgotten in bat
 request for many, and only once the store's own clock (the files' modification times) says they
 ended a lease's length before the newest: a taker whose listing and create lie less than half a
 lease apart (by a clock that runs on through a suspend, and by the wall clock) cannot have
-created a forgotten number, so only a slower one lists again to find out. A holder's check reads nothing while its lease has more than half its
-length to run: a taker takes over only a lease run out by its own clock, so writers' clocks must
-agree within half a lease (30 s by default), which NTP keeps far tighter.
+created a forgotten number, so only a slower one lists again to find out. A holder's check reads
+nothing while its lease has more than half its length to run: a taker takes over only a lease
+run out by its own clock, so writers' clocks must agree within half a lease (30 s by default),
+which NTP keeps far tighter.
 A lease whose holder was a process of this machine that no longer exists (a killed task) is
 taken over at once rather than when it runs out.
 
@@ -148,20 +149,16 @@ class StorageLockProvider:
     def _path(cls, n: int, suffix: str = ".json") -> str:
         return f"{layout.LOCKS}/{cls._name(n, suffix)}"
 
-    def _listing(self) -> tuple[int, frozenset[str]]:
-        """The newest lease number and the names in the lock folder: one listing, from which
-        the state of the newest lease is read without asking for each of its files."""
-        n, names, _ = self._folder()
-        return n, names
-
     def _folder(self) -> tuple[int, frozenset[str], dict[str, int | None]]:
-        """As :meth:`_listing`, with each file's modification time (the store's clock)."""
+        """The newest lease number, the names in the lock folder and each file's modification
+        time (the store's clock): one listing, from which the state of the newest lease is read
+        without asking for each of its files."""
         mtimes = {i.name: i.mtime_ns for i in self.storage.list(layout.LOCKS) if not i.is_dir}  # absent: empty
         names = frozenset(mtimes)
         return max((int(m.group(1)) for n in names if (m := _LEASE.match(n))), default=0), names, mtimes
 
     def _latest(self) -> int:
-        return self._listing()[0]
+        return self._folder()[0]
 
     def _expiry(self, n: int) -> float | None:
         """When lease ``n`` runs out (None: released or unreadable as a lease, i.e. free)."""

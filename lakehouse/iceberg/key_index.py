@@ -203,20 +203,22 @@ def file_columns(storage: Storage, rel: str, size: int | None, columns: list[str
     uri = storage.uri(rel)
     key = ("columns", uri, size, tuple(columns))
     table = memo.ARROW.get(key)
+    index = memo.ARROW.get(("keys", uri, size))
     if table is None:
         try:
             with storage.open_input(rel) as f:
                 pf = pq.ParquetFile(f)
                 have = set(pf.schema_arrow.names)
                 wanted = [c for c in columns if c != RECORD_KEY and c in have]
-                keys_known = memo.ARROW.get(("keys", uri, size)) is not None
                 # One open for both when the keys are not kept yet (on object storage, requests).
-                read = pf.read(columns=wanted if keys_known else [*wanted, RECORD_KEY])
+                table = pf.read(columns=wanted if index is not None else [*wanted, RECORD_KEY])
         except OSError as e:
             raise _gone_as_not_found(storage, rel, e) from e
-        if not keys_known:
-            memo.ARROW.put(("keys", uri, size), KeyIndex(read.column(RECORD_KEY)))
-            read = read.select(wanted)
-        table = read
+        if index is None:
+            index = KeyIndex(table.column(RECORD_KEY))
+            memo.ARROW.put(("keys", uri, size), index)
+            table = table.select(wanted)
         memo.ARROW.put(key, table)
-    return table.append_column(RECORD_KEY, load(storage, rel, size).keys)
+    if index is None:
+        index = load(storage, rel, size)
+    return table.append_column(RECORD_KEY, index.keys)
