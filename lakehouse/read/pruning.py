@@ -34,26 +34,28 @@ MAX_PINNED_KEYS = 100_000
 MAX_PINNED_PARTITIONS = 1000
 
 
-def pinned_values(filters: Sequence[tuple[str, str, Any]], field: str) -> list | None:
-    """The values the AND of ``filters`` pins ``field`` to (None: not pinned)."""
+def pinned_values(filters: Sequence[tuple[str, str, Any]], field: str, *, keep_none: bool = False) -> list | None:
+    """The values the AND of ``filters`` pins ``field`` to (None: not pinned); a None among them
+    only with ``keep_none`` (an ``in`` naming it matches nulls)."""
     pinned: set | None = None
     for col, op, value in filters:
         if col != field or op.lower() not in ("=", "==", "in"):
             continue
         values = {value} if op.lower() in ("=", "==") else set(value)
         pinned = values if pinned is None else pinned & values
-    return None if pinned is None else [v for v in pinned if v is not None]
+    return None if pinned is None else [v for v in pinned if keep_none or v is not None]
 
 
 def pinned_rows(filters: Sequence[tuple[str, str, Any]] | None, fields: Sequence[str], schema: pa.Schema,
-                limit: int) -> pa.Table | None:
+                limit: int, *, keep_none: bool = False) -> pa.Table | None:
     """Every combination of the values ``filters`` pin ``fields`` to (``=``, ``in``), one row
-    each, typed as ``schema`` says; None when they do not pin them all, past ``limit``
-    combinations, or when a value cannot be of its field's type (the filter's own check says)."""
+    each, typed as ``schema`` says (nulls too, with ``keep_none``); None when they do not pin
+    them all, past ``limit`` combinations, or when a value cannot be of its field's type (the
+    filter's own check says)."""
     if not isinstance(filters, (list, tuple)) or not filters:
         return None  # none, or an expression: what it pins is not read here
     try:
-        values = [pinned_values(filters, f) for f in fields]
+        values = [pinned_values(filters, f, keep_none=keep_none) for f in fields]
     except (TypeError, ValueError, AttributeError):  # not (column, op, value), or unhashable
         return None
     if any(v is None for v in values) or any(f not in schema.names for f in fields):
@@ -69,19 +71,6 @@ def pinned_rows(filters: Sequence[tuple[str, str, Any]] | None, fields: Sequence
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, TypeError,
             ValueError):
         return None
-
-
-def _pins_null(filters: Sequence[tuple[str, str, Any]], fields: Sequence[str]) -> bool:
-    """Whether an ``in`` (or ``=``) on one of ``fields`` names None: a null matches it, and nulls
-    live in the default partition, which pinned values do not name."""
-    for f in filters:
-        if len(f) == 3 and f[0] in fields and isinstance(f[1], str) and f[1].lower() in ("=", "==", "in"):
-            try:
-                if f[2] is None or (f[1].lower() == "in" and any(v is None for v in f[2])):
-                    return True
-            except TypeError:
-                return True
-    return False
 
 
 def pinned_keys(config: TableConfig, schema: pa.Schema,
@@ -105,16 +94,18 @@ def _same_text_everywhere(t: pa.DataType) -> bool:
 def pinned_partitions(config: TableConfig, schema: pa.Schema,
                       filters: Sequence[tuple[str, str, Any]] | None) -> list[str] | None:
     """The partition folders, as the writer's key generator names them, of the values
-    ``filters`` pin every partition field to (``=``, ``in``); None when they do not pin them
-    all, or where another writer may name the folder otherwise: only string and integer values,
-    whose text Hudi's writers make alike (String.valueOf), and no timestamp-based key generator."""
+    ``filters`` pin every partition field to (``=``, ``in``): a read of one of P partitions
+    lists one folder, not P (on object storage, a request each), as Hudi's file index lists only
+    the prefix equality filters give (``hoodie.datasource.read.file.index.listing.partition-
+    path-prefix.analysis.enabled``). A pinned None names the default partition, where nulls
+    live. None when they do not pin them all, or where another writer may name the folder
+    otherwise: only string and integer values, whose text Hudi's writers make alike
+    (String.valueOf), and no timestamp-based key generator."""
     fields = config.partition_fields
     if not fields or config.key_generator_type is KeyGeneratorType.TIMESTAMP or not all(
             f in schema.names and _same_text_everywhere(schema.field(f).type) for f in fields):
         return None
-    if not isinstance(filters, (list, tuple)) or _pins_null(filters, fields):
-        return None
-    batch = pinned_rows(filters, fields, schema, MAX_PINNED_PARTITIONS)
+    batch = pinned_rows(filters, fields, schema, MAX_PINNED_PARTITIONS, keep_none=True)
     if batch is None:
         return None
     if not batch.num_rows:

@@ -175,15 +175,6 @@ class TableReader:
             values[f] = unquote(p) if self.config.url_encode_partitions else p
         return values
 
-    def listed_partitions(self, filters: Sequence[Filter] | None, schema: pa.Schema) -> list[str] | None:
-        """The partitions a read lists when ``filters`` pin every partition field to values
-        (``=``, ``in``): their folders, as the writer's key generator names them, and no
-        others, so a read of one of P partitions lists one folder, not P (on object storage, a
-        request each), as Hudi's file index lists only the partition path prefix equality
-        filters give (``hoodie.datasource.read.file.index.listing.partition-path-prefix.
-        analysis.enabled``). None: the whole table is listed, then pruned."""
-        return pinned_partitions(self.config, schema, filters)
-
     def prune_partitions(self, partitions: Iterable[str], filters: Sequence[Filter] | None,
                          schema: pa.Schema) -> set[str] | None:
         """Partitions that may hold rows passing the filters on partition columns (None: all)."""
@@ -334,7 +325,7 @@ class TableReader:
             as_of = instant_time_of(as_of, "as_of")
             self._check_retained(as_of, "time travel to")
             self._check_committed_by(as_of)
-        listed = self.listed_partitions(filters, self.schema(as_of))
+        listed = pinned_partitions(self.config, self.schema(as_of), filters)  # None: every partition
         view = self.verified_view(as_of, listed)  # first: it may move self.timeline on
         if listed and not set(listed) <= view.partitions_with_metafile():
             # A pinned folder that is no partition: the value is in no partition, or the table's
