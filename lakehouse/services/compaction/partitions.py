@@ -23,7 +23,7 @@ instants), as RFC-83 falls back to all partitions.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from lakehouse.errors import CorruptFileError, InstantNotFoundError
 from lakehouse.file_group.file_slice import FileSlice
@@ -39,12 +39,8 @@ MISSING_PARTITIONS_KEY = "lakehouse.compaction.missing.partitions"
 SCAN_AFTER_KEY = "lakehouse.compaction.scan.after"
 
 
-def _last_plan(meta: "TableMetaClient", timeline: Timeline) -> CompactionPlan | None:
-    plans = [i.time for i in timeline.filter(actions=[Action.COMPACTION]).instants]
-    plans += [i.time for i in timeline.completed_writes() if timeline.is_compaction(i.time)]
-    if not plans:
-        return None
-    inst = Instant(max(plans), Action.COMPACTION, State.REQUESTED)
+def _plan(meta: "TableMetaClient", time: str) -> CompactionPlan | None:
+    inst = Instant(time, Action.COMPACTION, State.REQUESTED)
     try:
         return CompactionPlan.from_bytes(meta.active.read(inst), meta.storage.uri(meta.active.path(inst)))
     except (InstantNotFoundError, FileNotFoundError, CorruptFileError):
@@ -57,14 +53,22 @@ def _log_partitions(meta: "TableMetaClient", inst: Instant) -> set[str]:
     return {p for p, ss in stats.items() if any(".log." in s.path.rpartition("/")[2] for s in ss)}
 
 
-def partitions_to_scan(meta: "TableMetaClient", timeline: Timeline) -> list[str] | None:
-    """The partitions the next compaction plan lists (None: the whole table)."""
-    compactions = timeline.filter(actions=[Action.COMPACTION]).instants or tuple(
+def last_compaction(timeline: Timeline) -> str | None:
+    """The time of the newest compaction on ``timeline``, pending or completed."""
+    compactions = timeline.filter(actions=[Action.COMPACTION]).instants + tuple(
         i for i in timeline.completed_writes() if timeline.is_compaction(i.time))
-    if not compactions:
+    return max((i.time for i in compactions), default=None)
+
+
+def partitions_to_scan(meta: "TableMetaClient", timeline: Timeline,
+                       pending_groups: Iterable[tuple[str, str]] | None = None) -> list[str] | None:
+    """The partitions the next compaction plan lists (None: the whole table); ``pending_groups``:
+    the (partition, file id) pairs pending compaction plans work on, if the caller read them."""
+    last = last_compaction(timeline)
+    if last is None:
         start, missing = "0", []  # no plan yet: every delta commit
     else:
-        plan = _last_plan(meta, timeline)
+        plan = _plan(meta, last)
         extra = plan.extra_metadata if plan is not None else None
         if not extra or MISSING_PARTITIONS_KEY not in extra or SCAN_AFTER_KEY not in extra:
             return None
@@ -82,7 +86,9 @@ def partitions_to_scan(meta: "TableMetaClient", timeline: Timeline) -> list[str]
         return None  # delta commits after ``start`` may be archived
     try:
         # A pending plan's partitions too: should it be rolled back, its slices are nobody's.
-        out = set(missing) | {p for p, _ in meta.active.pending_compaction_file_groups(timeline)}
+        if pending_groups is None:
+            pending_groups = meta.active.pending_compaction_file_groups(timeline)
+        out = set(missing) | {p for p, _ in pending_groups}
         for inst in timeline.completed().filter(actions=[Action.DELTA_COMMIT]):
             if inst.time > start:
                 out |= _log_partitions(meta, inst)
@@ -91,11 +97,10 @@ def partitions_to_scan(meta: "TableMetaClient", timeline: Timeline) -> list[str]
     return sorted(out)
 
 
-def scan_record(timeline: Timeline, log_slices: Iterable[FileSlice],
+def scan_record(timeline: Timeline, pending: Sequence[Instant], log_slices: Iterable[FileSlice],
                 planned: set[tuple[str, str]]) -> dict[str, str]:
     """The extraMetadata entries of a plan that planned ``planned`` (partition, file id) of the
-    slices with log files it saw."""
-    pending = timeline.pending_writes([Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT]).instants
+    slices with log files it saw, made on ``timeline`` with the writes ``pending`` in flight."""
     times = [i.time for i in timeline.instants]
     if pending:
         before = [t for t in times if t < pending[0].time]

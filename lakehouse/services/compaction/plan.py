@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Mapping
 
 from lakehouse.config import CompactionConfig
-from lakehouse.services.compaction.partitions import partitions_to_scan, scan_record
+from lakehouse.services.compaction.partitions import last_compaction, partitions_to_scan, scan_record
 from lakehouse.services.pending_files import without_files_of
 from lakehouse.services.rollback import rollback_expired_writes
 from lakehouse.errors import ConfigError
@@ -129,16 +129,15 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
         first = pending_writes.instants[0]
         return ScheduleResult(None, reason=f"write {first.time} is still {first.state.name.lower()}; "
                               "its logs would be missed: commit or roll it back first")
-    compactions = timeline.filter(actions=[Action.COMPACTION]).instants + tuple(
-        i for i in timeline.completed_writes() if timeline.is_compaction(i.time))
-    last = max((i.time for i in compactions), default=None)
+    last = last_compaction(timeline)
     deltas = [i for i in timeline.completed().filter(actions=[Action.DELTA_COMMIT])
               if last is None or i.time > last]
-    view = FileSystemView.load(meta.storage, timeline, meta.active, partitions_to_scan(meta, timeline))
+    compacting = set(meta.active.pending_compaction_file_groups(timeline))
+    view = FileSystemView.load(meta.storage, timeline, meta.active,
+                               partitions_to_scan(meta, timeline, compacting))
     # File groups a pending clustering rewrites are left out too (Hudi's
     # BaseHoodieCompactionPlanGenerator), so no file group is in both plans.
-    in_plan = set(meta.active.pending_compaction_file_groups(timeline)) | set(
-        meta.active.pending_clustering_file_groups(timeline))
+    in_plan = compacting | set(meta.active.pending_clustering_file_groups(timeline))
     with_logs = [s for s in view.latest_slices_for_write() if s.log_files]
     if pending_writes.instants:
         with_logs = without_files_of(meta, with_logs, pending_writes.instants)
@@ -161,7 +160,7 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
     plan = CompactionPlan(operations=tuple(ops), strategy=None,
         extra_metadata={**(extra_metadata or {}),
                         "lakehouse.trigger": trig.reason if trig.fire else f"forced ({trig.reason})",
-                        **scan_record(timeline, with_logs, planned)},
+                        **scan_record(timeline, pending_writes.instants, with_logs, planned)},
         preserve_hoodie_metadata=True)
     # request() checks the lease: "no write pending" holds only while the lock does.
     inst = request(meta, Action.COMPACTION, plan.to_bytes(), timeline=timeline)
