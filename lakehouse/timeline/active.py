@@ -63,10 +63,10 @@ class Timeline:
     def with_instant(self, instant: Instant) -> "Timeline":
         """This timeline with ``instant`` (a new one, or a newer state of one) on it: what a
         listing taken right after its file was written would read, for the writer that wrote it."""
-        if instant.action is Action.SAVEPOINT:
-            rest = tuple(i for i in self.instants if not (i.time == instant.time and i.action is Action.SAVEPOINT))
-        else:
-            rest = tuple(i for i in self.instants if not (i.time == instant.time and i.action is not Action.SAVEPOINT))
+        # A time holds a savepoint beside one other instant (from_file_names): replace its twin.
+        savepoint = instant.action is Action.SAVEPOINT
+        rest = tuple(i for i in self.instants
+                     if not (i.time == instant.time and (i.action is Action.SAVEPOINT) == savepoint))
         compactions = self.compaction_times | ({instant.time} if instant.action is Action.COMPACTION else set())
         return Timeline(tuple(sorted((*rest, instant))), compactions, self.clustering_times)
 

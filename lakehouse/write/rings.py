@@ -5,7 +5,7 @@ partitions an overwrite replaces."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from lakehouse.consistent_hashing import HashingMetadata, ring_committed, ring_for_write, write_rings
 from lakehouse.file_group.naming import new_file_id_prefix
@@ -35,13 +35,12 @@ def rings_for_write(meta: "TableMetaClient", num_buckets: int, partitions: list[
 
 
 def renew_rings(meta: "TableMetaClient", num_buckets: int, loaded: dict[str, HashingMetadata],
-                partitions: list[str], t: str, timeline: Timeline,
-                prefix: Callable[[], str] = new_file_id_prefix) -> dict[str, HashingMetadata]:
+                partitions: list[str], t: str, timeline: Timeline) -> dict[str, HashingMetadata]:
     """Renewed rings of the partitions whose every file group instant ``t`` replaces
     (insert_overwrite, delete_partition): the same buckets over new file groups, written as
     ``<t>.hashing_meta``, in force once ``t`` completes (a rollback deletes them)."""
     committed = ring_committed(timeline)
-    renewed = {p: (loaded.get(p) or ring_for_write(meta.storage, p, num_buckets, committed)).renewed(t, prefix)
+    renewed = {p: (loaded.get(p) or ring_for_write(meta.storage, p, num_buckets, committed)).renewed(t, new_file_id_prefix)
                for p in partitions}
     write_rings(meta.storage, renewed)
     return renewed
