@@ -127,20 +127,9 @@ def test_threads_never_hold_it_together(storage):
     assert sorted(taken) == list(range(1, 61))  # every lease number handed out once
 
 
-class Ticks:
-    """A monotonic clock that moves ``step`` seconds at each look."""
-
-    def __init__(self, step: float) -> None:
-        self.now, self.step = 0.0, step
-
-    def __call__(self) -> float:
-        self.now += self.step
-        return self.now
-
-
 class Jumping(Clock):
-    """A wall clock that jumps ``step`` seconds at each look (a machine suspended meanwhile,
-    which a plain monotonic clock would not show)."""
+    """A clock that moves ``step`` seconds at each look: a stalled process, as a monotonic clock
+    sees it, or a machine suspended meanwhile, as the wall clock does."""
 
     def __init__(self, step: float) -> None:
         super().__init__()
@@ -166,7 +155,7 @@ def test_a_stale_taker_gives_up_a_forgotten_number(storage, slow):
     assert not storage.exists(StorageLockProvider._path(2))
     stale = StorageLockProvider(storage, owner="stale", lease_s=10.0, poll_s=0.5,
                                 clock=clock if slow == "monotonic" else Jumping(60), sleep=clock.sleep,
-                                monotonic=Ticks(60) if slow == "monotonic" else (lambda: 0.0))
+                                monotonic=Jumping(60) if slow == "monotonic" else (lambda: 0.0))
     real = stale._folder
     calls = []
     # The first listing predates leases 2-12 (and names none of lease 1's files)
@@ -214,7 +203,7 @@ def test_a_failed_cleanup_of_old_leases_neither_fails_nor_keeps_the_lock(storage
 def test_a_lease_whose_standing_cannot_be_checked_is_given_back(storage, monkeypatch):
     clock = Clock()
     a = StorageLockProvider(storage, owner="a", lease_s=10.0, poll_s=0.5, clock=clock,
-                            sleep=clock.sleep, monotonic=Ticks(60))  # slow: it looks again
+                            sleep=clock.sleep, monotonic=Jumping(60))  # slow: it looks again
     b = provider(storage, clock, "b")
     calls = []
     real = StorageLockProvider._folder
