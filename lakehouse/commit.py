@@ -32,7 +32,7 @@ from lakehouse.faults import InjectedFault
 from lakehouse.meta_client import TableMetaClient, meta_client_of
 from lakehouse.metadata_table import drop_metadata_table
 from lakehouse.properties import restore_table_properties
-from lakehouse.timeline.active import ActiveTimeline
+from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.timeline.instant import Action, Instant, State
 
 log = logging.getLogger("lakehouse.commit")
@@ -115,14 +115,15 @@ def start(meta: Any, requested: Instant, content: bytes = b"") -> Instant:
 
 
 def complete(meta: Any, inflight: Instant, content: bytes = b"", *,
-             folders: "frozenset[str] | None" = None) -> Instant:
+             folders: "frozenset[str] | None" = None, timeline: "Timeline | None" = None) -> Instant:
     """Complete ``inflight`` with ``content``; settle a lost answer by looking before deciding;
     then the post-commit hooks (now, or at the end of a :func:`hooks_deferred` block). A Hudi
     metadata table, which would not know this commit's files, goes first
     (:mod:`lakehouse.metadata_table`), and keys ``hoodie.properties`` lost to another program's
     rewrite are written back (:func:`lakehouse.properties.restore_table_properties`).
     ``folders``: the folders of ``.hoodie``, listed under the lock held now (the metadata table
-    is then not looked for again)."""
+    is then not looked for again); ``timeline``: that listing's timeline, which the hooks then
+    get with this instant completed on it (TableMetaClient.timeline_after)."""
     client = meta_client_of(meta)  # the table facade is taken too (tests, notebooks)
     _check_lease(client)
     drop_metadata_table(client, folders if client.holds_lock() else None)
@@ -130,6 +131,7 @@ def complete(meta: Any, inflight: Instant, content: bytes = b"", *,
         restore_table_properties(client.storage)
         client.restored = ()
     done = _publish(client.active, inflight, content)
+    client.note_completion(timeline.with_instant(done) if timeline is not None else None)
     pending = getattr(client.deferred_hooks, "pending", None)
     if pending is not None:
         pending.append(done)

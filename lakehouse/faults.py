@@ -72,7 +72,7 @@ POINTS = (
     "write.mid_data_file",         # a data file is half written
     "write.after_data_files",      # every data file written, results not yet recorded
     "spark.write_task.after_files",  # a Spark write task wrote its files, results not returned
-    "write.after_results",         # phase 1 done: results on the inflight instant
+    "write.after_results",         # phase 1 done: results recorded (in memory when the commit follows)
     "commit.before_complete",      # phase 2 checked the results, completed file not written
     "commit.after_complete",       # completed, markers still present
     "rollback.after_plan",         # rollback requested, nothing deleted

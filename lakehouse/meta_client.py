@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import functools
 import threading
-from typing import Any, Callable, ContextManager, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -26,6 +26,9 @@ from lakehouse.properties import load_table_config
 from lakehouse.storage import Storage, get_storage
 from lakehouse.timeline.active import ActiveTimeline, Timeline
 from lakehouse.timeline.schema_resolver import table_schema
+
+if TYPE_CHECKING:
+    from lakehouse.timeline.instant import Instant
 
 CONCURRENCY_KEYS = option_keys(ConcurrencyConfig)
 OPEN_KEYS = CONCURRENCY_KEYS | option_keys(MemoryConfig)
@@ -72,6 +75,11 @@ class TableMetaClient:
         self.post_commit_hooks: list[Callable[..., None]] = []
         # Per thread: the instants completed in a lakehouse.commit.hooks_deferred block.
         self.deferred_hooks = threading.local()
+        # The results of writes whose phase 1 ran through this client, until their phase 2
+        # (lakehouse.write.client.WriteClient.record_results).
+        self.recorded_writes: dict[str, Any] = {}
+        # Per thread: the timeline right after this thread's last completion (note_completion).
+        self._completions = threading.local()
         # Each partition's consistent-hashing ring a write last loaded, with the replace commits
         # on its timeline then (lakehouse.write.client.WriteClient.bucket_context).
         self.ring_cache: dict[str, tuple[tuple, Any]] = {}
@@ -181,6 +189,20 @@ class TableMetaClient:
         fresh.post_commit_hooks = list(self.post_commit_hooks)
         fresh.active.share_caches(self.active)
         return fresh
+
+    def note_completion(self, timeline: "Timeline | None") -> None:
+        """The timeline right after an instant this thread just completed: listed under the
+        lock before the completion, with the instant completed on it (None: not known)."""
+        self._completions.timeline = timeline
+
+    def timeline_after(self, instants: "Sequence[Instant]") -> "Timeline | None":
+        """The timeline this thread noted at its last completion, if every one of ``instants``
+        is completed on it: a prefix of the table's completion order (completions happen under
+        the lock), for the post-commit hooks to work on without listing ``.hoodie`` again."""
+        timeline = getattr(self._completions, "timeline", None)
+        if timeline is None or not all(timeline.is_completed(i.time) for i in instants):
+            return None
+        return timeline
 
     def adopt(self, config: TableConfig) -> None:
         """Work with ``config`` from now on (hoodie.properties rewritten: the bucket count a

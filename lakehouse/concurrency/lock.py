@@ -12,7 +12,10 @@ number is a fencing token: it only grows. A holder that stalls past its lease lo
 the next writer and learns so at its next check (:class:`LockLostError`), before committing.
 
 On an object store each step is a request, and every write takes the lock twice; a lock cycle
-costs three (a listing, the lease, its release). Old leases are forgotten in batches, one delete
+costs three (a listing, the lease, its release), two when this provider gave the lock back less
+than half a lease ago with more than half its lease left (nobody can have taken that lease over,
+so it is the newest: the next number is created without a listing; every _FORGET_AT numbers a
+take lists anyway, to forget the old ones). Old leases are forgotten in batches, one delete
 request for many, and only once the store's own clock (the files' modification times) says they
 ended a lease's length before the newest: a taker whose listing and create lie less than half a
 lease apart (by a clock that runs on through a suspend, and by the wall clock) cannot have
@@ -138,6 +141,10 @@ class StorageLockProvider:
         self.sleep = sleep
         self.monotonic = monotonic
         self._released: set[int] = set()  # leases given back here: their check always looks
+        # The lease last given back here while nobody could have taken it over, and when (by
+        # both clocks): for half a lease it is known to be the newest without a listing.
+        self._gave_back: tuple[int, float, float] | None = None
+        self._listed = 0  # the newest lease the last listing here showed
 
     # --- files ---------------------------------------------------------------------------------
 
@@ -191,26 +198,55 @@ class StorageLockProvider:
 
     # --- the protocol ----------------------------------------------------------------------------
 
-    def try_acquire(self) -> Lease | None:
-        started, started_wall = self.monotonic(), self.clock()
-        n, names, mtimes = self._folder()
-        expiry, doc = self._state(n, names)
-        if expiry is not None and expiry > self.clock() and not _holder_gone(doc):
-            return None
+    def _create_lease(self, n: int, took_over: bool) -> Lease | None:
+        """Lease ``n + 1`` created (None: someone else was faster)."""
         lease = Lease(n + 1, self.owner, uuid.uuid4().hex, self.clock() + self.lease_s)
         host, pid, pidns, boot = _this_process()
         try:
             self.storage.create(self._path(lease.number), json.dumps(
                 {"owner": lease.owner, "token": lease.token, "expires_at": lease.expires_at,
-                 "took_over": n if expiry is not None else None,
+                 "took_over": n if took_over else None,
                  "host": host, "pid": pid, "pidns": pidns, "boot": boot}).encode())
         except FileAlreadyExistsError:
+            return None
+        return lease
+
+    def _fresh(self, since: float, since_wall: float) -> bool:
+        """Whether less than half a lease passed since ``since`` by both clocks."""
+        return self.monotonic() - since < self.lease_s / 2 and abs(self.clock() - since_wall) < self.lease_s / 2
+
+    def try_acquire(self) -> Lease | None:
+        gave_back, self._gave_back = self._gave_back, None
+        # Every _FORGET_AT leases a taker lists anyway, to forget the old ones.
+        if gave_back is not None and gave_back[0] - self._listed < _FORGET_AT \
+                and self._fresh(gave_back[1], gave_back[2]):
+            # The lease this provider gave back is the newest (as a listing taken then would
+            # show), so the next number is taken without listing: if it was forgotten, that is
+            # a lease's length after it was made, after our release (see below).
+            lease = self._create_lease(gave_back[0], False)
+            if lease is not None and self._fresh(gave_back[1], gave_back[2]):
+                return lease
+            if lease is not None:  # too slow to be sure: look, as any slow taker does
+                return self._verified(lease)
+        started, started_wall = self.monotonic(), self.clock()
+        n, names, mtimes = self._folder()
+        self._listed = n
+        expiry, doc = self._state(n, names)
+        if expiry is not None and expiry > self.clock() and not _holder_gone(doc):
+            return None
+        lease = self._create_lease(n, expiry is not None)
+        if lease is None:
             return None  # someone else was faster
-        if self.monotonic() - started < self.lease_s / 2 and abs(self.clock() - started_wall) < self.lease_s / 2:
+        if self._fresh(started, started_wall):
             # No lease younger than a lease's length is forgotten (:meth:`_forget_old`): the
             # number just created cannot have been one.
             self._forget_old(n, mtimes)
             return lease
+        return self._verified(lease)
+
+    def _verified(self, lease: Lease) -> Lease | None:
+        """``lease``, created on knowledge too old to be sure it was not a forgotten number,
+        if a listing shows it is the newest (else given back)."""
         try:
             latest, names, mtimes = self._folder()
             stale = latest != lease.number
@@ -218,12 +254,12 @@ class StorageLockProvider:
             # Not knowing whether the lease holds, give it back rather than leave it to expire
             # (a minute in which nobody else writes).
             with contextlib.suppress(Exception):
-                self.release(lease)
+                self._give_back(lease, newest=False)
             raise
         if stale:
             # Our listing was stale and the number we took had been forgotten already: a newer
             # lease exists, so ours is void. Numbers only grow; give this one back and retry.
-            self.release(lease)
+            self._give_back(lease, newest=False)
             return None
         self._forget_old(lease.number - 1, mtimes)
         return lease
@@ -273,13 +309,21 @@ class StorageLockProvider:
         return renewed
 
     def release(self, lease: Lease) -> None:
+        # With more than half its length to run nobody can have taken the lease over (as in
+        # check): it is the newest, whatever the folder holds.
+        self._give_back(lease, newest=lease.expires_at - self.clock() > self.lease_s / 2)
+
+    def _give_back(self, lease: Lease, *, newest: bool) -> None:
         if len(self._released) > 256:
             self._released = {n for n in self._released if n > lease.number - 64}
         self._released.add(lease.number)
+        self._gave_back = None
         try:
             self.storage.create(self._path(lease.number, ".released"), lease.token.encode())
         except FileAlreadyExistsError:
             pass
+        if newest:
+            self._gave_back = (lease.number, self.monotonic(), self.clock())
 
     # --- housekeeping ------------------------------------------------------------------------------
 

@@ -63,7 +63,7 @@ def read_footer(storage: Storage, bf: BaseFile) -> BaseFileFooter:
         if hit is not None:
             _FOOTERS.move_to_end(uri)
             return hit
-    md = read_metadata(storage, bf.path).metadata or {}
+    md = read_metadata(storage, bf.path, bf.size).metadata or {}
     bloom = None
     raw = md.get(b"org.apache.hudi.bloomfilter")
     if raw:

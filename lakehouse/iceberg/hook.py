@@ -21,6 +21,7 @@ from lakehouse.timeline.instant import Instant
 
 if TYPE_CHECKING:
     from lakehouse.field_schema import Schema
+    from lakehouse.timeline.active import Timeline
     from lakehouse.meta_client import TableMetaClient
 
 log = logging.getLogger("lakehouse.iceberg")
@@ -35,19 +36,21 @@ def after_commit(meta: "TableMetaClient", instants: Sequence[Instant] = ()) -> N
     if not config.enabled:
         return
     fault_point("iceberg.before_publish")
+    # The committer's timeline, read under the lock, saves listing .hoodie again.
+    timeline = meta.timeline_after(instants) if instants else None
     if config.asynchronous:
         # The publisher works with a meta client of its own: the writer goes on with this one.
-        background.submit(meta.storage.uri(), lambda: publish_now(meta.fresh()))
+        background.submit(meta.storage.uri(), lambda: publish_now(meta.fresh(), timeline))
         return
-    publish_now(meta)
+    publish_now(meta, timeline)
 
 
-def publish_now(meta: "TableMetaClient") -> None:
-    """Publish everything unpublished and move the catalog pointer; never raises (but for
-    injected faults)."""
+def publish_now(meta: "TableMetaClient", timeline: "Timeline | None" = None) -> None:
+    """Publish everything unpublished (as of ``timeline``, where given: sync_iceberg) and move
+    the catalog pointer; never raises (but for injected faults)."""
     config = publish.iceberg_config(meta)
     try:
-        result = publish.sync_iceberg(meta)
+        result = publish.sync_iceberg(meta, timeline=timeline)
     except InjectedFault:
         raise
     except IcebergSyncError as e:

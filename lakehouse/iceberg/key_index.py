@@ -185,7 +185,7 @@ def load(storage: Storage, rel: str, size: int | None) -> KeyIndex:
     and size (a compaction run again after a failure writes its base file under the same name)."""
     def read() -> KeyIndex:
         try:
-            with storage.open_input(rel) as f:
+            with storage.open_input(rel, size) as f:
                 return KeyIndex(pq.read_table(f, columns=[RECORD_KEY]).column(0))
         except OSError as e:
             raise _gone_as_not_found(storage, rel, e) from e
@@ -206,7 +206,7 @@ def file_columns(storage: Storage, rel: str, size: int | None, columns: list[str
     index = memo.ARROW.get(("keys", uri, size))
     if table is None:
         try:
-            with storage.open_input(rel) as f:
+            with storage.open_input(rel, size) as f:
                 pf = pq.ParquetFile(f)
                 have = set(pf.schema_arrow.names)
                 wanted = [c for c in columns if c != RECORD_KEY and c in have]

@@ -44,14 +44,15 @@ from lakehouse.faults import fault_point
 from lakehouse.errors import CorruptFileError, FileAlreadyExistsError, InstantNotFoundError
 from lakehouse import layout
 from lakehouse.iceberg import background, overlay
-from lakehouse.iceberg.builder import PartitionChange, SnapshotStats, SnapshotWriter
+from lakehouse.iceberg.builder import PartitionChange, SnapshotWriter
 from lakehouse.iceberg.snapshot_view import SnapshotView
 from lakehouse.iceberg.store import partition_key
 from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg.manifest import DataFile
 from lakehouse.iceberg.identifier import identified
 from lakehouse.iceberg.metrics import from_footer, name_ids
-from lakehouse.iceberg.metadata import INSTANT_KEY, LogEntry, Snapshot, TableMetadata
+from lakehouse.iceberg.metadata import LogEntry, Snapshot, TableMetadata
+from lakehouse.iceberg.summary import snapshot_summary
 from lakehouse.iceberg.partition import PartitionMapper, PartitionSpec, choose_spec
 from lakehouse.iceberg.replay import (BaseFileWrite, InstantChanges, archived_base_files,
                                       existing_data_files, instant_changes, read_footer,
@@ -117,20 +118,6 @@ def _check_supported(config: TableConfig) -> None:
 
 def _instant_ms(t: str) -> int:
     return int(parse_instant_time(t).timestamp() * 1000)
-
-
-def _operation(stats: SnapshotStats, changes: InstantChanges) -> str:
-    if stats.added_delete_files or stats.removed_delete_files:
-        # The snapshot view's row files and position deletes: rows replaced (or only removed).
-        return "overwrite" if stats.added_files or stats.deleted_files else "delete"
-    if stats.added_files and stats.deleted_files:
-        # Clustering rewrites rows without changing them: Iceberg's "replace".
-        return "replace" if changes.operation.upper() == "CLUSTER" else "overwrite"
-    if stats.added_files:
-        return "append"
-    if stats.deleted_files:
-        return "delete"
-    return "replace"  # e.g. a MOR delta commit of log files only: the view did not change
 
 
 class _Attempt:
@@ -285,39 +272,6 @@ class _Attempt:
             out[partition_key(partition)].adds[fid] = w
         return dict(out)
 
-    def _summary(self, inst: Instant, changes: InstantChanges, stats: SnapshotStats,
-                 parent: Snapshot | None) -> dict[str, str]:
-        def total(key: str) -> int:
-            return int(parent.summary.get(key, "0")) if parent is not None else 0
-
-        return {
-            "operation": _operation(stats, changes),
-            INSTANT_KEY: inst.time,
-            "hudi.action": "compaction" if changes.compaction else str(inst.action),
-            "hudi.operation": changes.operation,
-            "added-data-files": str(stats.added_files),
-            "deleted-data-files": str(stats.deleted_files),
-            "added-records": str(stats.added_records),
-            "deleted-records": str(stats.deleted_records),
-            "added-files-size": str(stats.added_size),
-            "removed-files-size": str(stats.deleted_size),
-            "changed-partition-count": str(stats.changed_partitions),
-            "total-data-files": str(total("total-data-files") + stats.added_files - stats.deleted_files),
-            "total-records": str(total("total-records") + stats.added_records - stats.deleted_records),
-            "total-files-size": str(total("total-files-size") + stats.added_size - stats.deleted_size),
-            "added-delete-files": str(stats.added_delete_files),
-            "added-position-delete-files": str(stats.added_delete_files),
-            "added-position-deletes": str(stats.added_position_deletes),
-            "removed-delete-files": str(stats.removed_delete_files),
-            "removed-position-delete-files": str(stats.removed_delete_files),
-            "removed-position-deletes": str(stats.removed_position_deletes),
-            "total-delete-files": str(total("total-delete-files") + stats.added_delete_files
-                                      - stats.removed_delete_files),
-            "total-position-deletes": str(total("total-position-deletes") + stats.added_position_deletes
-                                          - stats.removed_position_deletes),
-            "total-equality-deletes": "0",
-        }
-
     # --- the attempt -----------------------------------------------------------------------
 
     def _chain(self) -> tuple[list[Snapshot], list[str]]:
@@ -381,7 +335,7 @@ class _Attempt:
             # Snapshot times follow instant times, never going back (Iceberg keeps its log in order).
             last_ts = max(last_ts, _instant_ms(inst.time), parent.timestamp_ms if parent else 0)
             snap = Snapshot(sid, parent.snapshot_id if parent else None, self.last_seq, last_ts, uri,
-                            schema.schema_id, self._summary(inst, changes, stats, parent))
+                            schema.schema_id, snapshot_summary(inst, changes, stats, parent))
             chain.append(snap)
             new.append(snap)
             published.add(inst.time)
@@ -549,10 +503,21 @@ def _moved(metadata: TableMetadata, meta: "TableMetaClient") -> bool:
     return metadata.location.rstrip("/") != meta.storage.uri().rstrip("/")
 
 
-def sync_iceberg(meta: "TableMetaClient | Any") -> SyncResult:
+def _knows_published(timeline: Timeline | None, metadata: TableMetadata | None) -> bool:
+    """Whether ``timeline`` has the newest instant ``metadata`` published completed: else a
+    publish as of it would take the newer instants for rolled back."""
+    if timeline is None or metadata is None or not metadata.snapshots:
+        return timeline is not None
+    newest = max(metadata.snapshots, key=lambda s: s.sequence_number).instant
+    return newest is not None and timeline.is_completed(newest)
+
+
+def sync_iceberg(meta: "TableMetaClient | Any", *, timeline: Timeline | None = None) -> SyncResult:
     """Publish Iceberg metadata for every completed instant of ``meta`` (a meta client, or a
     table over one) not yet published, once this process's background publisher of the table
-    (lakehouse.iceberg.background) is done."""
+    (lakehouse.iceberg.background) is done. ``timeline``: a committer's, read under the lock
+    (TableMetaClient.timeline_after), published as of instead of listing ``.hoodie``, unless the
+    metadata already shows an instant it lacks (then it is older than what others published)."""
     meta = meta_client_of(meta)
     _check_supported(meta.config)
     background.wait(meta.storage.uri())
@@ -568,7 +533,8 @@ def sync_iceberg(meta: "TableMetaClient | Any") -> SyncResult:
             metadata = None
         work = None
         try:
-            work = _Attempt(meta, store, version, metadata, meta.active.load())
+            given = timeline if attempt == 0 and _knows_published(timeline, metadata) else None
+            work = _Attempt(meta, store, version, metadata, given or meta.active.load())
             new_md, result = work.prepare()
         except (InstantNotFoundError, FileNotFoundError):
             # The timeline moved under this attempt (a rollback, restore, clean or archival of

@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakehouse.storage.kept_reads import KeptReads
 from lakehouse.columns import IS_DELETED, RECORD_KEY
 from lakehouse.config import MergeMode
 from lakehouse.engine import SharedThreads
@@ -106,11 +107,13 @@ class SnapshotView:
         self.meta = meta
         self.timeline = timeline
         self.store = store
-        self.storage = meta.storage
+        # A delta commit's new log is read to plan its copy and again to decide event-time
+        # order: read once (lakehouse.storage.kept_reads), for this attempt only.
+        self.storage = KeptReads(meta.storage)
         self.writer = writer
         self.describe = describe
         self.partition_of = partition_of
-        self.reader = TableReader(meta.storage, meta.config, meta.active, timeline)
+        self.reader = TableReader(self.storage, meta.config, meta.active, timeline)
         self.commit_time_ordering = meta.config.merge_mode is MergeMode.COMMIT_TIME_ORDERING
         self.event_time = meta.config.merge_mode is MergeMode.EVENT_TIME_ORDERING and bool(meta.config.ordering_field)
         self.partial = meta.config.merge_mode is MergeMode.PARTIAL_UPDATE

@@ -34,15 +34,26 @@ class Markers:
         self.storage = storage
         self.instant_time = instant_time
         self.root = f"{layout.TEMP}/{instant_time}"
+        # What this object marked (a dict's item set and pop are atomic: handles on several
+        # threads share it). Recorded before the touch, whose outcome may be unknown.
+        self._made: dict[str, Marker] = {}
 
     def create(self, partition: str, file_name: str, type: MarkerType) -> None:
         rel = f"{partition}/{file_name}" if partition else file_name
+        self._made[f"{rel}.{type}"] = Marker(partition, file_name, type)
         self.storage.touch(f"{self.root}/{rel}.marker.{type}")
         fault_point("write.after_first_marker")
 
     def delete(self, partition: str, file_name: str, type: MarkerType) -> None:
         rel = f"{partition}/{file_name}" if partition else file_name
         self.storage.delete(f"{self.root}/{rel}.marker.{type}")
+        self._made.pop(f"{rel}.{type}", None)
+
+    def made(self) -> list[Marker]:
+        """The markers created through this object and not deleted: every marker of the instant
+        when all its files were written through this object (one process's writer; not a
+        Spark write, whose tasks each mark through their own)."""
+        return list(self._made.values())
 
     def all(self) -> list[Marker]:
         out = []

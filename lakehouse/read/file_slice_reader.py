@@ -29,14 +29,14 @@ from lakehouse.storage.parquet import decode_dictionaries, iter_parquet, read_pa
 
 def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None,
                    row_filter: pc.Expression | None = None, *, keep_dictionaries: bool = False,
-                   copies: dict[str, str] | None = None) -> pa.Table:
+                   copies: dict[str, str] | None = None, size: int | None = None) -> pa.Table:
     """A base file's rows in ``schema``'s types (``columns`` only, when given). With
     ``keep_dictionaries``, string columns of small dictionaries whose type the schema keeps stay
     dictionary-encoded (see :mod:`lakehouse.storage.parquet`): for a read that drops rows before
     :func:`~lakehouse.storage.parquet.decode_dictionaries` makes them plain."""
     keep_dictionaries = keep_dictionaries and row_filter is None
     table = next(iter_base_file(storage, path, schema, columns, None, keep_dictionaries=keep_dictionaries,
-                                copies=copies))
+                                copies=copies, size=size))
     if row_filter is not None:
         table = table.filter(row_filter)
     return table
@@ -44,11 +44,12 @@ def read_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list
 
 def iter_base_file(storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None,
                    batch_rows: int | None, *, keep_dictionaries: bool = False,
-                   copies: dict[str, str] | None = None, batch_bytes: int | None = None) -> Iterator[pa.Table]:
+                   copies: dict[str, str] | None = None, batch_bytes: int | None = None,
+                   size: int | None = None) -> Iterator[pa.Table]:
     """:func:`read_base_file`'s rows ``batch_rows`` at a time, or about ``batch_bytes`` of
-    memory at a time (both None: all at once, one table)."""
+    memory at a time (both None: all at once, one table). ``size``: the file's, as listed."""
     try:
-        with storage.open_input(path) as f:
+        with storage.open_input(path, size) as f:
             names = columns or schema.names
             if batch_rows is None and batch_bytes is None:
                 yield _conform_base(read_parquet(f, names, keep_dictionaries=keep_dictionaries, copies=copies),
@@ -179,7 +180,8 @@ def _base_pieces(base_file: BaseFile, log_keys: LogKeys | None, pinned: pa.Array
     drops = log_keys is not None or pinned is not None or ctx.row_filter is not None
     columns = None if ctx.columns is None and log_keys is None else ctx.needed_columns()
     for base in iter_base_file(ctx.storage, base_file.path, ctx.schema, columns, batch_rows,
-                               keep_dictionaries=drops and ctx.key_of is None, copies=ctx.copies):
+                               keep_dictionaries=drops and ctx.key_of is None, copies=ctx.copies,
+                               size=base_file.size):
         if pinned is not None:
             base = base.filter(pinned)
         hit = None
@@ -209,7 +211,7 @@ def _pinned_rows(base_file, ctx: SliceReadContext) -> pa.Array | None:
         return None
     if not read_footer(ctx.storage, base_file).might_contain(ctx.keys).any():
         return pa.array([], pa.bool_())
-    keys = read_base_file(ctx.storage, base_file.path, ctx.schema, [RECORD_KEY]).column(0)
+    keys = read_base_file(ctx.storage, base_file.path, ctx.schema, [RECORD_KEY], size=base_file.size).column(0)
     return pc.is_in(keys, value_set=ctx.keys).combine_chunks()
 
 

@@ -38,8 +38,9 @@ class Storage(abc.ABC):
     def read_range(self, path: str, offset: int, length: int) -> bytes: ...
 
     @abc.abstractmethod
-    def open_input(self, path: str) -> pa.NativeFile:
-        """A random-access file, as pyarrow.parquet wants it."""
+    def open_input(self, path: str, size: int | None = None) -> pa.NativeFile:
+        """A random-access file, as pyarrow.parquet wants it. ``size``: the file's size, from a
+        listing (an object store then does not ask for it)."""
 
     @abc.abstractmethod
     def write(self, path: str, data: bytes) -> None:

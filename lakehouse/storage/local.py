@@ -44,7 +44,7 @@ class LocalStorage(Storage):
             f.seek(offset)
             return f.read(length)
 
-    def open_input(self, path: str) -> pa.NativeFile:
+    def open_input(self, path: str, size: int | None = None) -> pa.NativeFile:
         return self._fs.open_input_file(self._abs(path))
 
     def write(self, path: str, data: bytes) -> None:

@@ -185,11 +185,11 @@ def unreadable(storage, path: str, e: Exception) -> LakehouseError:
     return CorruptFileError(storage.uri(path), f"not a readable parquet file ({e})")
 
 
-def read_metadata(storage, path: str) -> pq.FileMetaData:
-    """The footer of parquet file ``path`` (a missing file raises FileNotFoundError; anything
-    else unreadable, :func:`unreadable`'s error)."""
+def read_metadata(storage, path: str, size: int | None = None) -> pq.FileMetaData:
+    """The footer of parquet file ``path`` (``size``: as listed; a missing file raises
+    FileNotFoundError; anything else unreadable, :func:`unreadable`'s error)."""
     try:
-        with storage.open_input(path) as f:
+        with storage.open_input(path, size) as f:
             return pq.read_metadata(f)
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):

@@ -29,7 +29,7 @@ from lakehouse.errors import (ClusteringUpdateError, CommitConflictError, Commit
                               LockTimeoutError, RecordKeyError, SchemaError, TimelineError,
                               UnsupportedTableError, WriteError)
 from lakehouse.file_group.file_slice import BaseFile, FileSlice
-from lakehouse.file_group.view import FileSystemView, list_data_files
+from lakehouse.file_group.view import FileSystemView
 from lakehouse.properties import read_table_config
 from lakehouse.columns import DELETE, PARTITION
 from lakehouse.meta_client import TableMetaClient, meta_client_of
@@ -42,8 +42,9 @@ from lakehouse.timeline.commit_metadata import CommitMetadata, WriteStat
 from lakehouse.timeline.instant import Action, State
 from lakehouse.write import assign, bucket_sizing, buffer, commit_phase, datetime_partitioning, memory, rings, spill
 from lakehouse.write.source import BatchSource, as_source
-from lakehouse.write.commit_phase import BUCKETS_KEY, RESULTS_KEY, phase_one_problem, rollback_own
+from lakehouse.write.commit_phase import BUCKETS_KEY, RESULTS_KEY, Recorded, phase_one_problem, rollback_own
 from lakehouse.write.context import WriteContext
+from lakehouse.write.view import write_view
 from lakehouse.write.assign import Target
 from lakehouse.io.handles import HandleContext, schema_json
 from lakehouse.io.partition_metafile import ensure_partitions
@@ -54,7 +55,7 @@ from lakehouse.write.index.lookup import LOC_FILE_ID, LOC_PARTITION
 from lakehouse.keygen import KeyGenerator
 from lakehouse.merge import MergeSpec
 from lakehouse import layout
-from lakehouse.io.markers import delete_stale_markers
+from lakehouse.io.markers import Marker, Markers, delete_stale_markers
 from lakehouse.write.operation import Operation, TargetKind
 from lakehouse.write.prepare import Prepared, prepare
 from lakehouse.write.validate import check_table_options
@@ -106,7 +107,10 @@ class WriteClient:
         self.keygen_chosen = False
         # Results this process recorded, by instant time, for its own commit step right after
         # (:meth:`run`): it need not read them back from the inflight file.
-        self._recorded: dict[str, tuple[Any, CommitMetadata]] = {}
+        # Phase 1's results by instant, until phase 2: on the table handle's meta client, so a
+        # commit asked again through the handle (a lost answer) finds them.
+        self._recorded: dict[str, Recorded] = meta.recorded_writes
+        self._marked: dict[str, Markers] = {}  # by instant, while its files are written here
 
     @property
     def config(self) -> TableConfig:
@@ -168,7 +172,8 @@ class WriteClient:
 
     def _write(self, batch: pa.Table, op: Operation, commit: bool,
                extra_metadata: ExtraMetadata | None) -> str:
-        return self.run(lambda: self.write_prepared(self.prepare(batch, op), extra_metadata=extra_metadata),
+        return self.run(lambda: self.write_prepared(self.prepare(batch, op), extra_metadata=extra_metadata,
+                                                    commit_follows=commit),
                         commit=commit)
 
     def run(self, phase_one: Callable[[], str], *, commit: bool = True) -> str:
@@ -277,12 +282,16 @@ class WriteClient:
         self.context = self.context.adopting(config)
 
     def write_prepared(self, prepared: Prepared, *, extra_metadata: ExtraMetadata | None = None,
-                       files: FileWriter | None = None) -> str:
+                       files: FileWriter | None = None, commit_follows: bool = False) -> str:
         """Phase 1 of a write of ``prepared``: the bucket count settled, failed writes rolled
         back, the instant requested and inflight, the data files written by ``files(context,
         instant time, timeline)`` (``context``: the write's, with the instant's column ids;
         default: this process writes them), the results recorded. A failure
-        rolls the instant back. Returns the instant time; :meth:`commit` is phase 2."""
+        rolls the instant back. Returns the instant time; :meth:`commit` is phase 2.
+        ``commit_follows``: this client commits the instant next, so the results stay in its
+        memory (as Hudi's write client keeps its write statuses) instead of going on the
+        inflight instant; a crash before the commit leaves a write the next writer rolls back,
+        as it would anyway."""
         op = prepared.operation
         if self.keygen_chosen:
             try:
@@ -317,9 +326,14 @@ class WriteClient:
         except InjectedFault:
             raise
         except Exception as e:
+            self._marked.pop(t, None)
             self.abort(inflight, e)
+        # The markers this process made are all of them unless other processes wrote the files.
+        marked = self._marked.pop(t, None)
+        marked = marked.made() if marked is not None and files is None else None
         self.record_results(inflight, stats, base_meta,
-                            replaced if action is Action.REPLACE_COMMIT else None)
+                            replaced if action is Action.REPLACE_COMMIT else None,
+                            durable=not commit_follows, markers=marked)
         return t
 
     def _check_no_pending_compaction(self, prepared: Prepared) -> None:
@@ -372,8 +386,11 @@ class WriteClient:
         rollback_own(self.meta, inflight)
 
     def record_results(self, inflight, stats: list[WriteStat], base_meta: CommitMetadata,
-                       replaced: dict | None = None) -> None:
-        """End phase 1: the write results on the inflight instant, where phase 2 finds them."""
+                       replaced: dict | None = None, *, durable: bool = True,
+                       markers: "list[Marker] | None" = None) -> None:
+        """End phase 1: the write results kept for phase 2 and, ``durable``, on the inflight
+        instant, where a phase 2 in another process finds them. ``markers``: every marker of
+        the instant (phase 2 here then does not list them)."""
         by_partition: dict[str, list[WriteStat]] = {}
         for s in stats:
             by_partition.setdefault(s.partition_path, []).append(s)
@@ -387,18 +404,27 @@ class WriteClient:
             raise TimelineError(f"instant {inflight.time} was rolled back while it was written "
                                 "(its heartbeat had stopped)",
                                 help="nothing of it is visible; write the batch again")
-        self.active.overwrite(inflight, meta.to_bytes())
+        if durable:
+            self.active.overwrite(inflight, meta.to_bytes())
         if len(self._recorded) >= 64:  # phase 2 elsewhere (a two-step write): forget the oldest
-            self._recorded.pop(min(self._recorded))
-        self._recorded[inflight.time] = (inflight, meta)
+            self._recorded.pop(min(self._recorded), None)
+        self._recorded[inflight.time] = Recorded(inflight, meta, markers)
         fault_point("write.after_results")
 
     # --- phase 2 (lakehouse.write.commit_phase) -------------------------------------------
 
     def commit(self, instant_time: str, *, extra_metadata: Mapping[str, str] | None = None) -> CommitMetadata:
         """Phase 2: the recorded results checked and the instant completed atomically."""
-        return commit_phase.commit(self.meta, self.context, instant_time, extra_metadata,
-                                   recorded=self._recorded.pop(instant_time, None))
+        try:
+            final = commit_phase.commit(self.meta, self.context, instant_time, extra_metadata,
+                                        recorded=self._recorded.get(instant_time))
+        except (LockError, CommitOutcomeUnknownError):
+            raise  # to be retried here: the results may be only in memory
+        except BaseException:
+            self._recorded.pop(instant_time, None)
+            raise
+        self._recorded.pop(instant_time, None)
+        return final
 
     # --- file writing ----------------------------------------------------------------------
 
@@ -437,42 +463,8 @@ class WriteClient:
         return sorted(prepared.batch_partitions())
 
     def write_view(self, timeline, partitions: list[str] | None = None) -> tuple[FileSystemView, Timeline]:
-        """The file-system view a write looks keys up in and routes by (of ``partitions``, or
-        of the whole table), with the timeline it was built on. A compaction pending on the write's ``timeline`` may have committed (and
-        a clean then deleted its input slice) before the files were listed: the write would
-        find those file groups empty and insert their keys a second time. The listing is then
-        read with a timeline loaded just before it (every file of an instant completed there
-        is listed), and taken again if a compaction completed while it was taken (its new base
-        files may be missing from it: the write's logs would go to the replaced slice). No
-        compaction is planned while this write is pending, so this ends.
-
-        The view is checked against the completed commits (FileSystemView.verify): a file one
-        names that is gone is a CorruptFileError (the write would drop its records); gone files
-        that a newer commit and a clean explain (another writer's commit, since ``timeline``)
-        make the listing be taken again with the newer timeline."""
-        for _ in range(3):
-            pending = {i.time for i in timeline.pending_compactions()}
-            if not pending:
-                # No compaction was pending at our instant, and one planned later does not
-                # shape this write: no slice can move under the listing (a newer plan's files
-                # are not visible to this write).
-                files, still = list_data_files(self.storage, partitions), pending
-            while pending:
-                before = self.active.load()
-                files = list_data_files(self.storage, partitions)
-                still = {i.time for i in before.pending_compactions()}
-                if still == {i.time for i in self.active.load().pending_compactions()}:
-                    break
-            if pending - still:
-                timeline = before
-            view = FileSystemView(files, timeline, self.active, partitions=partitions)
-            newer = view.verify(merge_on_read=self.config.is_mor)
-            if newer is None:
-                return view, timeline
-            timeline = newer
-        raise TimelineError("the table changed under the write 3 times in a row (files named by "
-                            "its commits were cleaned or rolled back while it was listed)",
-                            help="nothing of this write is visible; write the batch again")
+        """The file-system view a write looks keys up in and routes by (lakehouse.write.view)."""
+        return write_view(self.storage, self.active, timeline, partitions, merge_on_read=self.config.is_mor)
 
     def _write_files(self, prepared: Prepared, context: WriteContext, t: str,
                      timeline) -> tuple[list[WriteStat], dict]:
@@ -490,6 +482,7 @@ class WriteClient:
                 base_files[(g.partition, g.file_id)] = g.latest_base_file
         ctx = dataclasses.replace(context.handle_context(self.storage, prepared.data_schema, t, op=op),
                                   partitions_with_metafile=view.partitions_with_metafile())
+        self._marked[t] = ctx.markers
         replaced: dict[str, tuple[str, ...]] = {}
         if context.buffered(op):
             return buffer.write_buffered(context, prepared, ctx, latest, pending), replaced

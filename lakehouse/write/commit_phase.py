@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, NamedTuple
 
 from lakehouse.commit import complete, exclusive, hooks_deferred
 from lakehouse.concurrency.conflict import START_KEY, check_clustering, check_conflicts
 from lakehouse.errors import CommitConflictError, TimelineError, WriteError
 from lakehouse import field_ids
 from lakehouse.field_ids import FieldIds
-from lakehouse.io.markers import Markers
+from lakehouse.io.markers import Marker, Markers
 from lakehouse.config import IndexType
 from lakehouse.faults import fault_point
 from lakehouse.properties import read_table_config
@@ -34,6 +34,14 @@ RESULTS_KEY = "lakehouse.write.results"
 BUCKETS_KEY = "lakehouse.bucket.index.num.buckets"
 
 
+class Recorded(NamedTuple):
+    """What phase 1 of this process left for its phase 2: the inflight instant, the results and,
+    where every file was written here, every marker of the instant."""
+    instant: Instant
+    metadata: CommitMetadata
+    markers: "list[Marker] | None" = None
+
+
 def phase_one_problem(meta: "TableMetaClient", instant_time: str) -> str:
     """Why ``instant_time`` cannot be committed ('' if its phase 1 recorded complete results)."""
     inst = meta.timeline.get(instant_time)
@@ -50,11 +58,11 @@ def phase_one_problem(meta: "TableMetaClient", instant_time: str) -> str:
 
 def commit(meta: "TableMetaClient", context: "WriteContext", instant_time: str,
            extra_metadata: Mapping[str, str] | None = None, *,
-           recorded: "tuple[Instant, CommitMetadata] | None" = None) -> CommitMetadata:
+           recorded: Recorded | None = None) -> CommitMetadata:
     """Complete ``instant_time`` (already completed: its metadata, nothing done). ``recorded``:
-    the inflight instant and the results this process's phase 1 just recorded on it (then they
-    and the files they name are not read back: the lock-held check that the instant is still
-    pending, and the markers, still are)."""
+    what this process's phase 1 just recorded (then the results and the files they name are not
+    read back, nor the markers it knows listed: the lock-held check that the instant is still
+    pending still runs)."""
     if not meta.concurrency.multi_writer:
         return _commit(meta, context, instant_time, extra_metadata, recorded)
     # The commit may run in another process than phase 1 (the Airflow commit step): it shows
@@ -73,10 +81,11 @@ def commit(meta: "TableMetaClient", context: "WriteContext", instant_time: str,
 
 def _commit(meta: "TableMetaClient", context: "WriteContext", instant_time: str,
             extra_metadata: Mapping[str, str] | None,
-            mine: "tuple[Instant, CommitMetadata] | None" = None) -> CommitMetadata:
+            mine: Recorded | None = None) -> CommitMetadata:
     storage = meta.storage
+    known = None
     if mine is not None:
-        inst, recorded = mine
+        inst, recorded, known = mine
     else:
         inst, recorded = _recorded_results(meta, instant_time)
         if inst.is_completed:
@@ -84,7 +93,7 @@ def _commit(meta: "TableMetaClient", context: "WriteContext", instant_time: str,
     # Files this instant created that its results do not list (a retried task's first attempt,
     # say) would become visible with the commit: remove them while still invisible.
     listed = {s.path for s in recorded.write_stats()}
-    markers = Markers(storage, instant_time).all()
+    markers = known if known is not None else Markers(storage, instant_time).all()
     for m in markers:
         if m.data_path not in listed:
             storage.delete(m.data_path)
@@ -153,7 +162,7 @@ def _complete(meta: "TableMetaClient", context: "WriteContext", inst, recorded: 
         final = dataclasses.replace(final, extra_metadata=carry_forward(
             meta.active, now, final.extra_metadata, context.write_config.meta_key_prefixes,
             in_order=not meta.concurrency.multi_writer))
-        complete(meta, inst, final.to_bytes(), folders=listing.folders)  # which checks the lease
+        complete(meta, inst, final.to_bytes(), folders=listing.folders, timeline=now)  # which checks the lease
     fault_point("commit.after_complete")
     Markers(meta.storage, instant_time).delete_all(markers)
     return final

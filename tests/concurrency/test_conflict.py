@@ -423,3 +423,21 @@ def test_clean_and_compaction_planning_roll_back_a_dead_writers_write(tmp_path):
     t.clean()
     assert dead2 not in pending_times(t) and t.timeline.get(dead2) is None
     assert snapshot(tmp_path) == {("a", "k1"): "more", ("a", "k2"): "base", ("b", "k3"): "live"}
+
+
+def test_a_lost_commit_answer_of_a_write_committed_in_the_same_call_is_settled_by_asking_again(tmp_path):
+    """A write committed in the same call keeps its results in memory only (as Hudi's write
+    client does): when the answer to its completion is lost, asking its client to commit the
+    instant again still finds them, and settles it."""
+    import re
+    make(tmp_path)
+    storage = LosingAnswers(str(tmp_path), lands=False)
+    t = open_table(storage)
+    t.upsert(rows(["k1"], v="base"))
+    storage.armed = True
+    with pytest.raises(CommitOutcomeUnknownError) as e:
+        t.upsert(rows(["k1"], v="A"))
+    a = re.search(r"commit\('(\d+)'\)", e.value.help).group(1)
+    assert a in pending_times(t) and snapshot(tmp_path) == {("a", "k1"): "base"}
+    t.commit(a)
+    assert snapshot(tmp_path) == {("a", "k1"): "A"}

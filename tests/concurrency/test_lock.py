@@ -82,14 +82,17 @@ def test_old_leases_are_forgotten_in_batches_once_the_store_says_they_are_old(st
     p = provider(storage, clock, "p")
     for _ in range(10):
         p.release(p.acquire(timeout_s=0))
+        clock.now += 31  # past half a lease: the next take lists (that is where leases are forgotten)
     # Young leases stay, however many: a slow taker's create must never reuse a forgotten number.
     assert {i.name.split(".")[0] for i in storage.list(LOCK_DIR)} == {f"lock-{n:012d}" for n in range(1, 11)}
     _age_lock_files(storage, 60)
     p.release(p.acquire(timeout_s=0))  # lease 11, the first a minute younger than the rest
     assert len({i.name.split(".")[0] for i in storage.list(LOCK_DIR)}) == 11
+    clock.now += 31
     p.release(p.acquire(timeout_s=0))  # lease 12: leases 1-10 go in one batch, lease 11 stays
     names = sorted(i.name for i in storage.list(LOCK_DIR))
     assert {n.split(".")[0] for n in names} == {"lock-000000000011", "lock-000000000012"}
+    clock.now += 31
     p.release(p.acquire(timeout_s=0))  # fewer than 8 old leases: nothing deleted this time
     assert {i.name.split(".")[0] for i in storage.list(LOCK_DIR)} == {f"lock-{n:012d}" for n in (11, 12, 13)}
 
@@ -149,8 +152,10 @@ def test_a_stale_taker_gives_up_a_forgotten_number(storage, slow):
     a = provider(storage, clock, "a")
     for _ in range(10):
         a.release(a.acquire(timeout_s=0))
+        clock.now += 31  # each take lists
     _age_lock_files(storage, 60)
     a.release(a.acquire(timeout_s=0))
+    clock.now += 31
     held = a.acquire(timeout_s=0)  # lease 12; leases 1-10 are forgotten
     assert not storage.exists(StorageLockProvider._path(2))
     stale = StorageLockProvider(storage, owner="stale", lease_s=10.0, poll_s=0.5,
@@ -185,8 +190,10 @@ def test_a_failed_cleanup_of_old_leases_neither_fails_nor_keeps_the_lock(storage
     a, b = provider(storage, clock, "a"), provider(storage, clock, "b")
     for _ in range(10):
         a.release(a.acquire())
+        clock.now += 31  # each take lists
     _age_lock_files(storage, 60)
     a.release(a.acquire())
+    clock.now += 31
     tried = []
 
     def flaky(self, paths):
@@ -291,7 +298,12 @@ def test_a_lock_cycle_costs_few_storage_requests(storage):
             return _real(path, *args, **kw)
         setattr(storage, name, counted)
     lease = a.acquire()
-    assert sorted(calls) == ["create", "list"]  # one listing, the new lease
+    assert calls == ["create"]  # just given back here: the next number is known without listing
+    a.release(lease)
+    clock.now += 6
+    calls.clear()
+    lease = a.acquire()
+    assert sorted(calls) == ["create", "list"]  # given back too long ago: one listing, the new lease
     calls.clear()
     a.check(lease, margin_s=2)
     assert calls == []  # more than half its lease to run: nobody may have taken it
@@ -305,3 +317,37 @@ def test_a_lock_cycle_costs_few_storage_requests(storage):
     assert "read" in calls
     a.release(lease)
 
+
+
+def test_a_taker_that_just_gave_the_lock_back_takes_the_next_number_without_listing(storage):
+    """The lease a provider gave back with more than half of it to run is the newest (nobody
+    takes a lease over before it runs out), so the next number is created without a listing,
+    as Hudi's lock providers skip nothing of the kind; another writer having taken that number
+    meanwhile makes it list, and a lease given back late, or a long pause, make it list too."""
+    clock = Clock()
+    a, b = provider(storage, clock, "a"), provider(storage, clock, "b")
+    a.release(a.acquire())
+    looks = []
+    real = a._folder
+    a._folder = lambda: looks.append(1) or real()
+    second = a.acquire()
+    assert looks == [] and second.number == 2
+    a.release(second)
+    held_by_b = b.acquire()  # b lists, sees lease 2 released, takes 3
+    assert held_by_b.number == 3
+    assert a.try_acquire() is None  # lease 3 exists: a looks, and b holds it
+    assert looks == [1]
+    b.release(held_by_b)
+    looks.clear()
+    late = a.acquire()  # lease 4, after a listing (a's own last give-back was void)
+    clock.now += 6  # less than half the lease left: no longer sure nobody took it over
+    a.release(late)
+    looks.clear()
+    fifth = a.acquire()
+    assert fifth.number == 5 and looks == [1]
+    a.release(fifth)
+    # Every _FORGET_AT numbers taken without listing, a take lists (old leases are forgotten there).
+    looks.clear()
+    for _ in range(12):
+        a.release(a.acquire())
+    assert 1 <= len(looks) <= 2

@@ -16,7 +16,7 @@ from lakehouse.iceberg import background
 import lakehouse.file_group.view as view_mod
 import lakehouse.services.restore as restore_mod
 import lakehouse.services.rollback as rollback_mod
-import lakehouse.write.client as client_mod
+import lakehouse.write.view as write_view_mod
 from lakehouse.errors import LockLostError, TimelineError
 from lakehouse.timeline.active import ActiveTimeline
 from tests.concurrency.aside import Aside
@@ -70,7 +70,7 @@ def _write_with_services_at_listing(monkeypatch, path, batch: pa.Table, services
             ran[0] = services()
         return files
     monkeypatch.setattr(view_mod, "list_data_files", hooked)
-    monkeypatch.setattr(client_mod, "list_data_files", hooked, raising=False)
+    monkeypatch.setattr(write_view_mod, "list_data_files", hooked)
     writer = lakehouse.open_table(str(path))
     armed.append(True)
     writer.upsert(batch)

@@ -85,7 +85,7 @@ def test_a_failed_publish_never_fails_the_commit_and_the_next_catches_up(tmp_pat
                                    options={"hoodie.meta.sync.iceberg.async": "false"})
     import lakehouse.iceberg.publish as publish
     real = publish.sync_iceberg
-    monkeypatch.setattr(publish, "sync_iceberg", lambda t: (_ for _ in ()).throw(OSError("store down")))
+    monkeypatch.setattr(publish, "sync_iceberg", lambda t, **kw: (_ for _ in ()).throw(OSError("store down")))
     first = table.upsert(batch(["a"], 1))
     assert table.timeline.is_completed(first) and "store down" in caplog.text
     assert not table.storage.exists(ICEBERG_ROOT)
@@ -109,7 +109,7 @@ def test_a_failed_background_publish_is_logged_and_the_next_commit_catches_up(tm
                                    partition_by="city", ordering_field="ts")
     import lakehouse.iceberg.publish as publish
     real = publish.sync_iceberg
-    monkeypatch.setattr(publish, "sync_iceberg", lambda t: (_ for _ in ()).throw(OSError("store down")))
+    monkeypatch.setattr(publish, "sync_iceberg", lambda t, **kw: (_ for _ in ()).throw(OSError("store down")))
     first = table.upsert(batch(["a"], 1))
     assert background.wait(table.storage.uri(), timeout=120)
     assert table.timeline.is_completed(first) and "store down" in caplog.text
@@ -136,11 +136,11 @@ def test_the_background_publisher_bounds_the_lag_and_sync_waits_for_it(tmp_path,
     real = publish.sync_iceberg
     runs = []
 
-    def slow(meta):
+    def slow(meta, **kw):
         if threading.current_thread().name.startswith("iceberg-publisher"):
             runs.append(threading.current_thread().name)
             gate.wait(60)
-        return real(meta)
+        return real(meta, **kw)
 
     monkeypatch.setattr(publish, "sync_iceberg", slow)
     monkeypatch.setattr(background, "MAX_BEHIND", 2)
@@ -209,7 +209,7 @@ def test_a_process_forked_while_a_publish_runs_neither_hangs_nor_waits_for_it(tm
                                    ordering_field="ts")
     gate = threading.Event()
     real = publish.sync_iceberg
-    monkeypatch.setattr(publish, "sync_iceberg", lambda meta: gate.wait(60) and real(meta))
+    monkeypatch.setattr(publish, "sync_iceberg", lambda meta, **kw: gate.wait(60) and real(meta, **kw))
     table.upsert(batch(["a"], 1))  # its publish is held at the gate
     assert not background.wait(table.storage.uri(), timeout=0)
     pid = os.fork()
@@ -246,10 +246,10 @@ def publisher_spy(monkeypatch):
         paused.set()
         return real_wait(*args, **kwargs)
 
-    def sync(meta):
+    def sync(meta, **kw):
         if threading.current_thread().name.startswith("iceberg-publisher"):
             published.set()
-        return real_sync(meta)
+        return real_sync(meta, **kw)
 
     monkeypatch.setattr(foreground, "wait_idle", wait_idle)
     monkeypatch.setattr(publish, "sync_iceberg", sync)

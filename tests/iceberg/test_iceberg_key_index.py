@@ -129,8 +129,8 @@ def test_a_file_deleted_between_its_open_and_its_read_reads_as_not_found(tmp_pat
     from lakehouse.storage import LocalStorage
 
     class Vanishing(LocalStorage):
-        def open_input(self, path):
-            f = super().open_input(path)
+        def open_input(self, path, size=None):
+            f = super().open_input(path, size)
             self.delete(path)
 
             class Broken:

@@ -158,10 +158,10 @@ def test_a_writer_per_commit_publishes_the_same(tmp_path, monkeypatch, partition
 
     sync = publish.sync_iceberg
 
-    def cold(meta):
+    def cold(meta, **kw):
         memo.ARROW.clear()
         memo.METADATA.clear()
-        return sync(meta)
+        return sync(meta, **kw)
 
     monkeypatch.setattr(publish, "sync_iceberg", cold)
     run_held_out_sequence(Scenario(tmp_path / "t", seed=7, partitioned=partitioned, ordering=True))

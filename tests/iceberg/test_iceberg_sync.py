@@ -257,3 +257,31 @@ def test_a_publisher_that_lost_the_race_for_its_remembered_version_starts_over(t
     res = sync_iceberg(t)
     assert res.versions_written == (3,) and [i for i, _ in res.published] == [t.timeline.last.time]
     assert_same_table(iceberg_read(res), t.read(), "after the race")
+
+
+def test_a_publish_on_the_committers_timeline_never_takes_newer_instants_for_rolled_back(tmp_path, monkeypatch):
+    """The publish after a commit works on the timeline the commit listed under the lock, with
+    its instant completed (TableMetaClient.timeline_after), instead of listing .hoodie again.
+    When the metadata already shows an instant that timeline lacks (another writer committed and
+    published after it), a publish on it would take that instant for rolled back and drop its
+    snapshot: the publisher lists afresh instead."""
+    from lakehouse.timeline.active import ActiveTimeline
+    t = lakehouse.create_table(str(tmp_path / "t"), name="ice", table_type="MERGE_ON_READ", record_key="id",
+                               partition_by="p", ordering_field="ts", options=MANUAL_SYNC)
+    t.upsert(pa.table({"id": ["a", "b"], "p": ["x", "y"], "ts": [1, 1]}))
+    a = t.upsert(pa.table({"id": ["a"], "p": ["x"], "ts": [2]}))
+    after_a = t.meta_client.timeline_after([t.timeline.get(a)])
+    assert after_a is not None and after_a.is_completed(a)
+    assert [i.time for i in after_a] == [i.time for i in t.timeline]  # what a listing shows
+    listings = []
+    real = ActiveTimeline.load_listing
+    monkeypatch.setattr(ActiveTimeline, "load_listing", lambda self: listings.append(1) or real(self))
+    res = sync_iceberg(t, timeline=after_a)
+    assert listings == [] and [i for i, _ in res.published][-1] == a
+    other = lakehouse.open_table(str(tmp_path / "t"))
+    b = other.upsert(pa.table({"id": ["b"], "p": ["y"], "ts": [3]}))
+    sync_iceberg(other)  # the metadata now shows b, which after_a lacks
+    res = sync_iceberg(t, timeline=after_a)
+    assert listings and not res.rolled_back, res
+    assert res.current_instant == b
+    assert_same_table(iceberg_read(res), t.read(), "after the stale timeline")

@@ -118,19 +118,26 @@ def test_file_sizes_bucket_the_base_files_around_the_small_file_limit(tmp_path):
         assert b["files"] == sum(1 for s in sizes if s >= b["from"] and (b["to"] is None or s < b["to"]))
 
 
-def test_a_crashed_write_is_shown_pending_with_its_phase_one_results(tmp_path):
+def test_a_write_left_before_its_commit_step_is_shown_pending_with_its_phase_one_results(tmp_path):
+    """Phase 1 of a two-step write (the Airflow commit task never ran) records its results on
+    the inflight instant; a write committed in the same call keeps them in memory, so one that
+    crashed shows pending without them."""
     t = _table(tmp_path / "t", "MERGE_ON_READ")
     _churn(t, 2)
-    faults.activate("write.after_results", "raise")
-    try:
-        with pytest.raises(faults.InjectedFault):
-            t.upsert(_batch(list(range(5)), 99))
-    finally:
-        faults.reset()
+    t.upsert(_batch(list(range(5)), 99), commit=False)
     rows = timeline_rows(lakehouse.open_table(t.path))
     pending = [r for r in rows if r["state"] != "completed"]
     assert len(pending) == 1 and pending[0]["records_written"] == 5
     assert len(history(t)["points"]) == 2  # a pending write changes no file slice
+    t.rollback(pending[0]["time"])
+    faults.activate("write.after_results", "raise")
+    try:
+        with pytest.raises(faults.InjectedFault):
+            t.upsert(_batch(list(range(5)), 100))
+    finally:
+        faults.reset()
+    pending = [r for r in timeline_rows(lakehouse.open_table(t.path)) if r["state"] != "completed"]
+    assert len(pending) == 1 and not pending[0].get("records_written")
 
 
 def test_file_sizes_say_which_buckets_the_next_clustering_splits(tmp_path):

@@ -475,3 +475,29 @@ def test_a_network_failure_mid_read_is_not_called_corruption(s3, monkeypatch):
     with pytest.raises(StorageError) as err:
         read_base_file(s3, "n/f.parquet", table.schema, None)
     assert not isinstance(err.value, CorruptFileError) and "Help:" in str(err.value)
+
+
+def test_a_small_file_of_known_size_is_read_in_one_request(s3_uri, s3_options, monkeypatch):
+    """A parquet file whose size a listing gave, up to WHOLE_READ_BYTES, is one GET (pyarrow's
+    file asks for its size, then its footer, then its columns); a stale size still reads what
+    the object holds."""
+    from lakehouse.storage import s3 as s3_module
+    store = get_storage(s3_uri, s3_options)
+    table = pa.table({"id": list(range(1000)), "s": [f"v{i}" for i in range(1000)]})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    data = sink.getvalue().to_pybytes()
+    store.write("o/small.parquet", data)
+    gets = []
+    real = S3Storage.read
+    monkeypatch.setattr(S3Storage, "read", lambda self, path: gets.append(path) or real(self, path))
+    monkeypatch.setattr(type(store.clients), "filesystem",
+                        lambda self: pytest.fail("pyarrow's S3 file used for a small file of known size"))
+    for size in (len(data), len(data) - 10):
+        with store.open_input("o/small.parquet", size) as f:
+            assert pq.read_table(f, columns=["s"]).column("s").to_pylist() == table.column("s").to_pylist()
+    assert gets == ["o/small.parquet"] * 2
+    monkeypatch.undo()
+    monkeypatch.setattr(s3_module, "WHOLE_READ_BYTES", 100)
+    with store.open_input("o/small.parquet", len(data)) as f:  # over the bound: pyarrow's file
+        assert not isinstance(f, pa.BufferReader) and pq.read_table(f).equals(table)

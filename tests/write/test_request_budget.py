@@ -94,9 +94,16 @@ def test_one_partition_steps_cost_the_same_at_any_partition_count(tmp_path, call
     # A budget, as requests on an object store: the Hudi commit and its Iceberg publish, then a
     # read of one partition (the timeline, the partition, the commit's schema, its files).
     up, rd = small["upsert"], small["read"]
-    assert sum(up.values()) <= 40, sorted(up.items())
-    assert sum(rd.values()) <= 10, sorted(rd.items())
+    # (27 and 4 here; on an S3 API server 25 and 5: benchmarks/bench_requests.py --check)
+    assert sum(up.values()) <= 30, sorted(up.items())
+    assert sum(rd.values()) <= 6, sorted(rd.items())
     timeline = sum(n for (m, path), n in up.items() if m == "list" and path == ".hoodie")
-    assert timeline <= 4, f"the timeline was listed {timeline} times by one upsert"  # prepare, begin, commit, publish
+    # prepare, begin, commit; the publish works on the timeline the commit read under the lock
+    assert timeline <= 3, f"the timeline was listed {timeline} times by one upsert"
+    # The results stay in memory for the commit that follows (Hudi's write statuses): the
+    # inflight instant is written once, and the commit knows the markers without listing them.
+    inflight = [(m, path) for (m, path) in up if path.endswith(".deltacommit.inflight")]
+    assert inflight == [("create", inflight[0][1])], inflight
+    assert not [path for (m, path), _ in up.items() if m == "list" and path.startswith(".hoodie/.temp/")]
     locks = sum(n for (m, path), n in up.items() if m == "list" and path == ".hoodie/.locks")
     assert locks <= 2, f"the lock folder was listed {locks} times (two lock holds, one listing each)"

@@ -4,6 +4,7 @@ publishes only what the results list. (Crashes at every fault point: tests/relia
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 import lakehouse
 from tests.interop.hudi_oracle import hudi_read
@@ -52,3 +53,35 @@ def test_commit_removes_files_its_results_do_not_list(tmp_path):
     t.commit(instant)
     assert not (path / stray).exists()
     assert rows(t) == [("a", "a@1"), ("b", "b@2")] == hudi_rows(path)
+
+
+def test_a_write_committed_in_process_keeps_its_results_and_markers_in_memory(tmp_path, monkeypatch):
+    """Hudi's write client keeps its write statuses in memory until it commits: a write
+    committed in the same call does not put its results on the inflight instant, and its commit
+    takes the markers its own handles made instead of listing them; a file one of them marked
+    that the results omit (a retried attempt's) still goes before the commit."""
+    from lakehouse.io import handles
+    from lakehouse.io.markers import Markers, MarkerType
+    from lakehouse.timeline.instant import State
+    from lakehouse.write.commit_phase import RESULTS_KEY
+    path = tmp_path / "t"
+    t = lakehouse.create_table(str(path), name="c", table_type="MERGE_ON_READ", record_key="id",
+                               partition_by="city", ordering_field="ts")
+    t.upsert(batch(["a"], 1))
+    strays = []
+    real_create_log = handles._create_log
+
+    def with_a_stray(ctx, partition, name, bump, data):
+        stray = f"{partition}/.stray-{ctx.instant_time}.log.1_0-0-0"
+        ctx.markers.create(partition, stray.rsplit("/", 1)[-1], MarkerType.CREATE)
+        ctx.storage.write(stray, data)
+        strays.append(stray)
+        return real_create_log(ctx, partition, name, bump, data)
+    monkeypatch.setattr(handles, "_create_log", with_a_stray)
+    monkeypatch.setattr(Markers, "all", lambda self: pytest.fail("the markers were listed"))
+    instant = t.upsert(batch(["a", "b"], 2))
+    monkeypatch.undo()
+    assert strays and not any((path / s).exists() for s in strays)
+    inflight = t.timeline.get(instant).with_state(State.INFLIGHT)
+    assert RESULTS_KEY.encode() not in (path / ".hoodie" / inflight.file_name).read_bytes()
+    assert rows(t) == [("a", "a@2"), ("b", "b@2")] == hudi_rows(path)
