@@ -39,6 +39,7 @@ consistent-hashing ones, whose buckets it splits and merges),
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import dataclass, field
@@ -182,11 +183,48 @@ def _where(err) -> str:
     return "/".join(str(p) for p in err.absolute_path) or "(top level)"
 
 
+def _unknown_keys(err) -> list[tuple[str, str | None, list[str]]]:
+    """(unknown key, the nearest valid one or None, the valid ones) of an additionalProperties
+    error of an object whose schema names its keys."""
+    if err.validator != "additionalProperties" or not isinstance(err.instance, dict):
+        return []
+    allowed = sorted(err.schema.get("properties", {}))
+    if not allowed:
+        return []
+    return [(k, next(iter(difflib.get_close_matches(k, allowed, n=1, cutoff=0.6)), None), allowed)
+            for k in sorted(set(err.instance) - set(allowed))]
+
+
+def _closest(err):
+    """The error to report for ``err``: for a value matching none of several shapes (oneOf,
+    anyOf), the shape's error that names an unknown key nearest a valid one (a misspelt key),
+    else the deepest error of a shape of the value's type; the error itself otherwise."""
+    if not err.context:
+        return err
+    misspelt = [e for e in err.context if any(near for _, near, _ in _unknown_keys(e))]
+    if misspelt:
+        return misspelt[0]
+    # The shapes of the value's own type, the error deepest inside it first (its field's).
+    fitting = [e for e in err.context if e.validator != "type"] or list(err.context)
+    return _closest(max(fitting, key=lambda e: (len(e.relative_path), e.validator != "required")))
+
+
+def _message(err) -> str:
+    unknown = _unknown_keys(err)
+    if not unknown:
+        return err.message
+    return "; ".join(f"unknown key {k!r}, " + (f"did you mean {near!r}?" if near else
+                                               f"expected one of: {', '.join(allowed)}")
+                     for k, near, allowed in unknown)
+
+
 def validate(doc: Any, origin: str) -> None:
-    """Raise a ConfigError naming every problem of ``doc`` (the parsed registry file)."""
-    errors = sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    """Raise a ConfigError naming every problem of ``doc`` (the parsed registry file): an
+    unknown key is named, with the nearest valid one."""
+    errors = sorted((_closest(e) for e in _validator().iter_errors(doc)),
+                    key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        lines = [f"{_where(e)}: {e.message}" for e in errors[:10]]
+        lines = [f"{_where(e)}: {_message(e)}" for e in errors[:10]]
         more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
         raise ConfigError(f"{origin} is not a valid table registry: " + "; ".join(lines) + more,
                           help="fix those fields; lakehouse/airflow/registry.schema.json lists every one")

@@ -21,9 +21,11 @@ with no record left of a source it took files from refuses to take them again
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -229,9 +231,30 @@ def read_file(uri: str, fmt: str = "auto", schema: pa.Schema | None = None) -> p
             opts = pacsv.ConvertOptions(column_types={f.name: f.type for f in schema} if schema else None)
             return pacsv.read_csv(path, convert_options=opts)
     except (pa.ArrowInvalid, OSError) as e:
-        raise SchemaError(f"{uri} cannot be read as {kind}: {e}",
+        problem = _csv_problem(path, str(e)) if kind == "csv" else str(e)
+        raise SchemaError(f"{uri} cannot be read as {kind}: {problem}",
                           help="fix or remove the file; nothing was written") from None
     raise ConfigError(f"unknown input format {kind!r} for {uri}", help="use parquet, jsonl or csv")
+
+
+def _csv_problem(path: str, message: str) -> str:
+    """Arrow's CSV error with its column named: Arrow numbers columns from 0 ("In CSV column
+    #1" is the second), which a reader of the file takes for the first."""
+    m = re.match(r"In CSV column #(\d+): (.*)", message, re.S)
+    if not m:
+        return message
+    i = int(m.group(1))
+    try:
+        with open(path, newline="", encoding="utf-8", errors="replace") as f:
+            header = next(csv.reader(f), [])
+    except OSError:
+        header = []
+    name = f"column {header[i]!r} (the {_ordinal(i + 1)})" if i < len(header) else f"the {_ordinal(i + 1)} column"
+    return f"{name}: {m.group(2)}"
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,29 @@ def test_invalid_registries_name_the_field(tmp_path, text, where):
     assert e.value.help
 
 
+@pytest.mark.parametrize("text,says", [
+    # a key misspelt inside a value of several shapes (here: null, {after_commits}, {cron}) was
+    # "{'after_comits': 3} is not valid under any of the given schemas"
+    ("tables: {trips: {path: x, source: {kind: demo, dir: d}, schedule: {compaction: {after_comits: 3}}}}",
+     "tables/trips/schedule/compaction: unknown key 'after_comits', did you mean 'after_commits'?"),
+    ("tables: {trips: {path: x, sourse: {kind: demo, dir: d}}}",
+     "tables/trips: unknown key 'sourse', did you mean 'source'?"),
+    ("defaults: {retrys: 2}\ntables: {t: {path: x, source: {kind: demo, dir: d}}}",
+     "defaults: unknown key 'retrys', did you mean 'retries'?"),
+    ("tables: {trips: {path: x, source: {kind: demo, dir: d, xyzzy: 1}}}",
+     "tables/trips/source: unknown key 'xyzzy', expected one of: checkpoint, demo_batches, demo_rows, dir, "
+     "format, kind, max_files, mode, operation"),
+    # a value of the right shape but out of range: the field itself, not "is not of type 'null'"
+    ("tables: {trips: {path: x, source: {kind: demo, dir: d}, schedule: {compaction: {after_commits: 0}}}}",
+     "tables/trips/schedule/compaction/after_commits: 0 is less than the minimum of 1"),
+])
+def test_a_registry_error_names_the_unknown_key_and_the_nearest_valid_one(tmp_path, text, says):
+    with pytest.raises(ConfigError) as e:
+        registry.load(write(tmp_path, text))
+    assert says in e.value.message, e.value.message
+    assert "is not valid under any of the given schemas" not in e.value.message
+
+
 def test_a_files_source_needs_its_record_key(tmp_path):
     with pytest.raises(ConfigError, match="names no record_key"):
         registry.load(write(tmp_path, "tables: {t: {path: x, source: {kind: files, dir: d}}}"))

@@ -126,3 +126,17 @@ def test_a_file_landing_with_an_older_modification_time_is_still_taken_once(tmp_
     t.rollback()
     again = ingest(t, str(src))
     assert again.files == 1 and rows(t) == want
+
+
+def test_a_csv_value_that_does_not_fit_names_its_column(tmp_path):
+    """Arrow numbers CSV columns from 0 ("In CSV column #1" is the second): the error names the
+    column as the file's header does, and its place counted from 1."""
+    import pyarrow as pa
+    from lakehouse.errors import SchemaError
+    from lakehouse.sources.files import read_file
+    path = tmp_path / "in.csv"
+    path.write_text("id,n,s\na,1,x\nb,zz,y\n")
+    with pytest.raises(SchemaError) as e:
+        read_file(str(path), schema=pa.schema([("id", pa.string()), ("n", pa.int64()), ("s", pa.string())]))
+    assert "column 'n' (the 2nd): CSV conversion error to int64: invalid value 'zz'" in e.value.message
+    assert "#1" not in e.value.message
