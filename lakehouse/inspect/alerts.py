@@ -10,8 +10,11 @@
 - ``clean_overdue``: more commits completed since the last clean than the cleaner retains
   (hoodie.cleaner.commits.retained + 1 for KEEP_LATEST_COMMITS, as CleanPlanner also keeps the
   version before the earliest retained commit; hoodie.cleaner.fileversions.retained;
-  hoodie.cleaner.hours.retained for KEEP_LATEST_BY_HOURS): file versions beyond the retention
-  are still kept, and storage grows.
+  hoodie.cleaner.hours.retained for KEEP_LATEST_BY_HOURS) and a clean planned now (a dry run,
+  with the same effective options as the service's) would delete something: file versions
+  beyond the retention are still kept, and storage grows. A Merge-On-Read table's slices become
+  cleanable only once a compaction is older than the retained commits, so commits alone (a clean
+  that found nothing, and wrote no instant) are not overdue.
 
 Read from the timeline (``instant_facts``) and the health replay, never written.
 """
@@ -19,12 +22,14 @@ Read from the timeline (``instant_facts``) and the health replay, never written.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from lakehouse.concurrency.heartbeat import Heartbeats
 from lakehouse.config import CleanConfig, CompactionConfig, ConcurrencyConfig
 from lakehouse.inspect.timeline import Fact
+from lakehouse.services.clean import plan_clean
 from lakehouse.table import Table
 from lakehouse.timeline.instant_time import parse_instant_time
 
@@ -117,7 +122,7 @@ def clean_overdue(facts: list[Fact], clean: CleanConfig, now: float) -> Alert | 
         return Alert("clean_overdue", WARNING,
                      f"no clean for {_mins(age)} (since {ref}), longer than hoodie.cleaner.hours.retained "
                      f"({clean.hours_retained} h): file versions older than the retention are still kept",
-                     "run the table's clean DAG (or `lakehouse clean`)", instant=last_clean,
+                     "run the table's clean DAG (or `lakehouse clean run`)", instant=last_clean,
                      value=round(age), threshold=limit)
     if clean.policy == "KEEP_LATEST_COMMITS":
         # CleanPlanner keeps the latest version before the earliest retained commit as well, so
@@ -132,7 +137,7 @@ def clean_overdue(facts: list[Fact], clean: CleanConfig, now: float) -> Alert | 
                  f"{len(since)} commits completed since " + (f"the last clean ({last_clean})" if last_clean
                                                               else "the table began, with no clean")
                  + f"; with {key}={setting} file versions beyond the retention are kept until a clean runs",
-                 "run the table's clean DAG (or `lakehouse clean`), and check its schedule",
+                 "run the table's clean DAG (or `lakehouse clean run`), and check its schedule",
                  instant=last_clean, value=len(since), threshold=limit)
 
 
@@ -146,9 +151,22 @@ def alerts(table: Table, facts: list[Fact], last_point: Mapping[str, Any] | None
     trigger = compaction_after or CompactionConfig.from_options(opts).max_delta_commits
     out = [a for a in (compaction_backlog(table, last_point, trigger, now),) if a]
     out += stuck_instants(table, facts, ConcurrencyConfig.from_options(opts), now)
-    if (c := clean_overdue(facts, CleanConfig.from_options(opts), now)) is not None:
-        out.append(c)
+    cfg = CleanConfig.from_options(opts)
+    if (c := clean_overdue(facts, cfg, now)) is not None:
+        planned = plan_clean(table.meta_client, cfg, now=datetime.fromtimestamp(now, timezone.utc), dry_run=True)
+        if planned.planned:
+            out.append(replace(c, message=f"{c.message}: a clean now would delete {len(planned.files):,} "
+                                          f"file(s), {planned.bytes:,} bytes",
+                               help=c.help.replace("`lakehouse clean run`", _clean_command(table, options))))
     return out
+
+
+def _clean_command(table: Table, options: Mapping[str, Any] | None) -> str:
+    """The CLI that cleans as the service does: the registry's cleaning options given, since the
+    CLI otherwise plans with the table's own."""
+    given = " ".join(f"--option {k}={v}" for k, v in sorted((options or {}).items())
+                     if k.startswith("hoodie.clean"))
+    return f"`lakehouse clean run {table.path}{' ' + given if given else ''}`"
 
 
 __all__ = ["Alert", "alerts", "compaction_backlog", "stuck_instants", "clean_overdue"]

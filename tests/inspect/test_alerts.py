@@ -89,8 +89,35 @@ def test_clean_overdue_once_a_clean_would_delete_something(tmp_path, policy, key
 def test_clean_overdue_by_hours(tmp_path):
     t = _table(tmp_path / "t", "COPY_ON_WRITE", **{"hoodie.cleaner.policy": "KEEP_LATEST_BY_HOURS",
                                                    "hoodie.cleaner.hours.retained": 1})
-    t.upsert(_batch([1], 0))
-    t.upsert(_batch([1], 1))
-    first = parse_instant_time(t.timeline.completed().instants[0].time).timestamp()
+    for n in range(3):
+        t.upsert(_batch([1], n))
+    first, second, third = (parse_instant_time(i.time).timestamp() for i in t.timeline.completed().instants)
     assert "clean_overdue" not in _alerts(t, now=first + 1800)
-    assert _alerts(t, now=first + 7200)["clean_overdue"].threshold == 3600
+    # CleanPlanner retains from the first commit after now - hours.retained, and the version
+    # before it: with none after it (every commit older), a clean deletes nothing.
+    assert "clean_overdue" not in _alerts(t, now=third + 7200)
+    a = _alerts(t, now=(second + third) / 2 + 3600)["clean_overdue"]  # the third retained, and the second's version
+    assert a.threshold == 3600 and "would delete 1 file(s)" in a.message
+
+
+def test_commits_a_clean_cannot_act_on_are_not_overdue_and_the_help_cleans_as_the_dag_does(tmp_path):
+    """A Merge-On-Read table's slices become cleanable only once a compaction is older than the
+    retained commits; a clean before that finds nothing and writes no instant. The alert counted
+    commits since the table began and could not be cleared ('clean overdue: 6 commits since the
+    table began, with no clean', right after `make run`). It now also asks a dry-run plan, with
+    the registry's options over the table's, as the service would; its help names the CLI with
+    those options (the CLI otherwise plans with the table's own retention)."""
+    registry = {"hoodie.cleaner.commits.retained": "2"}
+    t = _table(tmp_path / "t")
+    for n in range(6):
+        t.upsert(_batch([1, 2], n))
+    assert t.clean(options=registry).instant is None  # nothing to clean: no compaction yet
+    assert "clean_overdue" not in _alerts(t, options=registry)
+    t.compact(force=True)
+    for n in range(6, 10):
+        t.upsert(_batch([1, 2], n))
+    a = _alerts(t, options=registry)["clean_overdue"]
+    assert "a clean now would delete" in a.message
+    assert f"lakehouse clean run {t.path} --option hoodie.cleaner.commits.retained=2" in a.help
+    assert t.clean(options=registry).files_deleted > 0  # what the alert says to do
+    assert "clean_overdue" not in _alerts(t, options=registry)
