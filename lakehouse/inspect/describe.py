@@ -35,7 +35,7 @@ def what(r: Mapping[str, Any]) -> str:
         parts = []
         if "records_written" in r:
             parts.append(_count(r["records_written"], "written"))
-            parts += [_count(r[f"records_{k}"], k) for k in ("inserted", "updated", "deleted")
+            parts += [_count(r[f"records_{k}"], k) for k in ("inserted", "updated", "appended", "deleted")
                       if r.get(f"records_{k}")]
             parts.append(_count(r.get("file_groups", 0), "file group(s)"))
         if r.get("file_groups_replaced"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from lakehouse.errors import InstantNotFoundError, LakehouseError
-from lakehouse.inspect.timeline import Fact, instant_facts, plan_or_none
+from lakehouse.inspect.timeline import Fact, instant_facts, is_log_file, plan_or_none
 from lakehouse.services.savepoint import read_savepoint
 from lakehouse.table import Table
 from lakehouse.timeline.avro_files import CleanerPlan, CleanMetadata, RollbackMetadata, RollbackPlan
@@ -20,7 +20,7 @@ FILES_SHOWN = 500
 
 
 def _kind(path: str) -> str:
-    return "log" if ".log." in path.rsplit("/", 1)[-1] else "base"
+    return "log" if is_log_file(path) else "base"
 
 
 def _write(meta: CommitMetadata) -> dict[str, Any]:
@@ -28,14 +28,16 @@ def _write(meta: CommitMetadata) -> dict[str, Any]:
     files = []
     for s in meta.write_stats():
         p = parts.setdefault(s.partition_path, dict.fromkeys(
-            ("inserted", "updated", "deleted", "written", "files_added", "files_rewritten",
+            ("inserted", "updated", "appended", "deleted", "written", "files_added", "files_rewritten",
              "logs_written", "bytes_written"), 0))
         kind = _kind(s.path)
         # A base file with a previous commit replaces that version of its file group (copy on
         # write); one without starts a file group; a log file adds to the group's current slice.
         change = "log" if kind == "log" else ("rewritten" if s.prev_commit not in ("", "null") else "added")
         p["inserted"] += s.num_inserts
-        p["updated"] += s.num_update_writes
+        # A log append to an existing file group: new and updated keys, not told apart
+        # (lakehouse.inspect.timeline.is_log_file).
+        p["appended" if kind == "log" else "updated"] += s.num_update_writes
         p["deleted"] += s.num_deletes
         p["written"] += s.num_writes
         p["bytes_written"] += s.total_write_bytes

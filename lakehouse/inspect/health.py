@@ -91,6 +91,7 @@ def history(table: Table, facts: list[Fact] | None = None) -> dict[str, Any]:
                             "duration_s": r["duration_s"], "records_written": r.get("records_written"),
                             "records_inserted": r.get("records_inserted"),
                             "records_updated": r.get("records_updated"),
+                            "records_appended": r.get("records_appended"),
                             "records_deleted": r.get("records_deleted")})
             if r["action"] == "compaction":
                 compactions.append({"instant": r["time"], "end": r["end"], "operations": r.get("operations"),

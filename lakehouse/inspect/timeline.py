@@ -61,13 +61,23 @@ def snapshot(table: Table) -> tuple[Timeline, dict[tuple[str, bool], dict[State,
     return Timeline.from_file_names(i.name for i in infos), times
 
 
+def is_log_file(path: str) -> bool:
+    """Whether a write stat's file is a log file (``.<file id>_<base instant>.log.<version>_<token>``)."""
+    return ".log." in path.rsplit("/", 1)[-1]
+
+
 def _write_facts(meta: CommitMetadata, completed: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if meta.operation_type != "UNKNOWN":
         out["operation"] = meta.operation_type.lower()
     if meta.write_stats() or completed:
+        # Hudi's HoodieAppendHandle counts every record appended to an existing file group's log
+        # as an update: the bucket index routes a key without looking it up, so whether it is new
+        # is not known. Those are "appended", apart from the updates a base file merge counted.
+        appended = sum(s.num_update_writes for s in meta.write_stats() if is_log_file(s.path))
         out.update(records_written=meta.total("num_writes"), records_inserted=meta.total("num_inserts"),
-                   records_updated=meta.total("num_update_writes"), records_deleted=meta.total("num_deletes"),
+                   records_updated=meta.total("num_update_writes") - appended, records_appended=appended,
+                   records_deleted=meta.total("num_deletes"),
                    files_written=len(meta.write_stats()), file_groups=len(meta.file_ids()))
     if meta.partition_to_replace_file_ids is not None:
         out["file_groups_replaced"] = len(meta.replaced_file_ids())

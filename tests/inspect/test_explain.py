@@ -36,6 +36,22 @@ def test_a_copy_on_write_upsert_rewrites_files_and_counts_its_records(tmp_path):
         explain(t, "20200101000000000")
 
 
+def test_a_log_append_reads_as_appended_not_as_updates(tmp_path):
+    """A Merge-On-Read upsert into existing buckets appends to their logs without looking the keys
+    up: Hudi's HoodieAppendHandle counts all its records as updates (the view said '1,771
+    updated, 0 inserted' while the table grew). They read as appended; a new bucket's records
+    are inserts."""
+    t = lakehouse.create_table(str(tmp_path / "t"), name="t", table_type="MERGE_ON_READ", record_key="id",
+                               partition_by="p", ordering_field="ts")
+    first = t.upsert(_batch(list(range(10)), 1))
+    second = t.upsert(_batch(list(range(5, 15)), 2))  # 5 updates, 5 new keys
+    parts = explain(t, first)["write"]["partitions"]
+    assert sum(p["inserted"] for p in parts) == 10 and not any(p["appended"] or p["updated"] for p in parts)
+    parts = explain(t, second)["write"]["partitions"]
+    assert sum(p["appended"] for p in parts) == 10 and not any(p["updated"] or p["inserted"] for p in parts)
+    assert {f["change"] for f in explain(t, second)["write"]["files"]} == {"log"}
+
+
 def test_a_rollback_names_the_failed_write_and_the_files_it_removed(tmp_path):
     t = lakehouse.create_table(str(tmp_path / "t"), name="t", table_type="MERGE_ON_READ", record_key="id",
                                partition_by="p", ordering_field="ts")

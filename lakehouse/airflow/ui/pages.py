@@ -225,10 +225,12 @@ _INSTANT = """{% extends "base" %}
 {% set made = task(e.tags, "airflow.") %}{% set committed = task(e.tags, "airflow.commit.") %}
 {% if made or committed %}<p>Made by {{ run_link(made) }}{% if committed %}, committed by {{ run_link(committed) }}{% endif %}</p>{% endif %}
 {% if e.write %}<h2>What it wrote ({{ e.write.operation }})</h2>
-<table id="partitions"><thead><tr><th>partition</th><th>inserted</th><th>updated</th><th>deleted</th><th>records written</th>
+<table id="partitions"><thead><tr><th>partition</th><th>inserted</th><th>updated</th>
+<th title="records appended to an existing file group's log: new and updated keys, not told apart (the bucket index routes a key without looking it up; Hudi counts them as updates)">appended &#9432;</th>
+<th>deleted</th><th>records written</th>
 <th>files added</th><th>files rewritten</th><th>logs written</th><th>bytes written</th><th>file groups replaced</th></tr></thead><tbody>
 {% for p in e.write.partitions %}<tr data-partition="{{ p.partition }}"><td>{{ p.partition or "(none)" }}</td><td class="n">{{ p.inserted }}</td>
-<td class="n">{{ p.updated }}</td><td class="n">{{ p.deleted }}</td><td class="n">{{ p.written }}</td><td class="n">{{ p.files_added }}</td>
+<td class="n">{{ p.updated }}</td><td class="n">{{ p.appended }}</td><td class="n">{{ p.deleted }}</td><td class="n">{{ p.written }}</td><td class="n">{{ p.files_added }}</td>
 <td class="n">{{ p.files_rewritten }}</td><td class="n">{{ p.logs_written }}</td><td class="n">{{ p.bytes_written|size }}</td>
 <td class="n">{{ p.file_groups_replaced or 0 }}</td></tr>{% endfor %}</tbody></table>
 <h2>Files</h2><table id="files"><thead><tr><th>file</th><th>change</th><th>previous version</th><th>records</th><th>size</th></tr></thead><tbody>
