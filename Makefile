@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run stop status cluster cluster-stop postgresql demo demo-api test test-long test-cluster judges bench bench-read bench-avro bench-backlog bench-growth bench-requests bench-view bench-spark reliability venv clean
+.PHONY: run stop status cluster cluster-stop postgresql demo demo-api demo-cli test test-long test-cluster judges bench bench-read bench-avro bench-backlog bench-growth bench-requests bench-view bench-spark reliability venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,8 +45,13 @@ cluster-stop:
 demo: $(STAMP)
 	$(PY) -m deploy.stream_demo
 
-# The Python API walk-through (no Airflow) on a local table under ./demo-tables.
+# The Python API walk-through (no Airflow): each step's Python printed, then run, on a local
+# table under ./demo-api-tables.
 demo-api: $(STAMP)
+	$(PY) -m deploy.demo_api
+
+# The same kind of story told with the `lakehouse` command, under ./demo-tables.
+demo-cli: $(STAMP)
 	$(PY) -m deploy.demo
 
 test: $(STAMP)

@@ -146,8 +146,25 @@ def running_pgid(layout: Layout) -> int | None:
     return pgid
 
 
+PASSWORDS = "simple_auth_manager_passwords.json.generated"  # the simple auth manager's
+
+
+def run_logs(layout: Layout, dag_id: str, run_id: str) -> Path:
+    """Where a DAG run's task logs go (Airflow's default log_filename_template: one folder per
+    run, a file per task and attempt)."""
+    return layout.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working folder where it is under it (shorter to read)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def password(layout: Layout) -> str:
-    path = layout.home / "simple_auth_manager_passwords.json.generated"
+    path = layout.home / PASSWORDS
     try:
         return json.loads(path.read_text())[USER]
     except (FileNotFoundError, KeyError, ValueError):
@@ -278,6 +295,9 @@ def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
         pids.append(p.pid)
     layout.pid_file.write_text(f"{leader} {' '.join(map(str, pids))}\n")
     wait_until("the Airflow API", lambda: _healthy(layout), 180, logs / "api-server.log")
+    # Usable from here on: say where and how to log in before the DAGs and the first cycle.
+    echo(f"Airflow is up: {layout.url}  (login: {USER} / {password(layout)}; the password is kept "
+         f"in {_shown(layout.home / PASSWORDS)})")
     api = Api(layout)
     reg = registry_mod.load(str(layout.registry))
     dag_ids = [t.dag_id(s) for t in reg.tables for s in t.services]
@@ -287,6 +307,7 @@ def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
         api.patch(f"/dags/{d}", {"is_paused": False})
     runs: dict[str, list[str]] = {}
     if cycle:
+        echo("first cycle, each step a DAG run as you would trigger it (state, time, task logs):")
         for t in reg.tables:
             # Two ingests, so that the second one's updates leave logs for the compaction.
             steps = [(t.dag_id("ingest"), {}), (t.dag_id("ingest"), {})]
@@ -294,12 +315,30 @@ def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
                 steps.append((t.dag_id("compaction"), {"force": True}))
             steps.append((t.dag_id("clean"), {}))
             for dag_id, conf in steps:
-                echo(f"running {dag_id} ...")
+                began = time.monotonic()
                 run_id = api.trigger(dag_id, conf)
                 runs.setdefault(dag_id, []).append(api.wait_run(dag_id, run_id))
-                echo(f"  {dag_id}: {runs[dag_id][-1]}")
+                echo(f"  {dag_id:<24} {runs[dag_id][-1]:<8} {time.monotonic() - began:6.1f} s   "
+                     f"{_shown(run_logs(layout, dag_id, run_id))}")
     return {"url": layout.url, "user": USER, "password": password(layout), "runs": runs,
             "pgid": leader}
+
+
+def end_runs(layout: Layout) -> list[str]:
+    """Mark the DAG runs still queued or running failed, through the API, before the components
+    stop: else Airflow's database keeps them "running" with nothing running them, and the next
+    start shows them so (a scheduled run that `make stop` interrupted). Best effort; returns
+    the runs ended."""
+    ended = []
+    try:
+        api = Api(layout)
+        found = api.get("/dags/~/dagRuns", state=["queued", "running"], limit=100)["dag_runs"]
+        for r in found:
+            api.patch(f"/dags/{r['dag_id']}/dagRuns/{r['dag_run_id']}", {"state": "failed"})
+            ended.append(f"{r['dag_id']}/{r['dag_run_id']}")
+    except Exception:  # noqa: BLE001 - the API may be down already: stop anyway
+        pass
+    return ended
 
 
 def stop(layout: Layout, timeout: float = 30) -> bool:
@@ -307,6 +346,7 @@ def stop(layout: Layout, timeout: float = 30) -> bool:
     if pgid is None:
         layout.pid_file.unlink(missing_ok=True)
         return False
+    end_runs(layout)
     os.killpg(pgid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and running_pgid(layout) is not None:
@@ -342,6 +382,7 @@ def start_cmd(layout: Layout, no_cycle: bool) -> None:
         click.echo(f"error: {e.message}\nHelp: {e.help}", err=True)
         raise SystemExit(1)
     click.echo(f"\nAirflow is running: {out['url']}  (login: {out['user']} / {out['password']})")
+    click.echo("The DAGs' schedules are on: ingest, compaction and clean run by themselves from now on.")
     click.echo("Lakehouse tables: the 'Lakehouse' entry of the Airflow menu. Stop with `make stop`.")
 
 

@@ -86,8 +86,10 @@ def platform(spark_submit_ready, tmp_path_factory):
     reg = work / "tables.yaml"
     reg.write_text(DEMO_REGISTRY.format())
     layout = plat.Layout(REPO, free_port(), var=work / "var", registry_file=reg)
+    said: list[str] = []
     try:
-        started = plat.start(layout, cycle=True, echo=lambda *_: None)
+        started = plat.start(layout, cycle=True, echo=said.append)
+        started["said"] = said
     except BaseException:
         plat.stop(layout)
         raise

@@ -4,6 +4,7 @@ of ingest, compaction and clean run through the REST API; stopped by its process
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,37 @@ def test_first_cycle_completes_and_leaves_its_instants(platform):
     # The clean (1 file version retained) removed the slices the compaction replaced.
     assert len(done.filter(actions=[Action.CLEAN]).instants) == 1
     assert not tl.pending().instants
+
+
+def test_start_says_where_to_log_in_first_then_each_step_with_its_time_and_logs(platform):
+    """The URL and the login as soon as the API answers (before the DAGs are parsed and the first
+    cycle runs: minutes on 2 cores), then one line per step: its DAG, state, seconds and the
+    folder of its task logs."""
+    import re
+    from deploy import platform as plat
+    layout, started, _ = platform
+    said = started["said"]
+    up = next(i for i, line in enumerate(said) if line.startswith("Airflow is up: "))
+    assert f"{started['url']}  (login: admin / {started['password']};" in said[up]
+    assert plat.PASSWORDS in said[up]
+    steps = [line for line in said[up + 1:] if re.match(r"  \w+ +(success|failed) +\d+\.\d s   ", line)]
+    assert len(steps) == sum(len(v) for v in started["runs"].values())
+    for line in steps:
+        folder = Path(line.split("   ")[-1])
+        folder = folder if folder.is_absolute() else Path.cwd() / folder
+        assert folder.name.startswith("run_id=") and any(folder.rglob("*.log")), line
+
+
+def test_stop_leaves_no_run_marked_running(platform):
+    """A run the stop interrupts is marked failed through the API first: Airflow's database
+    otherwise keeps it "running" with nothing running it."""
+    from deploy import platform as plat
+    layout, _, _ = platform
+    api = plat.Api(layout)
+    run_id = api.trigger("trips_health", {})
+    ended = plat.end_runs(layout)
+    assert f"trips_health/{run_id}" in ended
+    assert api.get(f"/dags/trips_health/dagRuns/{run_id}")["state"] == "failed"
 
 
 def test_components_run_in_one_process_group_bound_to_loopback(platform):
