@@ -11,4 +11,4 @@ from lakehouse.airflow.dags import build_dags
 
 _REGISTRY = os.environ.get(registry.ENV_VAR) or os.path.join(os.path.dirname(os.path.abspath(__file__)), "tables.yaml")
 
-globals().update(build_dags(registry.load(_REGISTRY)))
+globals().update(build_dags(registry.load(_REGISTRY), schedules=not registry.schedules_held()))

@@ -69,6 +69,11 @@ class Layout:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def hold_file(self) -> Path:
+        """While it exists the DAGs have no schedules (the first cycle: registry.schedules_held)."""
+        return self.home / "schedules-held"
+
+    @property
     def registry(self) -> Path:
         return self.registry_file or Path(os.environ.get("LAKEHOUSE_REGISTRY") or self.root / "dags" / "tables.yaml")
 
@@ -107,6 +112,7 @@ class Layout:
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
                 {"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client"}}),
             "LAKEHOUSE_REGISTRY": str(self.registry),
+            registry_mod.HOLD_ENV: str(self.hold_file),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable,
             "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
@@ -279,6 +285,13 @@ def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
                             help="`make stop` stops it")
     logs = layout.home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    # The first cycle's manual runs would wait behind the scheduled and Asset-triggered runs
+    # that unpausing starts (minutes on 2 cores): the DAGs are parsed without schedules until
+    # the cycle has run.
+    if cycle:
+        layout.hold_file.write_text("the DAGs' schedules start once the first cycle has run\n")
+    else:
+        layout.hold_file.unlink(missing_ok=True)
     env = layout.env()
     echo(f"airflow home: {layout.home}")
     subprocess.run([*_airflow(layout), "db", "migrate"], env=env, check=True,
@@ -306,6 +319,7 @@ def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
     for d in dag_ids:
         api.patch(f"/dags/{d}", {"is_paused": False})
     runs: dict[str, list[str]] = {}
+    cycle_ended = None
     if cycle:
         echo("first cycle, each step a DAG run as you would trigger it (state, time, task logs):")
         for t in reg.tables:
@@ -320,8 +334,10 @@ def start(layout: Layout, *, cycle: bool = True, echo=print) -> dict[str, Any]:
                 runs.setdefault(dag_id, []).append(api.wait_run(dag_id, run_id))
                 echo(f"  {dag_id:<24} {runs[dag_id][-1]:<8} {time.monotonic() - began:6.1f} s   "
                      f"{_shown(run_logs(layout, dag_id, run_id))}")
+        cycle_ended = datetime.now(timezone.utc).isoformat()
+        start_schedules(layout, env)
     return {"url": layout.url, "user": USER, "password": password(layout), "runs": runs,
-            "pgid": leader}
+            "pgid": leader, "cycle_ended": cycle_ended}
 
 
 def end_runs(layout: Layout) -> list[str]:
@@ -339,6 +355,14 @@ def end_runs(layout: Layout) -> list[str]:
     except Exception:  # noqa: BLE001 - the API may be down already: stop anyway
         pass
     return ended
+
+
+def start_schedules(layout: Layout, env: dict[str, str]) -> None:
+    """The DAGs parsed again with their schedules (the dag-processor would take up to its
+    refresh interval to notice)."""
+    layout.hold_file.unlink(missing_ok=True)
+    subprocess.run([*_airflow(layout), "dags", "reserialize"], env=env, check=True,
+                   stdout=open(layout.home / "logs" / "dags-reserialize.log", "w"), stderr=subprocess.STDOUT)
 
 
 def stop(layout: Layout, timeout: float = 30) -> bool:
@@ -382,7 +406,8 @@ def start_cmd(layout: Layout, no_cycle: bool) -> None:
         click.echo(f"error: {e.message}\nHelp: {e.help}", err=True)
         raise SystemExit(1)
     click.echo(f"\nAirflow is running: {out['url']}  (login: {out['user']} / {out['password']})")
-    click.echo("The DAGs' schedules are on: ingest, compaction and clean run by themselves from now on.")
+    click.echo("The DAGs' schedules are on now: ingest, compaction and clean run by themselves."
+               if not no_cycle else "The DAGs' schedules are on.")
     click.echo("Lakehouse tables: the 'Lakehouse' entry of the Airflow menu. Stop with `make stop`.")
 
 

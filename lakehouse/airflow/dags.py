@@ -104,7 +104,12 @@ def _doc(t: TableEntry, what: str) -> str:
             "Generated from the lakehouse table registry; edit the registry, not this DAG.")
 
 
-def table_dags(t: TableEntry) -> dict[str, DAG]:
+def table_dags(t: TableEntry, *, schedules: bool = True) -> dict[str, DAG]:
+    """``t``'s DAGs; without ``schedules`` every one runs only when triggered (the platform's
+    first cycle, before the schedules start: registry.schedules_held)."""
+    def when(schedule: Any) -> Any:
+        return schedule if schedules else None
+
     common: dict[str, Any] = dict(
         start_date=START, catchup=False, max_active_runs=1, tags=["lakehouse", t.name],
         default_args={"retries": t.retries, "retry_delay": timedelta(seconds=t.retry_delay_s)})
@@ -118,12 +123,12 @@ def table_dags(t: TableEntry) -> dict[str, DAG]:
 
     out: dict[str, DAG] = {}
     if t.source.mode == "stream":
-        with DAG(t.dag_id("ingest"), schedule=t.schedule.ingest,
+        with DAG(t.dag_id("ingest"), schedule=when(t.schedule.ingest),
                  doc_md=_doc(t, f"stream the files landed in `{t.source.dir}` through format(\"lakehouse\") "
                                 "(availableNow), a commit per micro-batch."), **common) as d:
             op("ingest", "stream", stream_args(t), outlets=[commits_asset(t)])
     else:
-        with DAG(t.dag_id("ingest"), schedule=t.schedule.ingest,
+        with DAG(t.dag_id("ingest"), schedule=when(t.schedule.ingest),
                  doc_md=_doc(t, f"ingest new files from `{t.source.dir}`, then commit."), **common) as d:
             op("ingest", "ingest", ingest_args(t)) >> op(
                 "commit", "commit", instant="{{ ti.xcom_pull(task_ids='ingest') }}", outlets=[commits_asset(t)])
@@ -132,7 +137,7 @@ def table_dags(t: TableEntry) -> dict[str, DAG]:
     if t.is_mor:
         s = t.schedule
         schedule: Any = [commits_asset(t)] if s.compaction_after_commits else s.compaction_cron
-        with DAG(t.dag_id("compaction"), schedule=schedule,
+        with DAG(t.dag_id("compaction"), schedule=when(schedule),
                  doc_md=_doc(t, "plan a compaction if its trigger fires, execute it, commit it."),
                  **common) as d:
             pulled = "{{ ti.xcom_pull(task_ids='compaction_plan') }}"
@@ -144,7 +149,7 @@ def table_dags(t: TableEntry) -> dict[str, DAG]:
     if t.clusters:
         s = t.schedule
         schedule = [commits_asset(t)] if s.clustering_after_commits else s.clustering_cron
-        with DAG(t.dag_id("clustering"), schedule=schedule,
+        with DAG(t.dag_id("clustering"), schedule=when(schedule),
                  doc_md=_doc(t, ("plan a bucket resize (buckets past the split threshold split, small "
                                  "neighbours merged) " if t.resizes_buckets else
                                  "plan a clustering (small file groups rewritten, sorted if sort columns "
@@ -155,12 +160,12 @@ def table_dags(t: TableEntry) -> dict[str, DAG]:
              >> op("commit", "commit", instant=pulled))
         out[d.dag_id] = d
 
-    with DAG(t.dag_id("clean"), schedule=t.schedule.clean,
+    with DAG(t.dag_id("clean"), schedule=when(t.schedule.clean),
              doc_md=_doc(t, "delete file versions the retention policy no longer keeps."), **common) as d:
         op("clean", "clean", _options(dict(t.clean_options)))
     out[d.dag_id] = d
 
-    with DAG(t.dag_id("health"), schedule=t.schedule.health,
+    with DAG(t.dag_id("health"), schedule=when(t.schedule.health),
              doc_md=_doc(t, "check the table's alerts (compaction backlog, stuck instants, overdue clean): "
                             f"metrics each run, an event on the Asset `{alerts_asset(t.name).name}` when "
                             "there are alerts, skipped when healthy."), **common) as d:
@@ -170,11 +175,12 @@ def table_dags(t: TableEntry) -> dict[str, DAG]:
     return out
 
 
-def build_dags(registry: Registry) -> dict[str, DAG]:
-    """Every table's DAGs by DAG id (put them in a DAG file's globals)."""
+def build_dags(registry: Registry, *, schedules: bool = True) -> dict[str, DAG]:
+    """Every table's DAGs by DAG id (put them in a DAG file's globals); ``schedules``: as
+    table_dags."""
     out: dict[str, DAG] = {}
     for t in registry.tables:
-        out.update(table_dags(t))
+        out.update(table_dags(t, schedules=schedules))
     return out
 
 

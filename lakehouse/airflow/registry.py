@@ -53,6 +53,16 @@ import yaml
 from lakehouse.errors import ConfigError
 
 ENV_VAR = "LAKEHOUSE_REGISTRY"
+# A file whose existence holds every DAG's schedule (the DAGs run only when triggered): the
+# embedded platform's first cycle, whose manual runs would otherwise wait behind scheduled and
+# Asset-triggered ones (deploy.platform).
+HOLD_ENV = "LAKEHOUSE_HOLD_SCHEDULES"
+
+
+def schedules_held() -> bool:
+    """Whether $LAKEHOUSE_HOLD_SCHEDULES names a file that exists."""
+    path = os.environ.get(HOLD_ENV)
+    return bool(path) and os.path.exists(path)
 DEFAULT_CONN = "spark_default"
 #: Hudi's default for hoodie.compact.inline.max.delta.commits, when nothing else is said.
 DEFAULT_AFTER_COMMITS = 5

@@ -100,6 +100,22 @@ def test_dag_folder_imports_and_declares_the_services(tmp_path, dagbag_for):
     assert "hoodie.compact.inline.max.delta.commits=2" in plan.app_args
 
 
+def test_a_hold_file_leaves_every_dag_to_be_triggered_until_it_goes(tmp_path, dagbag_for, monkeypatch):
+    """The embedded platform's first cycle: while $LAKEHOUSE_HOLD_SCHEDULES names a file that
+    exists, the DAG file declares no schedules (no scheduled or Asset-triggered run queues ahead
+    of the cycle's manual runs); once it is gone, the registry's."""
+    hold = tmp_path / "held"
+    hold.write_text("")
+    monkeypatch.setenv("LAKEHOUSE_HOLD_SCHEDULES", str(hold))
+    held = dagbag_for(write_registry(tmp_path))
+    assert all(not d.timetable.can_be_scheduled for d in held.dags.values()), \
+        {k: type(d.timetable).__name__ for k, d in held.dags.items()}
+    hold.unlink()
+    free = dagbag_for(write_registry(tmp_path))
+    assert free.dags["trips_ingest"].timetable.expression == "*/10 * * * *"
+    assert "lakehouse_trips_commits" in repr(free.dags["trips_compaction"].timetable.asset_condition)
+
+
 def test_ingest_compaction_and_clean_dags_end_to_end(tmp_path, dagbag_for):
     bag = dagbag_for(write_registry(tmp_path))
     path = tmp_path / "tables" / "trips"

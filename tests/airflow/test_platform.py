@@ -50,6 +50,24 @@ def test_start_says_where_to_log_in_first_then_each_step_with_its_time_and_logs(
         assert folder.name.startswith("run_id=") and any(folder.rglob("*.log")), line
 
 
+def test_the_first_cycle_runs_alone_and_the_schedules_start_after_it(platform):
+    """The DAGs are parsed without schedules until the first cycle has run (its manual runs
+    waited behind scheduled and Asset-triggered ones: minutes lost on 2 cores), then with them."""
+    from deploy import platform as plat
+    layout, started, _ = platform
+    api = plat.Api(layout)
+    assert not layout.hold_file.exists()
+    dag = api.get("/dags/trips_compaction")  # Asset-triggered: after_commits in the registry
+    assert dag["timetable_summary"] not in (None, "None")
+    assert api.get("/dags/trips_health")["timetable_summary"] not in (None, "None")  # cron
+    from datetime import datetime
+    ended = datetime.fromisoformat(started["cycle_ended"])
+    for dag_id in started["runs"]:
+        early = [r for r in api.get(f"/dags/{dag_id}/dagRuns", limit=100)["dag_runs"]
+                 if r["run_type"] != "manual" and datetime.fromisoformat(r["queued_at"]) < ended]
+        assert not early, (dag_id, early)
+
+
 def test_stop_leaves_no_run_marked_running(platform):
     """A run the stop interrupts is marked failed through the API first: Airflow's database
     otherwise keeps it "running" with nothing running it."""
