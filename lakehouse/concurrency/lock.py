@@ -221,8 +221,9 @@ class StorageLockProvider:
         if gave_back is not None and gave_back[0] - self._listed < _FORGET_AT \
                 and self._fresh(gave_back[1], gave_back[2]):
             # The lease this provider gave back is the newest (as a listing taken then would
-            # show), so the next number is taken without listing: if it was forgotten, that is
-            # a lease's length after it was made, after our release (see below).
+            # show), so the next number is taken without listing. Had someone made and
+            # forgotten that number since, a lease's length would have passed since our release
+            # (:meth:`_forget_old`), and less than half of one has: as a prompt taker's listing.
             lease = self._create_lease(gave_back[0], False)
             if lease is not None and self._fresh(gave_back[1], gave_back[2]):
                 return lease
