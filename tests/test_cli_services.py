@@ -328,7 +328,7 @@ def test_piped_tables_keep_every_cell_whole(bulk):
     for time in (*writes, t):
         assert time in out
     assert "bulk_insert: 300 written, 300 inserted, 2 file group(s)" in out
-    assert "upsert: 3 written, 3 updated, 2 file group(s)" in out and "completed" in out
+    assert "upsert: 3 written, 3 appended, 2 file group(s)" in out and "completed" in out
 
 
 class _Terminal(io.StringIO):

@@ -328,9 +328,11 @@ class WriteClient:
         except Exception as e:
             self._marked.pop(t, None)
             self.abort(inflight, e)
-        # The markers this process made are all of them unless other processes wrote the files.
+        # The markers this process made are all of them when it wrote every file and commits
+        # right away; a commit step that comes later lists them (a task retried meanwhile, say,
+        # may have marked more).
         marked = self._marked.pop(t, None)
-        marked = marked.made() if marked is not None and files is None else None
+        marked = marked.made() if marked is not None and files is None and commit_follows else None
         self.record_results(inflight, stats, base_meta,
                             replaced if action is Action.REPLACE_COMMIT else None,
                             durable=not commit_follows, markers=marked)
