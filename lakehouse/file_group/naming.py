@@ -15,6 +15,12 @@ _BASE_RE = re.compile(r"^([^_/.][^_/]*)_(\d+-\d+-\d+)_(\d{14,17})\.parquet$")
 _LOG_RE = re.compile(r"^\.([^_/]+)_(\d{14,17})\.log\.(\d+)(?:_(\d+-\d+-\d+))?$")
 
 
+def is_log_file(path: str) -> bool:
+    """Whether the file at ``path`` is a log file (``.<file id>_<base instant>.log.<version>_<token>``),
+    by its name: what a write stat names is a base file or a log file."""
+    return ".log." in path.rpartition("/")[2]
+
+
 def new_file_id_prefix() -> str:
     """A new file group's id without its ``-0`` (``FSUtils.createNewFileIdPfx``)."""
     return str(uuid.uuid4())

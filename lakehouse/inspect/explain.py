@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from lakehouse.errors import InstantNotFoundError, LakehouseError
-from lakehouse.inspect.timeline import Fact, instant_facts, is_log_file, plan_or_none
+from lakehouse.file_group.naming import is_log_file
+from lakehouse.inspect.timeline import Fact, instant_facts, plan_or_none
 from lakehouse.services.savepoint import read_savepoint
 from lakehouse.table import Table
 from lakehouse.timeline.avro_files import CleanerPlan, CleanMetadata, RollbackMetadata, RollbackPlan
@@ -36,7 +37,7 @@ def _write(meta: CommitMetadata) -> dict[str, Any]:
         change = "log" if kind == "log" else ("rewritten" if s.prev_commit not in ("", "null") else "added")
         p["inserted"] += s.num_inserts
         # A log append to an existing file group: new and updated keys, not told apart
-        # (lakehouse.inspect.timeline.is_log_file).
+        # (lakehouse.inspect.timeline, where the timeline counts them so too).
         p["appended" if kind == "log" else "updated"] += s.num_update_writes
         p["deleted"] += s.num_deletes
         p["written"] += s.num_writes

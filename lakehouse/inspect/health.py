@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from lakehouse.config import ClusteringConfig, WriteConfig
 from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.file_group.naming import is_log_file
 from lakehouse.inspect.timeline import Fact, instant_facts
 from lakehouse.services.clustering.bucket_resize import slice_size, split_ways
 from lakehouse.table import Table
@@ -40,16 +41,12 @@ class _Group:
     logs: dict[str, _Log] = field(default_factory=dict)
 
 
-def _is_log(path: str) -> bool:
-    return ".log." in path.rsplit("/", 1)[-1]
-
-
 def _apply(groups: dict[tuple[str, str], _Group], meta: CommitMetadata, instant: str) -> None:
     for key in meta.replaced_file_ids():
         groups.pop(key, None)
     for s in meta.write_stats():
         key = (s.partition_path, s.file_id)
-        if _is_log(s.path):
+        if is_log_file(s.path):
             g = groups.setdefault(key, _Group())
             log = g.logs.get(s.path)
             if log is None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from lakehouse.errors import CorruptFileError, InstantNotFoundError
+from lakehouse.file_group.naming import is_log_file
 from lakehouse.services.archive import archive_files, read_archived
 from lakehouse.services.clean import BYTES_FREED
 from lakehouse.services.compaction import read_plan
@@ -59,11 +60,6 @@ def snapshot(table: Table) -> tuple[Timeline, dict[tuple[str, bool], dict[State,
         if inst is not None and info.mtime_ns is not None:
             times.setdefault((inst.time, inst.action is Action.SAVEPOINT), {})[inst.state] = info.mtime_ns
     return Timeline.from_file_names(i.name for i in infos), times
-
-
-def is_log_file(path: str) -> bool:
-    """Whether a write stat's file is a log file (``.<file id>_<base instant>.log.<version>_<token>``)."""
-    return ".log." in path.rsplit("/", 1)[-1]
 
 
 def _write_facts(meta: CommitMetadata, completed: bool) -> dict[str, Any]:

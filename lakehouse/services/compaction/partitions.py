@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 from lakehouse.errors import CorruptFileError, InstantNotFoundError
 from lakehouse.file_group.file_slice import FileSlice
+from lakehouse.file_group.naming import is_log_file
 from lakehouse.services.archive import archive_files
 from lakehouse.timeline.active import Timeline
 from lakehouse.timeline.avro_files import CompactionPlan
@@ -50,7 +51,7 @@ def _plan(meta: "TableMetaClient", time: str) -> CompactionPlan | None:
 def _log_partitions(meta: "TableMetaClient", inst: Instant) -> set[str]:
     """The partitions ``inst`` wrote log files in (its base files need no compaction)."""
     stats = meta.active.commit_metadata(inst).partition_to_write_stats
-    return {p for p, ss in stats.items() if any(".log." in s.path.rpartition("/")[2] for s in ss)}
+    return {p for p, ss in stats.items() if any(is_log_file(s.path) for s in ss)}
 
 
 def last_compaction(timeline: Timeline) -> str | None:
