@@ -57,18 +57,18 @@ ENV_VAR = "LAKEHOUSE_REGISTRY"
 # embedded platform's first cycle, whose manual runs would otherwise wait behind scheduled and
 # Asset-triggered ones (deploy.platform).
 HOLD_ENV = "LAKEHOUSE_HOLD_SCHEDULES"
-
-
-def schedules_held() -> bool:
-    """Whether $LAKEHOUSE_HOLD_SCHEDULES names a file that exists."""
-    path = os.environ.get(HOLD_ENV)
-    return bool(path) and os.path.exists(path)
 DEFAULT_CONN = "spark_default"
 #: Hudi's default for hoodie.compact.inline.max.delta.commits, when nothing else is said.
 DEFAULT_AFTER_COMMITS = 5
 #: How often a table's alerts are checked, unless its entry says otherwise.
 DEFAULT_HEALTH = "*/15 * * * *"
 _RUNTIME_KEYS = ("spark_conn_id", "spark_conf", "retries", "retry_delay_s", "ship_package")
+
+
+def schedules_held() -> bool:
+    """Whether $LAKEHOUSE_HOLD_SCHEDULES names a file that exists."""
+    path = os.environ.get(HOLD_ENV)
+    return bool(path) and os.path.exists(path)
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,10 @@ def stuck_instants(table: Table, facts: list[Fact], concurrency: ConcurrencyConf
     return out
 
 
-def clean_overdue(facts: list[Fact], clean: CleanConfig, now: float) -> Alert | None:
+def clean_overdue(facts: list[Fact], clean: CleanConfig, now: float,
+                  command: str = "`lakehouse clean run`") -> Alert | None:
+    """The alert when more commits (or hours) than the retention passed since the last clean;
+    ``command``: the CLI its help names (alerts: with the registry's options)."""
     done = [f.row for f in facts if f.row["state"] == "completed"]
     cleans = [r for r in done if r["action"] == "clean"]
     last_clean = cleans[-1]["time"] if cleans else None
@@ -122,7 +125,7 @@ def clean_overdue(facts: list[Fact], clean: CleanConfig, now: float) -> Alert | 
         return Alert("clean_overdue", WARNING,
                      f"no clean for {_mins(age)} (since {ref}), longer than hoodie.cleaner.hours.retained "
                      f"({clean.hours_retained} h): file versions older than the retention are still kept",
-                     "run the table's clean DAG (or `lakehouse clean run`)", instant=last_clean,
+                     f"run the table's clean DAG (or {command})", instant=last_clean,
                      value=round(age), threshold=limit)
     if clean.policy == "KEEP_LATEST_COMMITS":
         # CleanPlanner keeps the latest version before the earliest retained commit as well, so
@@ -137,7 +140,7 @@ def clean_overdue(facts: list[Fact], clean: CleanConfig, now: float) -> Alert | 
                  f"{len(since)} commits completed since " + (f"the last clean ({last_clean})" if last_clean
                                                               else "the table began, with no clean")
                  + f"; with {key}={setting} file versions beyond the retention are kept until a clean runs",
-                 "run the table's clean DAG (or `lakehouse clean run`), and check its schedule",
+                 f"run the table's clean DAG (or {command}), and check its schedule",
                  instant=last_clean, value=len(since), threshold=limit)
 
 
@@ -152,12 +155,11 @@ def alerts(table: Table, facts: list[Fact], last_point: Mapping[str, Any] | None
     out = [a for a in (compaction_backlog(table, last_point, trigger, now),) if a]
     out += stuck_instants(table, facts, ConcurrencyConfig.from_options(opts), now)
     cfg = CleanConfig.from_options(opts)
-    if (c := clean_overdue(facts, cfg, now)) is not None:
+    if (c := clean_overdue(facts, cfg, now, _clean_command(table, options))) is not None:
         planned = plan_clean(table.meta_client, cfg, now=datetime.fromtimestamp(now, timezone.utc), dry_run=True)
         if planned.planned:
             out.append(replace(c, message=f"{c.message}: a clean now would delete {len(planned.files):,} "
-                                          f"file(s), {planned.bytes:,} bytes",
-                               help=c.help.replace("`lakehouse clean run`", _clean_command(table, options))))
+                                          f"file(s), {planned.bytes:,} bytes"))
     return out
 
 

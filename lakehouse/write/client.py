@@ -105,10 +105,9 @@ class WriteClient:
         # A key generator chosen in memory by this client's first write, to be stored
         # (lakehouse.write.datetime_partitioning).
         self.keygen_chosen = False
-        # Results this process recorded, by instant time, for its own commit step right after
-        # (:meth:`run`): it need not read them back from the inflight file.
-        # Phase 1's results by instant, until phase 2: on the table handle's meta client, so a
-        # commit asked again through the handle (a lost answer) finds them.
+        # Phase 1's results by instant, until phase 2, which then need not read them back from
+        # the inflight file: on the table handle's meta client, so that a commit asked again
+        # through the handle (a lost answer) finds them.
         self._recorded: dict[str, Recorded] = meta.recorded_writes
         self._marked: dict[str, Markers] = {}  # by instant, while its files are written here
 
@@ -326,16 +325,16 @@ class WriteClient:
         except InjectedFault:
             raise
         except Exception as e:
-            self._marked.pop(t, None)
             self.abort(inflight, e)
+        finally:
+            marked = self._marked.pop(t, None)
         # The markers this process made are all of them when it wrote every file and commits
         # right away; a commit step that comes later lists them (a task retried meanwhile, say,
         # may have marked more).
-        marked = self._marked.pop(t, None)
-        marked = marked.made() if marked is not None and files is None and commit_follows else None
+        known = marked.made() if marked is not None and files is None and commit_follows else None
         self.record_results(inflight, stats, base_meta,
                             replaced if action is Action.REPLACE_COMMIT else None,
-                            durable=not commit_follows, markers=marked)
+                            durable=not commit_follows, markers=known)
         return t
 
     def _check_no_pending_compaction(self, prepared: Prepared) -> None:
