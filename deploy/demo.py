@@ -113,14 +113,22 @@ def _step(n: int, title: str) -> None:
     print(f"\n=== Step {n}: {title} " + "=" * max(0, 70 - len(title)), flush=True)
 
 
-def prepare_dir(base: Path) -> None:
-    """Recreate the demo folder, refusing to wipe a folder the demo did not create."""
+def prepare_dir(base: Path, made_by: str = "python -m deploy.demo") -> None:
+    """Recreate the demo folder, refusing to wipe a folder a demo did not create."""
     if base.exists() and any(base.iterdir()) and not (base / MARKER).exists():
-        raise SystemExit(f"{base} exists and was not made by the demo; pass --dir with a new or "
+        raise SystemExit(f"{base} exists and was not made by this demo; pass --dir with a new or "
                          "empty folder")
     shutil.rmtree(base, ignore_errors=True)
-    (base / "input").mkdir(parents=True)
-    (base / MARKER).write_text("made by python -m deploy.demo; safe to delete\n")
+    base.mkdir(parents=True)
+    (base / MARKER).write_text(f"made by {made_by}; safe to delete\n")
+
+
+def report(checks: list[tuple[str, bool]]) -> bool:
+    """Print the checks on the final table; whether all hold."""
+    print("Checks on the final table:")
+    for text, ok in checks:
+        print(f"  [{'ok' if ok else 'FAILED'}] {text}")
+    return all(ok for _, ok in checks)
 
 
 def run_demo(base: Path, seed: int = 7) -> DemoResult:
@@ -128,6 +136,7 @@ def run_demo(base: Path, seed: int = 7) -> DemoResult:
     prepare_dir(base)
     table_path = base / "trips"
     inp = base / "input"
+    inp.mkdir()
     rng = np.random.default_rng(seed)
     res = DemoResult(table_path)
     lh = _Runner()
@@ -231,12 +240,10 @@ def summarize(res: DemoResult, elapsed: float) -> None:
     print("\n=== What you saw " + "=" * 62)
     for i, s in enumerate(res.shown, 1):
         print(f"  {i}. {s}")
-    print("Checks on the final table:")
-    for text, ok in checks:
-        print(f"  [{'ok' if ok else 'FAILED'}] {text}")
+    passed = report(checks)
     print(f"Table: {res.table_path}  (try: python -m lakehouse.cli timeline {res.table_path})")
     print(f"Done in {elapsed:.1f}s.")
-    if not all(ok for _, ok in checks):
+    if not passed:
         raise SystemExit("demo checks failed")
 
 

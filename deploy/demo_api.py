@@ -11,14 +11,13 @@ clean, the timeline, a rollback, and the table read as Iceberg. The final table 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-MARKER = ".lakehouse-demo-api"
+from deploy.demo import prepare_dir, report
 
 # (title, code): every step's code is printed, then run in the walk-through's namespace.
 STEPS: list[tuple[str, str]] = [
@@ -100,15 +99,6 @@ STEPS: list[tuple[str, str]] = [
 ]
 
 
-def _prepare(base: Path) -> None:
-    if base.exists():
-        if not (base / MARKER).exists():
-            raise SystemExit(f"{base} exists and was not made by this demo: pass another --dir")
-        shutil.rmtree(base)
-    base.mkdir(parents=True)
-    (base / MARKER).write_text("made by python -m deploy.demo_api; deleted and recreated by every run\n")
-
-
 def _show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 400 else text[:400] + " ..."
@@ -116,7 +106,7 @@ def _show(value: Any) -> str:
 
 def run(base: Path, echo=print) -> dict[str, Any]:
     """Every step, printed then run; returns the walk-through's namespace."""
-    _prepare(base)
+    prepare_dir(base, "python -m deploy.demo_api")
     ns: dict[str, Any] = {"DIR": str(base.resolve())}
     for n, (title, code) in enumerate(STEPS, 1):
         code = textwrap.dedent(code).strip("\n")
@@ -155,12 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     started = time.perf_counter()
     ns = run(args.dir)
-    checks = check(ns)
-    print("\nChecks on the final table:")
-    for text, ok in checks:
-        print(f"  [{'ok' if ok else 'FAILED'}] {text}")
+    print()
+    passed = report(check(ns))
     print(f"Table: {ns['t'].path}  ({time.perf_counter() - started:.1f} s)")
-    return 0 if all(ok for _, ok in checks) else 1
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":
