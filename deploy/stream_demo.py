@@ -7,10 +7,10 @@ cycle), for the registry's first table whose source is in ``mode: stream``:
    seconds (new trips, corrections, late events, cancellations);
 2. a Structured Streaming query (the ``stream`` Spark application, ``spark-submit``) applies the
    landed files through ``writeStream.format("lakehouse")``, a delta commit per micro-batch;
-3. each commit is announced to Airflow as an event of the table's Asset (``POST
-   /api/v2/assets/events``, what the ingest DAG's task does for its own commits), so Airflow's
-   scheduler runs ``<table>_compaction``, whose plan step compacts once
-   ``hoodie.compact.inline.max.delta.commits`` delta commits wait;
+3. each commit is announced to Airflow as an event of the table's commits Asset (``POST
+   /api/v2/assets/events``, what the ingest DAG's task does for its own commits), and, once
+   ``hoodie.compact.inline.max.delta.commits`` delta commits wait (lakehouse.services.due), of
+   its compaction-due Asset, on which Airflow's scheduler runs ``<table>_compaction``;
 4. at the end the table is checked: equal to its history replayed with the Python API (each
    micro-batch's files as Spark's checkpoint lists them, the compactions where they fell: every
    landed file applied once) and, where hudi-rs is installed, read identically by it. The platform keeps running (``make stop``).
@@ -37,8 +37,10 @@ import pyarrow.parquet as pq
 
 from deploy import platform as plat
 from lakehouse.airflow import registry as registry_mod
-from lakehouse.airflow.dags import commits_asset, stream_args
+from lakehouse.airflow.assets import due_asset
+from lakehouse.airflow.dags import commits_asset, due, stream_args
 from lakehouse.errors import LakehouseError, TableNotFoundError
+from lakehouse.services.due import compaction_due
 from lakehouse.sources import demo
 from lakehouse.spark.apps.stream import checkpoint_location, source_files
 from lakehouse.spark.datasource import DEFAULT_IDENTIFIER, sink_commits
@@ -189,8 +191,7 @@ def run(layout: plat.Layout, *, seconds: float = 90, every: float = 4, trigger_s
         plat.start(layout, cycle=False, echo=echo)
     api = plat.Api(layout)
     entry = stream_entry(registry_mod.load(str(layout.registry)), table)
-    asset = commits_asset(entry)
-    asset_id = _asset_id(api, asset.name)
+    asset_id = (_asset_id(api, commits_asset(entry).name), _asset_id(api, due_asset(entry.name, "compaction").name))
     api.patch(f"/dags/{entry.dag_id('compaction')}", {"is_paused": False})
     report = DemoReport(table=entry.path)
     try:
@@ -273,8 +274,11 @@ def _progress(entry, after, announced, seen_compactions, api, asset_id, report: 
         stats = table.active.commit_metadata(table.timeline.get(instant)).write_stats()
         echo(f"  stream    batch {batch:>3} committed: delta commit {instant} "
              f"({sum(s.num_writes for s in stats)} records, {len(stats)} log/base files)")
-        # What the ingest DAG's task does for its commits: the Asset schedules the compaction DAG.
-        api.post("/assets/events", {"asset_id": asset_id, "extra": {"instant": instant, "from": "make demo"}})
+        # What the ingest DAG's task does for its commits.
+        api.post("/assets/events", {"asset_id": asset_id[0], "extra": {"instant": instant, "from": "make demo"}})
+        due_now = compaction_due(table, due(entry).get("compaction"))
+        if due_now.due:  # the Asset that schedules the compaction DAG
+            api.post("/assets/events", {"asset_id": asset_id[1], "extra": {"reason": due_now.reason, "from": "make demo"}})
     for c in _compactions(table):
         if c["instant"] not in seen_compactions:
             seen_compactions.add(c["instant"])

@@ -6,13 +6,16 @@ application submitted by :class:`~lakehouse.airflow.operators.LakehouseSparkSubm
   Structured Streaming query into ``format("lakehouse")`` with ``trigger(availableNow)`` (the
   ``stream`` application), which commits each micro-batch and updates the Asset.
 * ``<table>_compaction`` (Merge-On-Read only): compaction-plan → compaction-execute → commit.
-  Scheduled by the Asset (``after_commits: K``: it runs after ingest commits, and its plan step
-  fires once K delta commits are waiting: hoodie.compact.inline.max.delta.commits=K, Hudi's own
-  trigger) or on a cron. Nothing planned: the plan task is skipped, and the rest with it.
+  Scheduled by the Asset ``lakehouse_<table>_compaction_due`` (``after_commits: K``: the ingest
+  task announces it after a commit once K delta commits wait, hoodie.compact.inline.max.delta.
+  commits=K, Hudi's own trigger, checked as the planner checks it: lakehouse.services.due), so it
+  does not run after every commit to hear "not yet"; or on a cron. Nothing planned: the plan task
+  is skipped, and the rest with it.
 * ``<table>_clustering`` (tables without the bucket index, or with consistent-hashing buckets):
-  clustering-plan → clustering-execute → commit. Scheduled by the Asset (``after_commits: K``:
-  its plan step fires once K commits completed since the last clustering,
-  hoodie.clustering.async.max.commits=K), on a cron, or only when triggered. The default: after 5
+  clustering-plan → clustering-execute → commit. Scheduled by the Asset
+  ``lakehouse_<table>_clustering_due`` (``after_commits: K``: announced once K commits completed
+  since the last clustering, hoodie.clustering.async.max.commits=K), on a cron, or only when
+  triggered. The default: after 5
   commits for consistent-hashing tables (a plan only where a bucket passed the split threshold,
   so the table grows without anyone asking), manual for the others (Hudi's async clustering is
   off by default).
@@ -29,7 +32,8 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset
 
-from lakehouse.airflow.health import LakehouseHealthOperator, alerts_asset
+from lakehouse.airflow import assets
+from lakehouse.airflow.health import LakehouseHealthOperator
 from lakehouse.airflow.operators import LakehouseSparkSubmitOperator
 from lakehouse.airflow.registry import Registry, TableEntry
 
@@ -37,11 +41,28 @@ START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def commits_asset(t: TableEntry) -> Asset:
-    """The table's commits as an Airflow Asset: updated by every ingest commit. Named after the
-    registry entry, not the path: Airflow wants one URI per asset name, and a table that moves
-    keeps its DAGs' history. Its extra shows the table's path and its page in the Lakehouse view."""
-    return Asset(name=f"lakehouse_{t.name}_commits", uri=f"lakehouse://tables/{t.name}/commits",
-                 group="lakehouse", extra={"path": t.path, "lakehouse_view": f"/lakehouse/tables/{t.name}"})
+    """The table's commits as an Airflow Asset: updated by every ingest commit."""
+    return assets.commits_asset(t.name, t.path)
+
+
+def due(t: TableEntry) -> dict[str, dict[str, str]]:
+    """The services whose DAG a "due" Asset schedules, with the options their planner applies
+    (the registry's trigger over its service options): the ingest task checks each after its
+    commit and announces those whose trigger is met."""
+    out: dict[str, dict[str, str]] = {}
+    s = t.schedule
+    if t.is_mor and s.compaction_after_commits:
+        out["compaction"] = dict(_plan_options(dict(t.compaction_options), "hoodie.compact.inline.max.delta.commits",
+                                               s.compaction_after_commits))
+    if t.clusters and s.clustering_after_commits:
+        out["clustering"] = dict(_plan_options(dict(t.clustering_options), "hoodie.clustering.async.max.commits",
+                                               s.clustering_after_commits))
+    return out
+
+
+def _plan_options(opts: dict[str, str], trigger_key: str, after: int) -> dict[str, str]:
+    opts.setdefault(trigger_key, str(after))
+    return opts
 
 
 def _options(opts: dict[str, str]) -> list[str]:
@@ -88,14 +109,14 @@ FORCE_FROM_CONF = "{{ '--force' if (dag_run.conf or {}).get('force') else '' }}"
 def compaction_plan_args(t: TableEntry) -> list[str]:
     opts = dict(t.compaction_options)
     if t.schedule.compaction_after_commits:
-        opts.setdefault("hoodie.compact.inline.max.delta.commits", str(t.schedule.compaction_after_commits))
+        opts = _plan_options(opts, "hoodie.compact.inline.max.delta.commits", t.schedule.compaction_after_commits)
     return [FORCE_FROM_CONF, *_options(opts)]
 
 
 def clustering_plan_args(t: TableEntry) -> list[str]:
     opts = dict(t.clustering_options)
     if t.schedule.clustering_after_commits:
-        opts.setdefault("hoodie.clustering.async.max.commits", str(t.schedule.clustering_after_commits))
+        opts = _plan_options(opts, "hoodie.clustering.async.max.commits", t.schedule.clustering_after_commits)
     return [FORCE_FROM_CONF, *_options(opts)]
 
 
@@ -126,17 +147,19 @@ def table_dags(t: TableEntry, *, schedules: bool = True) -> dict[str, DAG]:
         with DAG(t.dag_id("ingest"), schedule=when(t.schedule.ingest),
                  doc_md=_doc(t, f"stream the files landed in `{t.source.dir}` through format(\"lakehouse\") "
                                 "(availableNow), a commit per micro-batch."), **common) as d:
-            op("ingest", "stream", stream_args(t), outlets=[commits_asset(t)])
+            op("ingest", "stream", stream_args(t), outlets=[commits_asset(t), assets.due_alias(t.name)],
+               due=due(t))
     else:
         with DAG(t.dag_id("ingest"), schedule=when(t.schedule.ingest),
                  doc_md=_doc(t, f"ingest new files from `{t.source.dir}`, then commit."), **common) as d:
             op("ingest", "ingest", ingest_args(t)) >> op(
-                "commit", "commit", instant="{{ ti.xcom_pull(task_ids='ingest') }}", outlets=[commits_asset(t)])
+                "commit", "commit", instant="{{ ti.xcom_pull(task_ids='ingest') }}",
+                outlets=[commits_asset(t), assets.due_alias(t.name)], due=due(t))
     out[d.dag_id] = d
 
     if t.is_mor:
         s = t.schedule
-        schedule: Any = [commits_asset(t)] if s.compaction_after_commits else s.compaction_cron
+        schedule: Any = [assets.due_asset(t.name, "compaction")] if s.compaction_after_commits else s.compaction_cron
         with DAG(t.dag_id("compaction"), schedule=when(schedule),
                  doc_md=_doc(t, "plan a compaction if its trigger fires, execute it, commit it."),
                  **common) as d:
@@ -148,7 +171,7 @@ def table_dags(t: TableEntry, *, schedules: bool = True) -> dict[str, DAG]:
 
     if t.clusters:
         s = t.schedule
-        schedule = [commits_asset(t)] if s.clustering_after_commits else s.clustering_cron
+        schedule = [assets.due_asset(t.name, "clustering")] if s.clustering_after_commits else s.clustering_cron
         with DAG(t.dag_id("clustering"), schedule=when(schedule),
                  doc_md=_doc(t, ("plan a bucket resize (buckets past the split threshold split, small "
                                  "neighbours merged) " if t.resizes_buckets else
@@ -167,7 +190,7 @@ def table_dags(t: TableEntry, *, schedules: bool = True) -> dict[str, DAG]:
 
     with DAG(t.dag_id("health"), schedule=when(t.schedule.health),
              doc_md=_doc(t, "check the table's alerts (compaction backlog, stuck instants, overdue clean): "
-                            f"metrics each run, an event on the Asset `{alerts_asset(t.name).name}` when "
+                            f"metrics each run, an event on the Asset `{assets.alerts_asset(t.name).name}` when "
                             "there are alerts, skipped when healthy."), **common) as d:
         LakehouseHealthOperator(task_id="health", table_path=t.path, table_name=t.name,
                                 options=t.service_options, compaction_after=t.compaction_trigger)
@@ -184,4 +207,4 @@ def build_dags(registry: Registry, *, schedules: bool = True) -> dict[str, DAG]:
     return out
 
 
-__all__ = ["build_dags", "table_dags", "commits_asset", "ingest_args", "stream_args"]
+__all__ = ["build_dags", "table_dags", "commits_asset", "due", "ingest_args", "stream_args"]

@@ -15,21 +15,17 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from airflow.sdk import Asset, BaseOperator
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 from airflow.sdk.observability.stats import Stats
 
+from lakehouse.airflow.assets import alerts_asset
 from lakehouse.airflow.operators import REPORT_KEY
 from lakehouse.errors import TableNotFoundError
 from lakehouse.inspect.alerts import alerts
 from lakehouse.inspect.health import history
 from lakehouse.inspect.timeline import instant_facts
 from lakehouse.table import open_table
-
-
-def alerts_asset(table_name: str) -> Asset:
-    return Asset(name=f"lakehouse_{table_name}_alerts", uri=f"lakehouse://tables/{table_name}/alerts",
-                 group="lakehouse", extra={"lakehouse_view": f"/lakehouse/tables/{table_name}"})
 
 
 class LakehouseHealthOperator(BaseOperator):
@@ -80,4 +76,4 @@ class LakehouseHealthOperator(BaseOperator):
         return found
 
 
-__all__ = ["LakehouseHealthOperator", "alerts_asset"]
+__all__ = ["LakehouseHealthOperator"]

@@ -19,14 +19,17 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from lakehouse.airflow.assets import due_alias, due_asset
 from lakehouse.airflow.links import LakehouseTableLink
 from lakehouse.errors import ConfigError, TableNotFoundError
+from lakehouse.spark.apps import FAILED, summary_line
 from lakehouse.spark.package import build_py_files
 from lakehouse.spark.submit import APPS, submit_path
+from lakehouse.services.due import clustering_due, compaction_due
 from lakehouse.table import open_table
 from lakehouse.timeline.instant import Action
 from lakehouse.timeline.tags import find_tagged
@@ -45,6 +48,10 @@ MAKES: dict[str, tuple[Action, ...]] = {
 TAKES_INSTANT = ("compaction-execute", "clustering-execute", "commit")
 #: The XCom key of a skipped task's application report (its "reason" says why nothing was done).
 REPORT_KEY = "lakehouse_report"
+#: How each service's "due" is decided (lakehouse.services.due).
+DUE_CHECKS = {"compaction": compaction_due, "clustering": clustering_due}
+#: Spark's log level in task logs (Spark's own default is INFO: ~80 lines around the report).
+SPARK_LOG_LEVEL = "WARN"
 _NO_INSTANT = ("", "None", "null")
 
 
@@ -74,6 +81,9 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         returned, e.g. ``"{{ ti.xcom_pull(task_ids='compaction_plan') }}"``; empty skips the step.
     :param ship_package: send the lakehouse package to the executors with ``--py-files`` (for
         clusters whose workers do not have it installed).
+    :param due: for an ingest step: the services (compaction, clustering) to check after its
+        commit, with their planners' options; each whose trigger is met gets an event on its
+        "due" Asset (lakehouse.airflow.assets), through the alias the step has as an outlet.
     Other arguments go to :class:`SparkSubmitOperator` (``conn_id``, ``conf``, ...).
     """
 
@@ -84,7 +94,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     def __init__(self, *, app: str, table_path: str, table_name: str | None = None,
                  app_args: Iterable[str] = (), instant: str | None = None, ship_package: bool = False,
                  conf: dict[str, Any] | None = None, env_vars: dict[str, Any] | None = None,
-                 **kwargs: Any) -> None:
+                 due: Mapping[str, Mapping[str, str]] | None = None, **kwargs: Any) -> None:
         apps = ("ingest", *APPS)
         if app not in apps:
             raise ConfigError(f"unknown lakehouse application {app!r}", help=f"use one of {', '.join(apps)}")
@@ -92,8 +102,9 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         env = {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
         if os.environ.get("SPARK_LOCAL_IP"):
             env["SPARK_LOCAL_IP"] = os.environ["SPARK_LOCAL_IP"]
-        # Progress bars are noise in a task log; the application prints what happened.
-        spark_conf = {"spark.ui.showConsoleProgress": "false", **(conf or {})}
+        # Progress bars and Spark's INFO lines (~80 per run) are noise in a task log; the
+        # application prints what happened. spark_conf {spark.log.level: INFO} brings them back.
+        spark_conf = {"spark.ui.showConsoleProgress": "false", "spark.log.level": SPARK_LOG_LEVEL, **(conf or {})}
         super().__init__(application=submit_path(), name=f"lakehouse-{app}-{name}", conf=spark_conf,
                          env_vars={**env, **(env_vars or {})}, **kwargs)
         self.app = app
@@ -102,6 +113,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         self.app_args = list(app_args)
         self.instant = instant
         self.ship_package = ship_package
+        self.due = {k: dict(v) for k, v in (due or {}).items()}
         self.report: dict[str, Any] | None = None
 
     # --- the timeline side ------------------------------------------------------------------
@@ -140,6 +152,18 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
                     pass
             yield line
 
+    def _announce(self, context: Any) -> None:
+        """An event on the "due" Asset of each service whose trigger this commit met."""
+        if not self.due or (table := self._table()) is None:
+            return
+        events = context.get("outlet_events")
+        for service, options in self.due.items():
+            d = DUE_CHECKS[service](table, options)
+            self.log.info("%s %s: %s", service, "due" if d.due else "not due yet", d.reason)
+            if d.due and events is not None:
+                events[due_alias(self.table_name)].add(due_asset(self.table_name, service),
+                                                       extra={"reason": d.reason})
+
     def _skip(self, context: Any, report: dict) -> None:
         """Skip this task, keeping the application's report in the XCom ``REPORT_KEY`` (the
         Lakehouse view shows why a service did nothing; the log alone would bury it)."""
@@ -175,8 +199,18 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         self._hook = self._get_hook()
         original = self._hook._process_spark_submit_log
         self._hook._process_spark_submit_log = lambda itr: original(self._tee(itr))
+        # The task log: what runs, Spark's output folded away (Airflow's UI collapses a
+        # ::group:: block), then the application's report in one sentence.
+        self.log.info("lakehouse %s on %s (%s)", self.app, self.table_name, self.table_path)
+        self.log.info("::group::spark-submit output")
         try:
-            super().execute(context)
+            try:
+                super().execute(context)
+            finally:
+                self.log.info("::endgroup::")
+                if self.report:
+                    (self.log.error if self.report.get("status") == FAILED else self.log.info)(
+                        "%s", summary_line(self.report))
         except AirflowException:
             conflicts = [f for f in (self.report or {}).get("failed", []) if f.get("conflict")]
             if conflicts:
@@ -191,10 +225,12 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         if self.app in TAKES_INSTANT:
             if report.get("status") == "nothing_to_do":
                 self.log.info("%s: nothing to do: %s", self.app, report.get("reason", ""))
+            self._announce(context)
             return str(self.instant).strip()
         _, made = self._made_by(tags)
         if made is not None:
             self.log.info("%s made %s", self.app, made)
+            self._announce(context)
             return made.time
         if report.get("status") == "nothing_to_do":
             self._skip(context, report)

@@ -74,6 +74,16 @@ def reference_table(path: Path):
                                   **demo.TABLE_OPTIONS)
 
 
+def _asset_events(name: str) -> list:
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+    with create_session() as session:
+        events = [e for e in session.query(AssetEvent).all() if e.asset.name == name]
+        for e in events:
+            session.expunge(e)
+    return events
+
+
 def _run(dag):
     run = dag.test()
     return run, {ti.task_id: ti for ti in run.get_task_instances()}
@@ -91,10 +101,14 @@ def test_dag_folder_imports_and_declares_the_services(tmp_path, dagbag_for):
     assert [t.task_id for t in clean.topological_sort()] == ["clean"]
     for d in bag.dags.values():
         assert d.max_active_runs == 1 and not d.catchup
-    # Compaction follows the ingest commits through the table's Asset.
+    # Every ingest commit updates the table's commits Asset; compaction follows its own "due"
+    # Asset, which the commit announces through the alias once the trigger is met.
     outlets = ingest_dag.get_task("commit").outlets
-    assert len(outlets) == 1 and outlets[0].name == "lakehouse_trips_commits"
-    assert "lakehouse_trips_commits" in repr(comp.timetable.asset_condition)
+    assert [a.name for a in outlets] == ["lakehouse_trips_commits", "lakehouse_trips_due"]
+    assert ingest_dag.get_task("commit").due == {"compaction": {"hoodie.compact.inline.max.delta.commits": "2"},
+                                                 "clustering": {"hoodie.clustering.async.max.commits": "5"}}
+    assert "lakehouse_trips_compaction_due" in repr(comp.timetable.asset_condition)
+    assert "lakehouse_trips_commits" not in repr(comp.timetable.asset_condition)
     # The plan step asks for Hudi's trigger with K = after_commits.
     plan = comp.get_task("compaction_plan")
     assert "hoodie.compact.inline.max.delta.commits=2" in plan.app_args
@@ -113,15 +127,22 @@ def test_a_hold_file_leaves_every_dag_to_be_triggered_until_it_goes(tmp_path, da
     hold.unlink()
     free = dagbag_for(write_registry(tmp_path))
     assert free.dags["trips_ingest"].timetable.expression == "*/10 * * * *"
-    assert "lakehouse_trips_commits" in repr(free.dags["trips_compaction"].timetable.asset_condition)
+    assert "lakehouse_trips_compaction_due" in repr(free.dags["trips_compaction"].timetable.asset_condition)
 
 
 def test_ingest_compaction_and_clean_dags_end_to_end(tmp_path, dagbag_for):
     bag = dagbag_for(write_registry(tmp_path))
     path = tmp_path / "tables" / "trips"
+    due_events, before = [], len(_asset_events("lakehouse_trips_compaction_due"))  # the session's DB is shared
     for _ in range(2):
         run, tis = _run(bag.dags["trips_ingest"])
         assert run.state == "success" and tis["commit"].state == "success"
+        due_events.append(len(_asset_events("lakehouse_trips_compaction_due")) - before)
+    # The compaction DAG is scheduled on the compaction-due Asset, which the ingest commit
+    # announces only once its trigger is met (2 delta commits): not after the first ingest.
+    assert due_events == [0, 1], due_events
+    assert "lakehouse_trips_compaction_due" in repr(bag.dags["trips_compaction"].timetable.asset_condition)
+    assert _asset_events("lakehouse_trips_compaction_due")[-1].extra["reason"] == "2 of 2 delta commits"
     table = lakehouse.open_table(str(path))
     deltas = table.timeline.completed().filter(actions=[Action.DELTA_COMMIT]).instants
     assert len(deltas) == 2 and not table.timeline.pending().instants
@@ -269,8 +290,8 @@ def test_a_stream_source_is_ingested_by_a_streaming_query_retried_without_duplic
     dag = bag.dags["live_ingest"]
     assert [t.task_id for t in dag.topological_sort()] == ["ingest"]
     task = dag.get_task("ingest")
-    assert task.app == "stream" and [a.name for a in task.outlets] == ["lakehouse_live_commits"]
-    assert "lakehouse_live_commits" in repr(bag.dags["live_compaction"].timetable.asset_condition)
+    assert task.app == "stream" and [a.name for a in task.outlets] == ["lakehouse_live_commits", "lakehouse_live_due"]
+    assert "lakehouse_live_compaction_due" in repr(bag.dags["live_compaction"].timetable.asset_condition)
 
     monkeypatch.setenv("LAKEHOUSE_FAULTS", f"commit.after_complete:kill@{tmp_path}/once")
     run, tis = _run(dag)

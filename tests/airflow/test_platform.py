@@ -31,6 +31,16 @@ def test_first_cycle_completes_and_leaves_its_instants(platform):
     assert not tl.pending().instants
 
 
+def test_no_alert_on_a_healthy_table_right_after_the_first_cycle(platform):
+    """What a new user sees first: the Lakehouse view has nothing to complain about after the
+    cycle ingested, compacted and cleaned each table."""
+    from deploy import platform as plat
+    layout, _, _ = platform
+    rows = plat.Api(layout).http.get(f"{layout.url}/lakehouse/api/tables").json()
+    assert {r["name"] for r in rows} == {"trips", "live"}
+    assert all(r["exists"] and r["alerts"] == [] for r in rows), [(r["name"], r["alerts"]) for r in rows]
+
+
 def test_start_says_where_to_log_in_first_then_each_step_with_its_time_and_logs(platform):
     """The URL and the login as soon as the API answers (before the DAGs are parsed and the first
     cycle runs: minutes on 2 cores), then one line per step: its DAG, state, seconds and the

@@ -171,7 +171,8 @@ def test_a_table_without_the_bucket_index_gets_a_clustering_dag(tmp_path):
     consistent-hashing table (the Merge-On-Read default: its buckets split as it grows); none for
     a SIMPLE-engine bucket table."""
     pytest.importorskip("airflow", reason="the DAGs are built with Airflow")
-    from lakehouse.airflow.dags import commits_asset, table_dags
+    from lakehouse.airflow.assets import due_asset
+    from lakehouse.airflow.dags import due, table_dags
 
     text = GOOD.replace('schedule: {ingest: "0 * * * *", compaction: {cron: "0 3 * * *"}, clean: null}',
                         'schedule: {ingest: "0 * * * *", clustering: {after_commits: 3}, clean: null}\n'
@@ -182,7 +183,10 @@ def test_a_table_without_the_bucket_index_gets_a_clustering_dag(tmp_path):
     assert trips.resizes_buckets and "clustering" in trips.services
     resize = table_dags(trips)["trips_clustering"]
     assert "hoodie.clustering.async.max.commits=5" in resize.get_task("clustering_plan").app_args
-    assert commits_asset(trips).name in repr(resize.timetable.asset_condition)
+    assert due_asset("trips", "clustering").name in repr(resize.timetable.asset_condition)
+    # The ingest commit announces the clustering as due with the plan's own trigger options.
+    ingest_commit = table_dags(trips)["trips_ingest"].get_task("commit")
+    assert ingest_commit.due == due(trips) and due(trips)["clustering"]["hoodie.clustering.async.max.commits"] == "5"
     assert "bucket resize" in resize.doc_md
     fixed = registry.load(write(tmp_path, GOOD.replace("hoodie.bucket.index.num.buckets: 4,",
                                                        "hoodie.bucket.index.num.buckets: 4, hoodie.index.bucket.engine: SIMPLE,")
@@ -199,6 +203,6 @@ def test_a_table_without_the_bucket_index_gets_a_clustering_dag(tmp_path):
     assert "hoodie.clustering.async.max.commits=3" in plan.app_args
     assert "hoodie.clustering.plan.strategy.sort.columns=updated_at" in plan.app_args
     assert dag.get_task("clustering_execute").instant == "{{ ti.xcom_pull(task_ids='clustering_plan') }}"
-    assert commits_asset(orders).name in repr(dag.timetable.asset_condition)
+    assert due_asset("orders", "clustering").name in repr(dag.timetable.asset_condition)
     manual = registry.load(write(tmp_path, GOOD)).table("orders")
     assert type(table_dags(manual)["orders_clustering"].timetable).__name__ == "NullTimetable"

@@ -9,8 +9,9 @@ API with the caller's token, so Airflow applies that user's permissions.
     GET  /lakehouse/tables/{name}                     a table: timeline chart, file groups, cleans
     GET  /lakehouse/tables/{name}/timeline.svg        the timeline chart alone
     GET  /lakehouse/tables/{name}/instants/{instant}  one instant explained
-    GET  /lakehouse/api/tables                        the tables (JSON)
-    GET  /lakehouse/api/tables/{name}                 one table in full: timeline, health, alerts (JSON)
+    GET  /lakehouse/api/tables                        the tables, those that need attention first (JSON)
+    GET  /lakehouse/api/tables/{name}                 one table in full: timeline, health, alerts, schema,
+                                                      partitions, Iceberg side, query snippets (JSON)
     GET  /lakehouse/api/tables/{name}/instants/{i}    one instant explained (JSON)
     GET  /lakehouse/api/tables/{name}/runs            its recent service runs, with skip reasons (JSON)
     GET  /lakehouse/api/tables/{name}/assets          its Airflow Assets, with their ids (JSON)
@@ -67,6 +68,12 @@ def _details(t: registry_mod.TableEntry) -> dict[str, Any]:
                             compaction_after=t.compaction_trigger)
 
 
+def _summaries(reg: registry_mod.Registry) -> list[dict[str, Any]]:
+    """The registry's tables, those that need attention first."""
+    return overview.ranked([overview.summary(t.name, t.path, t.table_type, options=t.service_options,
+                                             compaction_after=t.compaction_trigger) for t in reg.tables])
+
+
 def _entry_of_dag(dag_id: str) -> registry_mod.TableEntry:
     for t in _registry().tables:
         if dag_id in _service_info(t)["dags"].values():
@@ -119,9 +126,7 @@ def create_app(auth: bool = True) -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     def tables_page() -> str:
-        reg = _registry()
-        return render("tables", prefix=PREFIX, registry=reg.path,
-                      tables=[overview.summary(t.name, t.path, t.table_type) for t in reg.tables])
+        return render("tables", prefix=PREFIX, tables=_summaries(_registry()))
 
     @app.get("/tables/{name}", response_class=HTMLResponse)
     def table_page(name: str) -> str:
@@ -164,8 +169,9 @@ def create_app(auth: bool = True) -> FastAPI:
 
     @app.get("/api/tables")
     def tables() -> list[dict[str, Any]]:
-        return [{**overview.summary(t.name, t.path, t.table_type), **_service_info(t)}
-                for t in _registry().tables]
+        reg = _registry()
+        entries = {t.name: t for t in reg.tables}
+        return [{**row, **_service_info(entries[row["name"]])} for row in _summaries(reg)]
 
     @app.get("/api/tables/{name}")
     def table(name: str) -> dict[str, Any]:

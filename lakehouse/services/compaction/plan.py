@@ -48,12 +48,13 @@ class ScheduleResult:
 
 
 @dataclass(frozen=True)
-class _Trigger:
+class Trigger:
     fire: bool
     reason: str = field(default="")
 
 
-def _trigger(cfg: CompactionConfig, delta_commits: int, seconds: float, log_bytes: int) -> _Trigger:
+def trigger(cfg: CompactionConfig, delta_commits: int, seconds: float, log_bytes: int) -> Trigger:
+    """Whether ``cfg``'s trigger strategy fires on these counts, and the counts as words."""
     by_num = delta_commits >= cfg.max_delta_commits
     by_time = seconds >= cfg.max_delta_seconds
     by_bytes = log_bytes >= cfg.max_log_bytes
@@ -67,7 +68,7 @@ def _trigger(cfg: CompactionConfig, delta_commits: int, seconds: float, log_byte
         "LOG_BYTES": (by_bytes, byt), "NUM_OR_LOG_BYTES": (by_num or by_bytes, f"{num}, {byt}"),
     }
     fire, reason = rules[cfg.trigger_strategy]
-    return _Trigger(fire, reason)
+    return Trigger(fire, reason)
 
 
 def _operation(s: FileSlice) -> CompactionOperation:
@@ -147,7 +148,7 @@ def _schedule(meta: "TableMetaClient", cfg: CompactionConfig, now: datetime | No
     since = last or (deltas[0].time if deltas else None)
     now = now or datetime.now(timezone.utc)
     seconds = (now - parse_instant_time(since)).total_seconds() if since else 0.0
-    trig = _trigger(cfg, len(deltas), seconds, log_bytes)
+    trig = trigger(cfg, len(deltas), seconds, log_bytes)
     if not trig.fire and not force:
         return ScheduleResult(None, reason=f"not yet: {trig.reason}")
     ops = plan_operations(slices, cfg)

@@ -126,6 +126,32 @@ def report(app: str, table: str | None, body: Mapping[str, Any], started: float)
             "status": body["status"], "reason": body.get("reason") or ""}
 
 
+#: Report fields the summary line leaves out: said otherwise, or only for machines.
+_NOT_SUMMED = frozenset({"app", "table", "instant", "action", "step", "status", "reason", "duration_s", "spark",
+                         "redone"})
+
+
+def summary_line(doc: Mapping[str, Any]) -> str:
+    """An application's JSON line as one sentence for a task log: what ran on which table, how it
+    ended, on which instant, in how long, and its counts."""
+    status = doc.get("status") or "unknown"
+    said = {OK: "done", NOTHING: "nothing to do", FAILED: "FAILED"}.get(status, status)
+    head = f"lakehouse {doc.get('app')} on {doc.get('table')}: {said}"
+    if doc.get("duration_s") is not None:
+        head += f" in {float(doc['duration_s']):.1f} s"
+    if doc.get("instant"):
+        head += f"; instant {doc['instant']}" + (f" ({doc['action']})" if doc.get("action") else "")
+    if doc.get("redone"):
+        head += ", redone after an earlier try"
+    counts = [f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"{k.replace('_', ' ')} {v}"
+              for k, v in doc.items() if k not in _NOT_SUMMED and isinstance(v, (int, float, str, bool)) and v != ""]
+    if counts:
+        head += "; " + ", ".join(counts)
+    if doc.get("reason"):
+        head += f". {'Why' if status != FAILED else 'Error'}: {doc['reason']}"
+    return head
+
+
 def usage_failure(app: str | None, e: UsageError, started: float, table: str | None = None) -> int:
     sys.stderr.write(e.usage + str(e) + "\n")
     emit(report(app, table, {"status": FAILED, "reason": f"usage: {e}"}, started))
