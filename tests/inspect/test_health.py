@@ -83,6 +83,30 @@ def test_archived_commits_stay_in_the_history(tmp_path):
     assert {c["instant"] for c in h["cleans"]} == {t for t, r in cleans.items() if r["files_deleted"]}
 
 
+def test_the_archived_replay_is_kept_and_gives_what_a_whole_replay_gives(tmp_path):
+    """history() replays the archived instants once per archival (kept by table): each later
+    call, after more writes and another archival, equals a replay from nothing."""
+    from lakehouse.inspect import health
+    t = _table(tmp_path / "t", "MERGE_ON_READ", **{"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3,
+                                                    "hoodie.cleaner.commits.retained": 1})
+
+    def fresh():
+        health._ARCHIVED_REPLAY.pop(t.path, None)  # noqa: SLF001 - the oracle: no kept replay
+        return history(t)
+
+    for n in range(12):
+        t.upsert(_batch(list(range(n * 3, n * 3 + 10)), n + 1))
+        if n % 3 == 2:
+            t.compact(force=True)
+            t.clean()
+            t.archive()
+        if any(f.row["archived"] for f in instant_facts(t, archived=True)):
+            kept = history(t)
+            assert kept == fresh()
+            assert history(t) == kept  # from the kept replay this time
+    assert t.path in health._ARCHIVED_REPLAY  # noqa: SLF001
+
+
 def test_a_completed_instant_is_read_once_then_remembered(tmp_path, monkeypatch):
     t = _table(tmp_path / "t", "MERGE_ON_READ")
     _churn(t, 3)

@@ -92,11 +92,13 @@ def _top(values: Sequence[float | None]) -> float:
 
 
 def _x_labels(labels: Sequence[str]) -> list[str]:
+    """A few slots' labels. One slot per commit, evenly spaced whatever the time between them:
+    each label says which commit it is ("#7"), so the axis does not read as a clock."""
     if not labels:
         return []
     picks = sorted({0, len(labels) - 1, len(labels) // 2})
     return [f'<text x="{_x(i, len(labels)):.1f}" y="{H - 10}" text-anchor="middle" class="lh-axis">'
-            f'{escape(labels[i])}</text>' for i in picks]
+            f'{escape(f"#{i + 1} · {labels[i]}")}</text>' for i in picks]
 
 
 def _short(instant: str) -> str:

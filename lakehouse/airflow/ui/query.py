@@ -69,7 +69,7 @@ def snippets(name: str, path: str, iceberg: Mapping[str, Any] | None) -> list[di
                 "code": "from lakehouse.spark.session import build_session\n\n"
                         "spark = build_session()  # or your own session, with lakehouse installed\n"
                         f"spark.read.format(\"lakehouse\").load({_py(path)}).createOrReplaceTempView({_py(view)})\n"
-                        f"spark.sql(\"SELECT count(*) AS row_count FROM {view}\").show()\n"})
+                        f"print(spark.sql(\"SELECT count(*) AS row_count FROM {view}\").first().row_count)\n"})
     return out
 
 
