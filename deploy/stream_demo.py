@@ -191,7 +191,9 @@ def run(layout: plat.Layout, *, seconds: float = 90, every: float = 4, trigger_s
         plat.start(layout, cycle=False, echo=echo)
     api = plat.Api(layout)
     entry = stream_entry(registry_mod.load(str(layout.registry)), table)
-    asset_id = (_asset_id(api, commits_asset(entry).name), _asset_id(api, due_asset(entry.name, "compaction").name))
+    # A compaction on a cron (no "due" Asset): the demo triggers the DAG when it is due.
+    asset_id = (_asset_id(api, commits_asset(entry).name),
+                _asset_id(api, due_asset(entry.name, "compaction").name) if "compaction" in due(entry) else None)
     api.patch(f"/dags/{entry.dag_id('compaction')}", {"is_paused": False})
     report = DemoReport(table=entry.path)
     try:
@@ -276,9 +278,14 @@ def _progress(entry, after, announced, seen_compactions, api, asset_id, report: 
              f"({sum(s.num_writes for s in stats)} records, {len(stats)} log/base files)")
         # What the ingest DAG's task does for its commits.
         api.post("/assets/events", {"asset_id": asset_id[0], "extra": {"instant": instant, "from": "make demo"}})
-        due_now = compaction_due(table, due(entry).get("compaction"))
-        if due_now.due:  # the Asset that schedules the compaction DAG
+        due_now = compaction_due(table, due(entry).get("compaction", dict(entry.compaction_options)))
+        if not due_now.due:
+            continue
+        if asset_id[1] is not None:  # the Asset that schedules the compaction DAG
             api.post("/assets/events", {"asset_id": asset_id[1], "extra": {"reason": due_now.reason, "from": "make demo"}})
+        elif not api.get(f"/dags/{entry.dag_id('compaction')}/dagRuns", state=["queued", "running"]).get("dag_runs"):
+            echo(f"  demo      {due_now.reason}: triggering {entry.dag_id('compaction')} (it runs on a cron)")
+            api.trigger(entry.dag_id("compaction"))
     for c in _compactions(table):
         if c["instant"] not in seen_compactions:
             seen_compactions.add(c["instant"])

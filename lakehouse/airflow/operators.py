@@ -154,15 +154,29 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
 
     def _announce(self, context: Any) -> None:
         """An event on the "due" Asset of each service whose trigger this commit met."""
-        if not self.due or (table := self._table()) is None:
+        if not self.due:
             return
         events = context.get("outlet_events")
+        if events is None:
+            self.log.warning("no outlet events in this task's context: the services' 'due' Assets "
+                             "get no event from this commit (their DAGs wait for the next one)")
+            return
+        table = self._table()
         for service, options in self.due.items():
-            d = DUE_CHECKS[service](table, options)
-            self.log.info("%s %s: %s", service, "due" if d.due else "not due yet", d.reason)
-            if d.due and events is not None:
+            # The commit is done: a check that cannot decide must not fail the task, and a
+            # service left untriggered is worse than one run that finds nothing to do.
+            try:
+                if table is None:
+                    raise RuntimeError(f"{self.table_path} could not be opened")
+                d = DUE_CHECKS[service](table, options)
+                due, reason = d.due, d.reason
+            except Exception as e:  # noqa: BLE001 - see above
+                self.log.warning("%s: could not tell whether it is due (%s); announcing it as due", service, e)
+                due, reason = True, f"could not tell ({type(e).__name__}); its DAG decides"
+            self.log.info("%s %s: %s", service, "due" if due else "not due yet", reason)
+            if due:
                 events[due_alias(self.table_name)].add(due_asset(self.table_name, service),
-                                                       extra={"reason": d.reason})
+                                                       extra={"reason": reason})
 
     def _skip(self, context: Any, report: dict) -> None:
         """Skip this task, keeping the application's report in the XCom ``REPORT_KEY`` (the
@@ -209,8 +223,11 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             finally:
                 self.log.info("::endgroup::")
                 if self.report:
-                    (self.log.error if self.report.get("status") == FAILED else self.log.info)(
-                        "%s", summary_line(self.report))
+                    try:
+                        line = summary_line(self.report)
+                    except Exception as e:  # noqa: BLE001 - a summary never hides the task's outcome
+                        line = f"{self.app}: report {self.report!r} (no summary: {e})"
+                    (self.log.error if self.report.get("status") == FAILED else self.log.info)("%s", line)
         except AirflowException:
             conflicts = [f for f in (self.report or {}).get("failed", []) if f.get("conflict")]
             if conflicts:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -132,6 +133,47 @@ class ArchivalConfig:
         return cfg
 
 
+# Query parameters of a SQLAlchemy URL that carry a credential (psycopg's password=, a token=).
+_SECRET_PARAMS = frozenset({"password", "passwd", "pwd", "secret", "token", "access_token",
+                            "api_key", "apikey", "key", "sslpassword", "aws_secret_access_key"})
+
+
+def _secret_param(name: str) -> bool:
+    n = name.lower()
+    return n in _SECRET_PARAMS or n.endswith(("password", "secret", "token"))
+
+
+def url_has_secret(uri: str) -> bool:
+    """Whether the catalog URL ``uri`` holds a credential: a password in its user part or a
+    password/secret/token query parameter."""
+    try:
+        parts = urllib.parse.urlsplit(uri)
+    except ValueError:
+        return True  # unreadable: assume the worst
+    return parts.password is not None or any(
+        _secret_param(k) for k, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+
+
+def masked_url(uri: str) -> str:
+    """``uri`` with its credentials replaced by ``***``, fit for a message or a log line."""
+    if not url_has_secret(uri):
+        return uri
+    try:
+        parts = urllib.parse.urlsplit(uri)
+    except ValueError:
+        return "<a URL that could not be parsed>"
+    out = uri
+    if parts.password is not None:
+        user, _, host = parts.netloc.rpartition("@")
+        out = out.replace(parts.netloc, f"{user.split(':', 1)[0]}:***@{host}", 1)
+    if parts.query:
+        masked = "&".join(f"{k}={'***' if _secret_param(k) else v}"
+                          for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+        at = out.rindex("?" + parts.query) + 1
+        out = out[:at] + masked + out[at + len(parts.query):]
+    return out
+
+
 def catalog_url_problem(url: str) -> tuple[str, str] | None:
     """Why ``url`` cannot be the Iceberg SQL catalog's URL, as (what is wrong, what to do); None
     when it can. Checked where the option is given and again where ``env:NAME`` is resolved."""
@@ -154,7 +196,7 @@ def _catalog_uri(key: str, v: Any) -> str:
         return s
     problem = catalog_url_problem(s)
     if problem is not None:
-        raise ConfigError(f"{key}={s!r} {problem[0]}", help=problem[1])
+        raise ConfigError(f"{key}={masked_url(s)!r} {problem[0]}", help=problem[1])
     return s
 
 

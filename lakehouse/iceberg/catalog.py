@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from lakehouse.config import IcebergConfig
-from lakehouse.config.services import catalog_url_problem
+from lakehouse.config.services import catalog_url_problem, masked_url
 from lakehouse.errors import IcebergSyncError
 from lakehouse.iceberg.store import METADATA_DIR
 
@@ -63,7 +63,7 @@ def resolve_uri(uri: str) -> str:
                                    help=f"export {var} (the catalog's SQLAlchemy URL) where the table is written")
     problem = catalog_url_problem(uri)
     if problem is not None:
-        raise IcebergSyncError(f"the Iceberg catalog URL {uri!r} {problem[0]}", help=problem[1])
+        raise IcebergSyncError(f"the Iceberg catalog URL {masked_url(uri)!r} {problem[0]}", help=problem[1])
     return uri
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.config.services import url_has_secret
 from lakehouse.errors import CorruptFileError, LakehouseError
 from lakehouse.iceberg import catalog
 from lakehouse.iceberg.publish import VIEW_PROPERTY, iceberg_config
@@ -24,14 +25,10 @@ def _int(summary: Any, key: str) -> int | None:
 
 def _shown_url(uri: str) -> str | None:
     """The catalog setting as it may be shown to any viewer: an ``env:NAME`` reference, or a URL
-    without a password (None when it holds one)."""
+    without a credential (None when it holds one: a password, or a secret query parameter)."""
     if uri.startswith("env:"):
         return uri
-    try:
-        from sqlalchemy.engine import make_url  # noqa: PLC0415 - SQLAlchemy comes with the catalog extra
-        return None if make_url(uri).password else uri
-    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads (or no SQLAlchemy): not shown
-        return None
+    return None if url_has_secret(uri) else uri
 
 
 def iceberg_status(table: "TableMetaClient | Any") -> dict[str, Any]:

@@ -112,7 +112,9 @@ def history(table: Table, facts: list[Fact] | None = None) -> dict[str, Any]:
     # The archived instants lead the list (instant_facts puts them first); a list that does
     # not start with them is replayed whole.
     if archived and all(f.row["archived"] for f in facts[:len(archived)]):
-        key = (len(archived), archived[0].row["time"], archived[-1].row["time"], id(archived[-1]))
+        # Every archived instant's time, action and end: a table deleted and created again at
+        # the same path (or one restored from a copy) never reuses another's replay.
+        key = (len(archived), hash(tuple((f.row["time"], f.row["action"], f.row["end"]) for f in archived)))
         seen = _ARCHIVED_REPLAY.get(table.path)
         if seen is None or seen[0] != key:
             groups: dict[tuple[str, str], _Group] = {}

@@ -2,9 +2,15 @@
 and counts it applies (no lock taken, nothing written): for a scheduler that starts the planner
 only when it has something to plan, instead of starting it after every commit to hear "not yet".
 
-Where a rule needs what only a listing of the file slices tells (a strategy on log bytes), the
-service counts as due and its planner decides: a service said to be due may still plan nothing,
-one said not to be due never would have planned.
+What it promises: a service said not to be due would not have planned at that moment. A service
+said to be due may still plan nothing: where a rule needs what only a listing of the file slices
+tells (a strategy on log bytes) it counts as due and its planner decides, and a clustering whose
+trigger is met may find no file group worth rewriting.
+
+It is asked when a commit completes (the ingest task announces the services due). A time-based
+compaction trigger (TIME_ELAPSED, NUM_OR_TIME, NUM_AND_TIME) whose time runs out between two
+commits is therefore seen at the next commit: a table whose writes stop with logs waiting needs
+its compaction on a cron (the registry's ``compaction: {cron: ...}``) to be compacted by time.
 """
 
 from __future__ import annotations

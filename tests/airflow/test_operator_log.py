@@ -86,3 +86,64 @@ def test_a_failed_step_ends_with_its_error_outside_the_fold(monkeypatch):
 def test_spark_info_comes_back_when_the_table_asks(monkeypatch):
     _, _, cmd = _run(monkeypatch, [json.dumps(REPORT) + "\n"], conf={"spark.log.level": "INFO"})
     assert "spark.log.level=INFO" in " ".join(cmd) and "spark.log.level=WARN" not in " ".join(cmd)
+
+
+class _Events(dict):
+    """Airflow's outlet_events as far as _announce uses it: events[alias].add(asset, extra=...)."""
+
+    def __missing__(self, key):
+        added = self[key] = SimpleNamespace(added=[])
+        added.add = lambda asset, extra=None: added.added.append((asset, extra))
+        return added
+
+
+def _announcer(monkeypatch, check):
+    from lakehouse.airflow import operators
+    monkeypatch.setitem(operators.DUE_CHECKS, "compaction", check)
+    said = Said()
+    monkeypatch.setattr(operators.LakehouseSparkSubmitOperator, "log", property(lambda self: said))
+    monkeypatch.setattr(operators.LakehouseSparkSubmitOperator, "_table", lambda self: object())
+    op = operators.LakehouseSparkSubmitOperator(task_id="commit", app="commit", table_path="/data/trips",
+                                                due={"compaction": {"strategy": "NUM_COMMITS"}})
+    return op, said
+
+
+def test_a_due_check_that_fails_announces_the_service_as_due_and_says_why(monkeypatch):
+    """The commit is done when _announce runs: a check that cannot decide neither fails the task
+    nor leaves the compaction DAG untriggered."""
+    from lakehouse.airflow.assets import due_alias, due_asset
+
+    def broken(table, options):
+        raise OSError("the timeline could not be listed")
+    op, said = _announcer(monkeypatch, broken)
+    events = _Events()
+    op._announce({"outlet_events": events})
+    assert events[due_alias("trips")].added == [
+        (due_asset("trips", "compaction"), {"reason": "could not tell (OSError); its DAG decides"})]
+    assert any(level == "warning" and "the timeline could not be listed" in m for level, m in said)
+
+
+def test_a_due_check_that_is_not_met_announces_nothing(monkeypatch):
+    from lakehouse.services.due import Due
+    op, said = _announcer(monkeypatch, lambda table, options: Due(False, "1 of 3 delta commits"))
+    events = _Events()
+    op._announce({"outlet_events": events})
+    assert not events and ("info", "compaction not due yet: 1 of 3 delta commits") in said
+
+
+def test_no_outlet_events_is_a_warning_not_a_failure(monkeypatch):
+    op, said = _announcer(monkeypatch, lambda table, options: pytest.fail("checked with nowhere to announce"))
+    op._announce({})
+    assert [level for level, _ in said] == ["warning"]
+
+
+def test_a_report_the_summary_cannot_read_is_still_logged(monkeypatch):
+    from lakehouse.airflow import operators
+
+    def unreadable(report):
+        raise KeyError("duration_s")
+    monkeypatch.setattr(operators, "summary_line", unreadable)
+    result, said, _ = _run(monkeypatch, [json.dumps(REPORT) + "\n"])
+    assert result == "20261130101010101"
+    end = [m for _, m in said].index("::endgroup::")
+    assert said[end + 1][1].startswith("commit: report {") and "no summary" in said[end + 1][1]

@@ -6,6 +6,7 @@ point where, without it, committed data was lost or undone data came back."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pyarrow as pa
@@ -55,12 +56,18 @@ def _compaction_task(path, plan: str, *, clean: bool):
 
 def _write_with_services_at_listing(monkeypatch, path, batch: pa.Table, services, *, after_listing: bool):
     """Upsert ``batch`` with ``services()`` (another process's steps) run once, just before or
-    just after the write's first listing of the data files; returns what they returned."""
+    just after the write's first listing of the data files; returns what they returned.
+
+    Only the writer's own listing fires it: the Iceberg publisher of the earlier commits lists
+    files too, in its thread, and services run there raced the write and the reads after it
+    (the test then read a compaction still pending, which hudi-rs 0.5 reads without its logs)."""
+    background.wait_all()
     real = view_mod.list_data_files
     armed, ran = [], []
+    writer_thread = threading.get_ident()
 
     def hooked(*args, **kw):
-        if not armed or ran:
+        if not armed or ran or threading.get_ident() != writer_thread:
             return real(*args, **kw)
         ran.append(None)
         if not after_listing:

@@ -9,6 +9,7 @@ import pytest
 
 import lakehouse
 from lakehouse.iceberg import sync_iceberg
+from lakehouse.airflow.ui.query import snippets
 from lakehouse.iceberg.status import iceberg_status
 
 
@@ -35,11 +36,27 @@ def test_the_snapshot_row_count_is_what_a_read_returns(tmp_path, table_type):
                             "uri": f"sqlite:///{tmp_path}/cat.db"}
 
 
-def test_a_catalog_url_with_a_password_is_not_shown(tmp_path):
-    t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="id", options={
-        "hoodie.meta.sync.iceberg.catalog.uri": "postgresql+psycopg2://lake:secret@db.example/cat"})
+@pytest.mark.parametrize("url", ["postgresql+psycopg2://lake:s3cr3t@db.example/cat",
+                                 "postgresql+psycopg2://lake@db.example/cat?password=s3cr3t",
+                                 "postgresql+psycopg2://lake@db.example/cat?sslmode=require&token=s3cr3t"])
+def test_a_catalog_url_with_a_credential_is_not_shown(tmp_path, url):
+    t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="id",
+                               options={"hoodie.meta.sync.iceberg.catalog.uri": url})
     s = iceberg_status(t)
-    assert s["catalog"]["uri"] is None and "secret" not in repr(s)
+    assert s["catalog"]["uri"] is None and "s3cr3t" not in repr(s)
+    assert "s3cr3t" not in repr(snippets("t", str(tmp_path / "t"), s))
+
+
+def test_a_catalog_url_from_the_environment_is_shown_as_its_reference_and_its_problem_hides_the_credential(
+        tmp_path, monkeypatch):
+    """The URL an ``env:NAME`` reference resolves to is never shown: not in the panel, not in
+    the problem it has (a REST URL here, which lakehouse does not register in)."""
+    monkeypatch.setenv("LAKEHOUSE_TEST_CATALOG", "https://lake:s3cr3t@rest.example/v1?token=s3cr3t")
+    t = lakehouse.create_table(str(tmp_path / "t"), name="t", record_key="id",
+                               options={"hoodie.meta.sync.iceberg.catalog.uri": "env:LAKEHOUSE_TEST_CATALOG"})
+    s = iceberg_status(t)
+    assert s["problem"] and "REST" in s["problem"] and "rest.example" in s["problem"]
+    assert "s3cr3t" not in repr(s)
 
 
 def test_publishing_off_says_so(tmp_path):

@@ -122,10 +122,12 @@ def file_groups(slices) -> list[dict[str, Any]]:
             for s in sorted(slices, key=lambda s: (s.partition, s.file_id))]
 
 
-def _write_amplification(facts: list[Fact], table_bytes: int) -> float | None:
+def write_amplification(facts: list[Fact], table_bytes: int) -> float | None:
     """Bytes every commit on the timeline wrote (compactions and rewrites included) over the bytes
     the table holds now: how often, on average, each byte was written."""
-    written = sum(s.file_size_in_bytes or s.total_write_bytes for f in facts if f.meta is not None
+    # A log append's file size is the whole file's (Hudi appends to a log file across commits):
+    # its totalWriteBytes is what that commit wrote.
+    written = sum(s.total_write_bytes or s.file_size_in_bytes for f in facts if f.meta is not None
                   and f.row["state"] == "completed" for s in f.meta.write_stats())
     return round(written / table_bytes, 2) if table_bytes else None
 
@@ -135,7 +137,7 @@ def _snapshot_rows(ice: Mapping[str, Any], parts: list[dict[str, Any]], last_com
     (``as_of`` its instant, which may trail the newest commit while the background publisher
     catches up); else, when no log waits, the base files' rows from the write stats; else
     unknown (None): a log append's records are new and updated keys together."""
-    if ice.get("snapshot_rows") is not None:
+    if ice.get("enabled") and ice.get("snapshot_rows") is not None:
         return {"rows": ice["snapshot_rows"], "as_of": ice.get("instant"), "from": "iceberg"}
     if parts and all(p["base_rows"] is not None and p["log_records"] == 0 for p in parts):
         return {"rows": sum(p["base_rows"] for p in parts), "as_of": last_commit, "from": "write stats"}
@@ -164,8 +166,8 @@ def details(name: str, path: str, table_type: str, *, options: Mapping[str, Any]
             "oldest_uncompacted": r["oldest_uncompacted"], "groups": file_groups(r["slices"]),
             "cleans": hist["cleans"], "schema": schema_history(facts), "partitions": parts,
             "snapshot_rows": _snapshot_rows(ice, parts, stats["last_commit"]),
-            "write_amplification": _write_amplification(facts, size), "iceberg": ice,
+            "write_amplification": write_amplification(facts, size), "iceberg": ice,
             "query": snippets(name, t.path, ice)}
 
 
-__all__ = ["summary", "ranked", "details", "timeline", "file_groups", "open_or_none", "TIMELINE_LIMIT", "MADE", "COMMITTED"]
+__all__ = ["summary", "ranked", "details", "timeline", "file_groups", "write_amplification", "open_or_none", "TIMELINE_LIMIT", "MADE", "COMMITTED"]

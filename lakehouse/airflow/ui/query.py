@@ -41,7 +41,8 @@ def snippets(name: str, path: str, iceberg: Mapping[str, Any] | None) -> list[di
                     f"rows = table.scan().to_arrow()  # the snapshot: base files merged with their logs\n"
                     f"print(rows.num_rows)\n"}]
     iceberg = iceberg or {}
-    if iceberg.get("metadata_location"):
+    # Metadata left from before publishing was turned off is stale: no snippet reads it.
+    if iceberg.get("enabled") and iceberg.get("metadata_location"):
         folder = _local(path.rstrip("/") + "/" + layout.ICEBERG)
         remote = "://" in folder
         out.append({"id": "duckdb", "title": "DuckDB", "language": "sql",

@@ -300,7 +300,7 @@ def test_the_table_page_shows_schema_partitions_iceberg_and_query(view):
     python = next(q for q in one["query"] if q["id"] == "python")
     assert repr(t.path) in python["code"]
     page = client.get("/tables/orders").text
-    for anchor in ('id="schema"', 'id="schema-history"', 'id="partitions"', 'id="iceberg"', 'id="query"',
+    for anchor in ('id="health"', 'id="schema"', 'id="schema-history"', 'id="partitions"', 'id="iceberg"', 'id="query"',
                    'data-snippet="duckdb"', 'class="pill state-completed"', "<time datetime="):
         assert anchor in page, anchor
     assert page.count('<tr data-column=') == 4 and page.count('<tr data-partition=') == 2
@@ -318,6 +318,60 @@ def test_without_iceberg_the_row_count_comes_from_write_stats_when_no_log_waits(
     d = overview.details("t", path, "MERGE_ON_READ")
     assert d["snapshot_rows"] == {"rows": 15, "as_of": d["stats"]["last_commit"], "from": "write stats"}
     assert d["iceberg"]["enabled"] is False and {q["id"] for q in d["query"]} == {"python", "spark"}
+
+
+def test_iceberg_metadata_left_from_before_publishing_was_turned_off_is_called_stale(view):
+    """Publishing turned off after commits were published: the metadata stays but no longer
+    follows the table. Its row count is not the table's, no snippet reads it, the page says so."""
+    from lakehouse import layout
+    from lakehouse.airflow.ui import overview
+    from lakehouse.iceberg import background
+    from lakehouse.properties import parse_properties, write_table_properties
+    t, client = view
+    background.wait_all()
+    props = parse_properties(t.storage.read(layout.PROPERTIES))
+    write_table_properties(t.storage, {**props, "hoodie.meta.sync.iceberg.enabled": "false"})
+    lakehouse.open_table(t.path).write(batch(range(100, 110), 4), "upsert")
+    d = overview.details("orders", t.path, "MERGE_ON_READ")
+    assert d["iceberg"]["enabled"] is False and d["iceberg"]["metadata_location"]
+    assert d["iceberg"]["instant"] != d["stats"]["last_commit"]
+    assert d["snapshot_rows"]["from"] != "iceberg"
+    assert {q["id"] for q in d["query"]} == {"python", "spark"}
+    page = client.get("/tables/orders").text
+    assert 'id="iceberg-off"' in page and 'id="iceberg-behind"' not in page
+
+
+def test_write_amplification_is_every_byte_written_over_the_bytes_held(tmp_path):
+    """Oracle: a lakehouse write creates each data file once (a log append is a new log file),
+    so before any clean the files on disk are every byte the commits wrote."""
+    import os
+
+    from lakehouse.airflow.ui import overview
+    path = tmp_path / "t"
+    t = lakehouse.create_table(str(path), name="t", table_type="MERGE_ON_READ", record_key="id", index="BUCKET",
+                               options={"hoodie.bucket.index.num.buckets": 2, "hoodie.meta.sync.iceberg.enabled": "false"})
+    for lo in (0, 5, 10):
+        t.upsert(pa.table({"id": list(range(lo, lo + 20))}))
+    t.compact(force=True)
+    on_disk = sum(os.path.getsize(f) for f in path.rglob("*") if f.is_file() and ".hoodie" not in f.parts
+                  and not f.name.startswith(".hoodie_partition_metadata"))
+    d = overview.details("t", str(path), "MERGE_ON_READ")
+    held = d["stats"]["base_bytes"] + d["stats"]["log_bytes"]
+    assert d["write_amplification"] == round(on_disk / held, 2) > 1
+
+
+def test_write_amplification_counts_what_a_log_append_wrote_not_the_whole_log_file():
+    """Hudi appends to a log file across commits (HoodieAppendHandle): its write stat's
+    fileSizeInBytes is the file's size so far, totalWriteBytes what that commit added."""
+    from types import SimpleNamespace
+
+    from lakehouse.airflow.ui import overview
+
+    def fact(*stats):
+        return SimpleNamespace(row={"state": "completed"}, meta=SimpleNamespace(
+            write_stats=lambda: [SimpleNamespace(total_write_bytes=w, file_size_in_bytes=f) for w, f in stats]))
+    facts = [fact((100, 100)), fact((50, 150)), fact((50, 200)), fact((0, 80))]  # the last: no totalWriteBytes
+    assert overview.write_amplification(facts, 200) == round((100 + 50 + 50 + 80) / 200, 2)
 
 
 @pytest.mark.airflow

@@ -57,10 +57,13 @@ function lhDataTable(table) {
     const from = page * size, to = Math.min(shown.length, from + size);
     const visible = new Set(shown.slice(from, to));
     for (const r of all) r.hidden = !visible.has(r);
-    body.append(...shown);
+    // One fragment, not append(...shown): a spread of 100,000 rows overflows the call stack.
+    const frag = document.createDocumentFragment();
+    for (const r of shown) frag.appendChild(r);
+    body.appendChild(frag);
     info.textContent = shown.length ? (from + 1).toLocaleString() + "\u2013" + to.toLocaleString() + " of " +
       shown.length.toLocaleString() + (shown.length < all.length ? " (filtered from " + all.length.toLocaleString() + ")" : "")
-      : "no rows match";
+      : all.length ? "no rows match" : "no rows";
     prev.disabled = page === 0;
     next.disabled = page >= pages - 1;
     table.dataset.page = String(page + 1);
