@@ -9,13 +9,14 @@ application submitted by :class:`~lakehouse.airflow.operators.LakehouseSparkSubm
   Scheduled by the Asset ``lakehouse_<table>_compaction_due`` (``after_commits: K``: the ingest
   task announces it after a commit once K delta commits wait, hoodie.compact.inline.max.delta.
   commits=K, Hudi's own trigger, checked as the planner checks it: lakehouse.services.due), so it
-  does not run after every commit to hear "not yet"; or on a cron. Nothing planned: the plan task
-  is skipped, and the rest with it.
+  does not run after every commit to hear "not yet"; or on a cron; or both (``{after_commits: K,
+  cron: ...}``: whichever comes first). Nothing planned: the plan task is skipped, and the rest
+  with it.
 * ``<table>_clustering`` (tables without the bucket index, or with consistent-hashing buckets):
   clustering-plan → clustering-execute → commit. Scheduled by the Asset
   ``lakehouse_<table>_clustering_due`` (``after_commits: K``: announced once K commits completed
-  since the last clustering, hoodie.clustering.async.max.commits=K), on a cron, or only when
-  triggered. The default: after 5
+  since the last clustering, hoodie.clustering.async.max.commits=K), on a cron, both, or only
+  when triggered. The default: after 5
   commits for consistent-hashing tables (a plan only where a bucket passed the split threshold,
   so the table grows without anyone asking), manual for the others (Hudi's async clustering is
   off by default).
@@ -30,7 +31,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow.sdk import DAG, Asset
+from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable
 
 from lakehouse.airflow import assets
 from lakehouse.airflow.health import LakehouseHealthOperator
@@ -58,6 +59,18 @@ def due(t: TableEntry) -> dict[str, dict[str, str]]:
         out["clustering"] = dict(_plan_options(dict(t.clustering_options), "hoodie.clustering.async.max.commits",
                                                s.clustering_after_commits))
     return out
+
+
+def _service_schedule(t: TableEntry, service: str, after_commits: int | None, cron: str | None) -> Any:
+    """A service DAG's schedule: its "due" Asset (after K commits), its cron, or both, whichever
+    comes first (the cron also catches a time-based trigger on a table whose writes stopped: the
+    due check runs at commits only, as Hudi's writers schedule after a commit)."""
+    if after_commits and cron:
+        return AssetOrTimeSchedule(timetable=CronTriggerTimetable(cron, timezone="UTC"),
+                                   assets=[assets.due_asset(t.name, service)])
+    if after_commits:
+        return [assets.due_asset(t.name, service)]
+    return cron
 
 
 def _plan_options(opts: dict[str, str], trigger_key: str, after: int) -> dict[str, str]:
@@ -159,7 +172,7 @@ def table_dags(t: TableEntry, *, schedules: bool = True) -> dict[str, DAG]:
 
     if t.is_mor:
         s = t.schedule
-        schedule: Any = [assets.due_asset(t.name, "compaction")] if s.compaction_after_commits else s.compaction_cron
+        schedule: Any = _service_schedule(t, "compaction", s.compaction_after_commits, s.compaction_cron)
         with DAG(t.dag_id("compaction"), schedule=when(schedule),
                  doc_md=_doc(t, "plan a compaction if its trigger fires, execute it, commit it."),
                  **common) as d:
@@ -171,7 +184,7 @@ def table_dags(t: TableEntry, *, schedules: bool = True) -> dict[str, DAG]:
 
     if t.clusters:
         s = t.schedule
-        schedule = [assets.due_asset(t.name, "clustering")] if s.clustering_after_commits else s.clustering_cron
+        schedule = _service_schedule(t, "clustering", s.clustering_after_commits, s.clustering_cron)
         with DAG(t.dag_id("clustering"), schedule=when(schedule),
                  doc_md=_doc(t, ("plan a bucket resize (buckets past the split threshold split, small "
                                  "neighbours merged) " if t.resizes_buckets else

@@ -18,7 +18,7 @@ an import error naming the file, the entry and the field, not a DAG that fails a
         source: {kind: files, dir: landing/trips, format: parquet}   # mode: stream (see below)
         schedule:
           ingest: "*/10 * * * *"
-          compaction: {after_commits: 4}  # or {cron: "0 * * * *"}; null: manual only
+          compaction: {after_commits: 4}  # or {cron: "0 * * * *"}, or both; null: manual only
           clustering: {cron: "0 3 * * *"}   # default: after 5 commits where buckets resize, else manual
           clean: "@daily"
           health: "*/15 * * * *"            # the alerts check; null: on demand only

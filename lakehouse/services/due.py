@@ -7,10 +7,11 @@ said to be due may still plan nothing: where a rule needs what only a listing of
 tells (a strategy on log bytes) it counts as due and its planner decides, and a clustering whose
 trigger is met may find no file group worth rewriting.
 
-It is asked when a commit completes (the ingest task announces the services due). A time-based
-compaction trigger (TIME_ELAPSED, NUM_OR_TIME, NUM_AND_TIME) whose time runs out between two
-commits is therefore seen at the next commit: a table whose writes stop with logs waiting needs
-its compaction on a cron (the registry's ``compaction: {cron: ...}``) to be compacted by time.
+It is asked when a commit completes (the ingest task announces the services due), as Hudi's
+writers schedule a compaction after a commit. A time-based compaction trigger (TIME_ELAPSED,
+NUM_OR_TIME, NUM_AND_TIME) whose time runs out between two commits is therefore seen at the next
+commit: a table whose writes stop with logs waiting needs its compaction on a cron too (the
+registry's ``compaction: {after_commits: K, cron: ...}``) to be compacted by time.
 """
 
 from __future__ import annotations

@@ -114,6 +114,29 @@ def test_dag_folder_imports_and_declares_the_services(tmp_path, dagbag_for):
     assert "hoodie.compact.inline.max.delta.commits=2" in plan.app_args
 
 
+def test_a_service_on_its_commits_and_a_cron_runs_on_whichever_comes_first(tmp_path, dagbag_for):
+    """``{after_commits: K, cron: ...}``: the due Asset or the cron (Airflow's AssetOrTimeSchedule);
+    the cron catches a time-based trigger on a table whose writes stopped. A cron alone: the
+    commit announces nothing for that service."""
+    bag = dagbag_for(_registry(tmp_path, 0, """
+  trips:
+    path: tables/trips
+    source: {kind: demo, dir: landing/trips}
+    schedule: {ingest: null, compaction: {after_commits: 3, cron: "@hourly"}, clustering: {cron: "0 3 * * *"}}
+"""))
+    comp = bag.dags["trips_compaction"].timetable
+    assert type(comp).__name__ == "AssetOrTimeSchedule"
+    assert "lakehouse_trips_compaction_due" in repr(comp.asset_condition)
+    assert comp.timetable.expression == "0 * * * *"
+    # As the DAG processor stores it for the scheduler.
+    from airflow.serialization.serialized_objects import DagSerialization
+    stored = DagSerialization.from_dict(DagSerialization.to_dict(bag.dags["trips_compaction"])).timetable
+    assert stored.summary == "Asset or 0 * * * *" and stored.can_be_scheduled
+    assert bag.dags["trips_clustering"].timetable.expression == "0 3 * * *"
+    assert bag.dags["trips_ingest"].get_task("commit").due == {
+        "compaction": {"hoodie.compact.inline.max.delta.commits": "3"}}
+
+
 def test_a_hold_file_leaves_every_dag_to_be_triggered_until_it_goes(tmp_path, dagbag_for, monkeypatch):
     """The embedded platform's first cycle: while $LAKEHOUSE_HOLD_SCHEDULES names a file that
     exists, the DAG file declares no schedules (no scheduled or Asset-triggered run queues ahead

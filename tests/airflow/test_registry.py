@@ -122,6 +122,8 @@ def test_invalid_registries_name_the_field(tmp_path, text, where):
     ("tables: {trips: {path: x, source: {kind: demo, dir: d, xyzzy: 1}}}",
      "tables/trips/source: unknown key 'xyzzy', expected one of: checkpoint, demo_batches, demo_rows, dir, "
      "format, kind, max_files, mode, operation"),
+    ("tables: {trips: {path: x, source: {kind: demo, dir: d}, schedule: {compaction: {after_commits: 3, crn: '@hourly'}}}}",
+     "tables/trips/schedule/compaction: unknown key 'crn', did you mean 'cron'?"),
     # a value of the right shape but out of range: the field itself, not "is not of type 'null'"
     ("tables: {trips: {path: x, source: {kind: demo, dir: d}, schedule: {compaction: {after_commits: 0}}}}",
      "tables/trips/schedule/compaction/after_commits: 0 is less than the minimum of 1"),
@@ -131,6 +133,15 @@ def test_a_registry_error_names_the_unknown_key_and_the_nearest_valid_one(tmp_pa
         registry.load(write(tmp_path, text))
     assert says in e.value.message, e.value.message
     assert "is not valid under any of the given schemas" not in e.value.message
+
+
+def test_a_service_may_follow_its_commits_and_a_cron_together(tmp_path):
+    reg = registry.load(write(tmp_path, "tables: {trips: {path: x, source: {kind: demo, dir: d}, schedule: "
+                                        "{compaction: {after_commits: 3, cron: '@hourly'}, "
+                                        "clustering: {after_commits: 7, cron: '0 3 * * *'}}}}"))
+    s = reg.tables[0].schedule
+    assert (s.compaction_after_commits, s.compaction_cron) == (3, "@hourly")
+    assert (s.clustering_after_commits, s.clustering_cron) == (7, "0 3 * * *")
 
 
 def test_a_files_source_needs_its_record_key(tmp_path):
