@@ -156,8 +156,6 @@ def url_has_secret(uri: str) -> bool:
 
 def masked_url(uri: str) -> str:
     """``uri`` with its credentials replaced by ``***``, fit for a message or a log line."""
-    if not url_has_secret(uri):
-        return uri
     try:
         parts = urllib.parse.urlsplit(uri)
     except ValueError:
@@ -166,9 +164,9 @@ def masked_url(uri: str) -> str:
     if parts.password is not None:
         user, _, host = parts.netloc.rpartition("@")
         out = out.replace(parts.netloc, f"{user.split(':', 1)[0]}:***@{host}", 1)
-    if parts.query:
-        masked = "&".join(f"{k}={'***' if _secret_param(k) else v}"
-                          for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    params = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if any(_secret_param(k) for k, _ in params):
+        masked = "&".join(f"{k}={'***' if _secret_param(k) else v}" for k, v in params)
         at = out.rindex("?" + parts.query) + 1
         out = out[:at] + masked + out[at + len(parts.query):]
     return out

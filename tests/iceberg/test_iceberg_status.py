@@ -65,3 +65,16 @@ def test_publishing_off_says_so(tmp_path):
     t.upsert(pa.table({"id": [1]}))
     s = iceberg_status(t)
     assert s["enabled"] is False and s["metadata_location"] is None and s["snapshot_rows"] is None
+
+
+@pytest.mark.parametrize("url,shown", [
+    ("postgresql+psycopg2://lake:s3cr3t@db.example:5432/cat?password=s3cr3t&sslmode=require",
+     "postgresql+psycopg2://lake:***@db.example:5432/cat?password=***&sslmode=require"),
+    # only the user part holds it: the query stays as written, its encoding too
+    ("postgresql://lake:s3cr3t@db.example/cat?application_name=a%20b",
+     "postgresql://lake:***@db.example/cat?application_name=a%20b"),
+    ("sqlite:////tmp/cat.db", "sqlite:////tmp/cat.db"),
+])
+def test_a_catalog_url_in_a_message_has_its_credentials_masked(url, shown):
+    from lakehouse.config.services import masked_url
+    assert masked_url(url) == shown
