@@ -100,6 +100,8 @@ def test_entries_are_typed_with_defaults_and_paths_resolved(tmp_path):
      "tables/trips/schedule/compaction"),
     ("tables: {trips: {path: x, source: {kind: demo, dir: d}, retries: -1}}", "tables/trips/retries"),
     ("tables: {trips: {path: x, source: {kind: demo, dir: d, mode: streaming}}}", "tables/trips/source/mode"),
+    ("tables: {trips: {path: x, source: {kind: demo, dir: d}, schedule: {compaction: {}}}}",
+     "tables/trips/schedule/compaction"),
     ("tables: {}", "tables"),
     ("defaults: {retries: 1}", "(top level)"),
 ])
